@@ -1,0 +1,82 @@
+// framemill's effective configuration, resolved once at start-up from built-in
+// defaults < YAML file < environment < command-line flags. Nothing outside configs/
+// reads the environment or YAML. Config is a plain value: copy freely; thread-safe to read.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "storage/status.h"
+
+namespace framemill {
+
+enum class Tristate { kAuto, kOn, kOff };
+
+struct RunConfig {
+  int batch = 16;
+  std::vector<std::string> stages = {"all"};
+  int64_t lease_ms = 30'000;
+  int64_t poll_ms = 500;
+  int max_attempts = 3;
+  int64_t retry_base_ms = 2'000;
+  int64_t retry_max_ms = 300'000;
+  int max_respawns = 100;  // crashed worker processes replaced per run before giving up
+};
+
+struct MediaConfig {
+  int64_t max_image_pixels = 100'000'000;  // refuse larger images before decoding
+  int video_sample_frames = 8;
+};
+
+struct GpuConfig {
+  Tristate all = Tristate::kAuto;
+  std::map<std::string, Tristate> ops;  // operation name (LIGHTING, POSE...) -> choice
+  std::string backend = "auto";         // auto | cuda | cpu | sim
+  int device_id = 0;
+  double memory_limit_gb = 0;           // 0: no limit beyond the device's
+  int batch_size = 0;                   // 0: tune to free VRAM
+  int sim_vram_mb = 8192;
+};
+
+struct Config {
+  std::string db = "./framemill.db";
+  std::string out = "./framemill-out";
+  std::string models = "./models";
+  std::string config_file;  // empty: none
+  int workers = 1;          // default: number of cores, filled at load
+  std::string log_level = "info";
+  int priority = 0;
+  RunConfig run;
+  MediaConfig media;
+  GpuConfig gpu;
+
+  // Where each effective value came from, in settings-table order.
+  struct Provenance {
+    std::string key, value, source, env, flag;
+  };
+  std::vector<Provenance> provenance;
+};
+
+// The operations whose device can be chosen with <OPERATION>_GPU.
+const std::vector<std::string>& GpuOperations();
+
+struct ConfigInputs {
+  std::map<std::string, std::string> env;    // variable -> value (the process's environment)
+  std::map<std::string, std::string> flags;  // setting key -> value, only flags the user gave
+  std::string config_file_flag;              // --config, overrides FRAMEMILL_CONFIG
+};
+
+// Resolves the configuration. Errors are InvalidArgument and name the offending
+// variable, key (with the file) or flag, and what is accepted.
+Result<Config> LoadConfig(const ConfigInputs& inputs);
+
+// The process's environment as a map: the only place framemill reads it.
+std::map<std::string, std::string> ProcessEnvironment();
+
+// Every setting's key, in table order (tests check configs/default.yaml against it).
+std::vector<std::string> SettingKeys();
+
+}  // namespace framemill

@@ -1,0 +1,26 @@
+#include "jobs/job.h"
+
+namespace framemill {
+
+std::string_view MediaKindName(MediaKind k) {
+  switch (k) {
+    case MediaKind::kDataset: return "dataset";
+    case MediaKind::kImage: return "image";
+    case MediaKind::kVideo: return "video";
+  }
+  return "unknown";
+}
+
+std::string_view JobStateName(JobState s) {
+  switch (s) {
+    case JobState::kPending: return "pending";
+    case JobState::kRunning: return "running";
+    case JobState::kDone: return "done";
+    case JobState::kFailed: return "failed";
+    case JobState::kSkipped: return "skipped";
+    case JobState::kWaiting: return "waiting";
+  }
+  return "unknown";
+}
+
+}  // namespace framemill

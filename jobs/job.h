@@ -1,0 +1,43 @@
+// The vocabulary of the job store: media kinds, job states, and what a claim hands a
+// worker. Plain values; thread-safe to copy.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace framemill {
+
+// Persisted as integers in items.kind: never renumber.
+enum class MediaKind : int { kDataset = 0, kImage = 1, kVideo = 2 };
+std::string_view MediaKindName(MediaKind k);
+
+// Persisted as integers in jobs.state: never renumber.
+enum class JobState : int {
+  kPending = 0,
+  kRunning = 1,
+  kDone = 2,
+  kFailed = 3,
+  kSkipped = 4,
+  kWaiting = 5,  // dependencies not yet done
+};
+std::string_view JobStateName(JobState s);
+inline bool IsTerminal(JobState s) {
+  return s == JobState::kDone || s == JobState::kFailed || s == JobState::kSkipped;
+}
+
+// What a worker gets for one claimed job.
+struct ClaimedJob {
+  int64_t id = 0;
+  int64_t item_id = 0;
+  std::string stage;
+  int attempts = 0;  // including this one
+  int max_attempts = 0;
+  int64_t lease_token = 0;
+  std::string source;
+  MediaKind kind = MediaKind::kImage;
+  std::string media_info;  // JSON
+};
+
+}  // namespace framemill

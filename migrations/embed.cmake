@@ -1,0 +1,12 @@
+# Writes a C++ source holding every migration as (version, name, sql), in order.
+separate_arguments(FILES)
+set(body "// Generated from migrations/*.sql by migrations/embed.cmake. Do not edit.\n#include \"storage/migrations.h\"\nnamespace framemill {\nconst std::vector<Migration>& EmbeddedMigrations() {\n  static const std::vector<Migration> kMigrations = {\n")
+foreach(f ${FILES})
+  get_filename_component(name ${f} NAME_WE)
+  string(REGEX MATCH "^[0-9]+" version ${name})
+  math(EXPR version "${version}")
+  file(READ ${f} sql)
+  string(APPEND body "    {${version}, \"${name}\", R\"fmsql(${sql})fmsql\"},\n")
+endforeach()
+string(APPEND body "  };\n  return kMigrations;\n}\n}  // namespace framemill\n")
+file(WRITE ${OUT} "${body}")

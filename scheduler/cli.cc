@@ -1,0 +1,398 @@
+#include "scheduler/cli.h"
+
+#include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "configs/config.h"
+#include "scheduler/enqueue.h"
+#include "scheduler/progress.h"
+#include "scheduler/supervisor.h"
+#include "stages/registry.h"
+#include "storage/job_store.h"
+
+namespace framemill {
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitSomeFailed = 3;
+
+// Flags shared by the subcommands; empty/unset means "not given".
+struct Flags {
+  std::string config, db, out, stages, stage, format = "jsonl", output;
+  std::optional<int> workers, batch, priority;
+  bool forever = false, json = false, failed = false;
+  std::vector<std::string> sources;
+};
+
+struct Env {
+  Config config;
+  std::unique_ptr<StageRegistry> registry;
+};
+
+int UsageError(const std::string& msg) {
+  std::fprintf(stderr, "framemill: %s\n", msg.c_str());
+  return kExitUsage;
+}
+
+void SetUpLogging(const std::string& level) {
+  auto logger = spdlog::stderr_color_mt("framemill");
+  logger->set_pattern(isatty(STDERR_FILENO) ? "%^[%H:%M:%S.%e %L]%$ %v" : "[%Y-%m-%dT%H:%M:%S.%e %L %P] %v");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(spdlog::level::from_str(level));
+}
+
+// Resolves the configuration from flags/env/YAML, then the stage registry.
+Result<Env> Resolve(const Flags& f) {
+  ConfigInputs in;
+  in.env = ProcessEnvironment();
+  in.config_file_flag = f.config;
+  if (!f.db.empty()) in.flags["db"] = f.db;
+  if (!f.out.empty()) in.flags["out"] = f.out;
+  if (!f.stages.empty()) in.flags["run.stages"] = f.stages;
+  if (f.workers) in.flags["workers"] = std::to_string(*f.workers);
+  if (f.batch) in.flags["run.batch"] = std::to_string(*f.batch);
+  if (f.priority) in.flags["enqueue.priority"] = std::to_string(*f.priority);
+  auto cfg = LoadConfig(in);
+  if (!cfg.ok()) return cfg.status();
+  Env env;
+  env.config = std::move(cfg).value();
+  SetUpLogging(env.config.log_level);
+  env.registry = MakeDefaultRegistry(env.config);
+  return env;
+}
+
+Result<std::vector<std::string>> ResolveStages(const Env& env) {
+  std::string err;
+  auto names = env.registry->graph().Closure(env.config.run.stages, &err);
+  if (names.empty()) return Status::InvalidArgument(err.empty() ? "no stages selected" : err);
+  return names;
+}
+
+Result<std::unique_ptr<JobStore>> OpenStore(const Env& env) {
+  StoreOptions so;
+  so.retry.max_attempts = env.config.run.max_attempts;
+  so.retry.base_delay_ms = env.config.run.retry_base_ms;
+  so.retry.max_delay_ms = env.config.run.retry_max_ms;
+  return OpenSqliteJobStore(env.config.db, &env.registry->graph(), SystemClock(), so);
+}
+
+int StoreError(const Status& s) {
+  std::fprintf(stderr, "framemill: %s\n", s.ToString().c_str());
+  return s.IsInvalidArgument() ? kExitUsage : kExitFailure;
+}
+
+// ------------------------------------------------------------------ enqueue
+int CmdEnqueue(const Flags& f) {
+  auto env = Resolve(f);
+  if (!env.ok()) return UsageError(env.status().message());
+  auto stages = ResolveStages(*env);
+  if (!stages.ok()) return UsageError(stages.status().message());
+  if (f.sources.empty()) return UsageError("enqueue needs at least one SOURCE");
+  auto store = OpenStore(*env);
+  if (!store.ok()) return StoreError(store.status());
+  EnqueueOptions eo;
+  eo.stages = *stages;
+  eo.priority = env->config.priority;
+  eo.max_attempts = env->config.run.max_attempts;
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  auto report = EnqueueSources(**store, f.sources, eo, [&](const EnqueueProgress& p) {
+    if (tty) {
+      std::fprintf(stderr, "\r\033[Kscanned %lld files, read %lld/%lld, written %lld%s",
+                   static_cast<long long>(p.files_seen), static_cast<long long>(p.files_read),
+                   static_cast<long long>(p.to_read), static_cast<long long>(p.items_written),
+                   p.done ? "\n" : "");
+    } else if (p.done) {
+      spdlog::info("scanned {} files, read {}/{}, written {}", p.files_seen, p.files_read,
+                   p.to_read, p.items_written);
+    }
+  });
+  if (!report.ok()) return StoreError(report.status());
+  const EnqueueStats& s = report->stats;
+  std::printf("enqueue: %lld files seen, %lld media\n", static_cast<long long>(report->files_seen),
+              static_cast<long long>(report->media_files));
+  std::printf("  items: %lld added, %lld changed (re-queued), %lld unchanged\n",
+              static_cast<long long>(s.items_added), static_cast<long long>(s.items_changed),
+              static_cast<long long>(s.items_unchanged));
+  std::printf("  jobs:  %lld added (%lld not applicable, skipped), %lld re-queued\n",
+              static_cast<long long>(s.jobs_added), static_cast<long long>(s.jobs_not_applicable),
+              static_cast<long long>(s.jobs_requeued));
+  for (const auto& [reason, n] : report->skipped)
+    std::printf("  skipped %lld file(s): %s (e.g. %s)\n", static_cast<long long>(n),
+                reason.c_str(), report->skipped_example[reason].c_str());
+  return kExitOk;
+}
+
+// ------------------------------------------------------------------ run
+int CmdRun(const Flags& f) {
+  auto env = Resolve(f);
+  if (!env.ok()) return UsageError(env.status().message());
+  auto stages = ResolveStages(*env);
+  if (!stages.ok()) return UsageError(stages.status().message());
+  RunRequest req;
+  req.stages = *stages;
+  req.forever = f.forever;
+  int code = RunWorkers(env->config, *env->registry, req);
+  if (code == kExitOk || code == kExitSomeFailed) {
+    std::fprintf(stderr, "results: framemill export --db %s (artifacts under %s)\n",
+                 env->config.db.c_str(), env->config.out.c_str());
+  }
+  return code;
+}
+
+// ------------------------------------------------------------------ status
+int CmdStatus(const Flags& f) {
+  auto env = Resolve(f);
+  if (!env.ok()) return UsageError(env.status().message());
+  auto store = OpenStore(*env);
+  if (!store.ok()) return StoreError(store.status());
+  auto items = (*store)->ItemCount();
+  auto counts = (*store)->Counts(5 * 60'000);
+  auto failures = (*store)->FailuresByClass();
+  auto last = (*store)->LastRun();
+  if (!items.ok()) return StoreError(items.status());
+  if (!counts.ok()) return StoreError(counts.status());
+  if (!failures.ok()) return StoreError(failures.status());
+  if (!last.ok()) return StoreError(last.status());
+
+  auto rate_of = [](const StageCounts& c) {
+    return c.window_s > 0 ? c.done_recent / c.window_s : 0.0;
+  };
+  auto eta_of = [&](const StageCounts& c) {
+    int64_t left = c.pending + c.running + c.waiting;
+    double r = rate_of(c);
+    return left == 0 ? 0.0 : (r > 0 ? left / r : -1.0);
+  };
+  if (f.json) {
+    nlohmann::json j;
+    j["db"] = env->config.db;
+    j["items"] = *items;
+    j["stages"] = nlohmann::json::object();
+    for (const StageCounts& c : *counts) {
+      double eta = eta_of(c);
+      j["stages"][c.stage] = {{"pending", c.pending}, {"running", c.running},
+                              {"done", c.done},       {"failed", c.failed},
+                              {"skipped", c.skipped}, {"waiting", c.waiting},
+                              {"throughput_per_s", rate_of(c)},
+                              {"eta_s", eta < 0 ? nlohmann::json(nullptr) : nlohmann::json(eta)}};
+    }
+    j["failures"] = nlohmann::json::array();
+    for (const auto& e : *failures)
+      j["failures"].push_back({{"stage", e.stage}, {"error_class", e.error_class},
+                               {"count", e.count}, {"example", e.example}});
+    if (*last) {
+      const RunRecord& r = **last;
+      j["last_run"] = {{"id", r.id}, {"started_at_ms", r.started_at},
+                       {"finished_at_ms", r.finished_at ? nlohmann::json(r.finished_at) : nlohmann::json(nullptr)},
+                       {"workers", r.workers}, {"jobs_done", r.jobs_done},
+                       {"jobs_failed", r.jobs_failed},
+                       {"exit_code", r.exit_code < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.exit_code)}};
+    }
+    std::cout << j.dump(2) << "\n";
+    return kExitOk;
+  }
+  std::printf("store %s: %lld items\n\n", env->config.db.c_str(), static_cast<long long>(*items));
+  std::printf("%-14s %8s %8s %8s %8s %8s %8s %10s %8s\n", "stage", "pending", "running",
+              "waiting", "done", "failed", "skipped", "jobs/s(5m)", "ETA");
+  for (const StageCounts& c : *counts) {
+    std::printf("%-14s %8lld %8lld %8lld %8lld %8lld %8lld %10.2f %8s\n", c.stage.c_str(),
+                static_cast<long long>(c.pending), static_cast<long long>(c.running),
+                static_cast<long long>(c.waiting), static_cast<long long>(c.done),
+                static_cast<long long>(c.failed), static_cast<long long>(c.skipped),
+                rate_of(c), FormatDuration(eta_of(c)).c_str());
+  }
+  if (counts->empty()) std::printf("(no jobs: run `framemill enqueue SOURCE...`)\n");
+  if (!failures->empty()) {
+    std::printf("\nfailures by error class:\n");
+    for (const auto& e : *failures)
+      std::printf("  %-12s %-18s %6lld  e.g. %s\n", e.stage.c_str(), e.error_class.c_str(),
+                  static_cast<long long>(e.count), e.example.c_str());
+    std::printf("  (details: framemill export is for results; `framemill retry --failed` re-queues)\n");
+  }
+  if (*last) {
+    const RunRecord& r = **last;
+    std::printf("\nlast run #%lld: %d worker(s), %s, %lld done, %lld failed\n",
+                static_cast<long long>(r.id), r.workers,
+                r.finished_at == 0 ? "unfinished or running"
+                                   : ("exit " + std::to_string(r.exit_code)).c_str(),
+                static_cast<long long>(r.jobs_done), static_cast<long long>(r.jobs_failed));
+  }
+  return kExitOk;
+}
+
+// ------------------------------------------------------------------ retry
+int CmdRetry(const Flags& f) {
+  auto env = Resolve(f);
+  if (!env.ok()) return UsageError(env.status().message());
+  if (!f.stage.empty() && env->registry->graph().Find(f.stage) == nullptr) {
+    std::string err;
+    env->registry->graph().Closure({f.stage}, &err);
+    return UsageError("--stage: " + err);
+  }
+  auto store = OpenStore(*env);
+  if (!store.ok()) return StoreError(store.status());
+  auto n = (*store)->RetryFailed(f.stage);
+  if (!n.ok()) return StoreError(n.status());
+  std::printf("re-queued %lld failed job(s)%s\n", static_cast<long long>(*n),
+              f.stage.empty() ? "" : (" of stage " + f.stage).c_str());
+  return kExitOk;
+}
+
+// ------------------------------------------------------------------ export
+std::string CsvField(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+int CmdExport(const Flags& f) {
+  auto env = Resolve(f);
+  if (!env.ok()) return UsageError(env.status().message());
+  if (f.format != "jsonl" && f.format != "csv")
+    return UsageError("--format: expected jsonl or csv, got '" + f.format + "'");
+  if (!f.stage.empty() && env->registry->graph().Find(f.stage) == nullptr) {
+    std::string err;
+    env->registry->graph().Closure({f.stage}, &err);
+    return UsageError("--stage: " + err);
+  }
+  auto store = OpenStore(*env);
+  if (!store.ok()) return StoreError(store.status());
+  std::ofstream file;
+  std::ostream* out = &std::cout;
+  if (!f.output.empty() && f.output != "-") {
+    file.open(f.output);
+    if (!file) return UsageError("-o: cannot write " + f.output);
+    out = &file;
+  }
+  if (f.format == "csv") *out << "item,stage,device,attempts,result,artifacts\n";
+  int64_t n = 0;
+  Status s = (*store)->ForEachResult(f.stage, [&](const ExportRow& r) {
+    ++n;
+    if (f.format == "csv") {
+      *out << CsvField(r.source) << ',' << r.stage << ',' << r.device << ',' << r.attempts << ','
+           << CsvField(r.result_json) << ',' << CsvField(r.artifacts_json) << '\n';
+      return;
+    }
+    nlohmann::json j;
+    j["item"] = r.source;
+    j["stage"] = r.stage;
+    j["device"] = r.device;
+    j["attempts"] = r.attempts;
+    j["result"] = nlohmann::json::parse(r.result_json, nullptr, false);
+    j["artifacts"] = nlohmann::json::parse(r.artifacts_json, nullptr, false);
+    *out << j.dump() << '\n';
+  });
+  if (!s.ok()) return StoreError(s);
+  out->flush();
+  if (file.is_open())
+    std::fprintf(stderr, "exported %lld result(s) to %s\n", static_cast<long long>(n),
+                 f.output.c_str());
+  return kExitOk;
+}
+
+// ------------------------------------------------------------------ config
+int CmdConfig(const Flags& f) {
+  auto env = Resolve(f);
+  if (!env.ok()) return UsageError(env.status().message());
+  const Config& c = env->config;
+  if (f.json) {
+    nlohmann::json j = nlohmann::json::object();
+    j["config_file"] = c.config_file.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.config_file);
+    j["settings"] = nlohmann::json::object();
+    for (const auto& p : c.provenance)
+      j["settings"][p.key] = {{"value", p.value}, {"source", p.source},
+                              {"env", p.env.empty() ? nlohmann::json(nullptr) : nlohmann::json(p.env)}};
+    j["stages"] = env->registry->graph().Names();
+    std::cout << j.dump(2) << "\n";
+    return kExitOk;
+  }
+  std::printf("config file: %s\n\n", c.config_file.empty() ? "(none)" : c.config_file.c_str());
+  std::printf("%-26s %-22s %-28s %s\n", "key", "value", "source", "env");
+  for (const auto& p : c.provenance)
+    std::printf("%-26s %-22s %-28s %s\n", p.key.c_str(), p.value.c_str(), p.source.c_str(),
+                p.env.c_str());
+  std::string names;
+  for (const auto& n : env->registry->graph().Names()) names += (names.empty() ? "" : ", ") + n;
+  std::printf("\nstages in this build: %s\n", names.c_str());
+  return kExitOk;
+}
+
+}  // namespace
+
+int RunCli(int argc, char** argv) {
+  CLI::App app{"framemill: batch analysis of image and video datasets, resumable to the item"};
+  app.require_subcommand(1);
+  Flags f;
+  app.add_option("--config", f.config, "YAML config file (overrides FRAMEMILL_CONFIG)")
+      ->configurable(false);
+  app.fallthrough();
+
+  auto db = [&](CLI::App* s) { s->add_option("--db", f.db, "job store (FRAMEMILL_DB)"); };
+
+  struct Command {
+    const char* name;
+    const char* help;
+    int (*run)(const Flags&);
+    CLI::App* app = nullptr;
+  };
+  std::vector<Command> commands = {
+      {"enqueue", "Add media from directories or files as items and jobs", CmdEnqueue},
+      {"run", "Work until nothing claimable is left (resumes earlier runs)", CmdRun},
+      {"status", "Progress per stage, throughput, ETA, failures by class", CmdStatus},
+      {"retry", "Put failed jobs back to pending", CmdRetry},
+      {"export", "Results of done jobs as JSON lines or CSV", CmdExport},
+      {"config", "The effective configuration and where each value came from", CmdConfig},
+  };
+  for (Command& c : commands) c.app = app.add_subcommand(c.name, c.help);
+  CLI::App* enqueue = commands[0].app;
+  db(enqueue);
+  enqueue->add_option("--stages", f.stages, "comma-separated stages, or all (default all)");
+  enqueue->add_option("--priority", f.priority, "higher runs first (default 0)");
+  enqueue->add_option("SOURCE", f.sources, "directory, media file")->required();
+  CLI::App* run = commands[1].app;
+  db(run);
+  run->add_option("--workers", f.workers, "worker processes (FRAMEMILL_WORKERS; default cores)");
+  run->add_option("--stages", f.stages, "comma-separated stages to work on, or all");
+  run->add_option("--batch", f.batch, "jobs claimed per transaction (default 16)");
+  run->add_option("--out", f.out, "artifact directory (FRAMEMILL_OUT)");
+  run->add_flag("--forever", f.forever, "keep polling for new work instead of exiting");
+  CLI::App* status = commands[2].app;
+  db(status);
+  status->add_flag("--json", f.json, "machine-readable output");
+  CLI::App* retry = commands[3].app;
+  db(retry);
+  retry->add_option("--stage", f.stage, "only this stage");
+  retry->add_flag("--failed", f.failed, "failed jobs (the default and only selection)");
+  CLI::App* exp = commands[4].app;
+  db(exp);
+  exp->add_option("--stage", f.stage, "only this stage");
+  exp->add_option("--format", f.format, "jsonl (default) or csv");
+  exp->add_option("-o,--output", f.output, "write to FILE instead of standard output");
+  CLI::App* config = commands[5].app;
+  config->add_flag("--json", f.json, "machine-readable output");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kExitUsage;
+  }
+  for (const Command& c : commands)
+    if (c.app->parsed()) return c.run(f);
+  return UsageError("no command given");
+}
+
+}  // namespace framemill

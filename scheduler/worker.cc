@@ -1,0 +1,148 @@
+#include "scheduler/worker.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+namespace framemill {
+namespace {
+
+// Renews leases every third of their length until told to stop.
+class HeartbeatThread {
+ public:
+  HeartbeatThread(JobStore* store, std::string worker, int64_t lease_ms)
+      : store_(store), worker_(std::move(worker)), lease_ms_(lease_ms) {
+    if (store_ != nullptr) thread_ = std::thread([this] { Loop(); });
+  }
+  ~HeartbeatThread() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void Loop() {
+    std::unique_lock<std::mutex> l(mu_);
+    while (!cv_.wait_for(l, std::chrono::milliseconds(lease_ms_ / 3), [this] { return done_; })) {
+      l.unlock();
+      auto r = store_->Heartbeat(worker_, lease_ms_);
+      if (!r.ok()) spdlog::warn("heartbeat failed: {}", r.status().ToString());
+      l.lock();
+    }
+  }
+  JobStore* store_;
+  std::string worker_;
+  int64_t lease_ms_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+Completion ToCompletion(const ClaimedJob& job, StageOutput out) {
+  Completion c;
+  c.job_id = job.id;
+  c.lease_token = job.lease_token;
+  c.device = out.device;
+  switch (out.kind) {
+    case StageOutput::Kind::kDone:
+      c.outcome = Completion::Outcome::kDone;
+      c.result_json = out.result.dump();
+      c.artifacts_json = nlohmann::json(out.artifacts).dump();
+      break;
+    case StageOutput::Kind::kFailed:
+      c.outcome = Completion::Outcome::kFailed;
+      c.error = out.error;
+      break;
+    case StageOutput::Kind::kSkipped:
+      c.outcome = Completion::Outcome::kSkipped;
+      c.error = out.error;
+      break;
+  }
+  return c;
+}
+
+}  // namespace
+
+Worker::Worker(JobStore* store, JobStore* heartbeat_store, const StageRegistry* registry,
+               const Clock* clock, WorkerOptions options, const std::atomic<bool>* stop)
+    : store_(store),
+      heartbeat_store_(heartbeat_store),
+      registry_(registry),
+      clock_(clock),
+      options_(std::move(options)),
+      stop_(stop) {}
+
+void Worker::SleepFor(int64_t ms) {
+  // In slices, so a stop request is noticed promptly.
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (!stop_->load() && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(ms, 50)));
+}
+
+Status Worker::Run() {
+  HeartbeatThread heartbeat(heartbeat_store_, options_.id, options_.lease_ms);
+  while (!stop_->load()) {
+    auto jobs = store_->Claim(options_.id, options_.stages, options_.batch, options_.lease_ms);
+    if (!jobs.ok()) return jobs.status();
+    if (!jobs->empty()) {
+      FM_RETURN_IF_ERROR(RunBatch(std::move(jobs).value()));
+      continue;
+    }
+    auto left = store_->CountOutstanding(options_.stages);
+    if (!left.ok()) return left.status();
+    if (left->pending == 0 && left->running == 0 && !options_.forever) return Status::OK();
+    // Something is in backoff or held by another worker (which may yet fail, or die
+    // and be rescued): wait for it, but no longer than until the next retry is due.
+    int64_t wait = options_.poll_ms;
+    if (left->pending > 0 && left->next_run_at > 0)
+      wait = std::clamp<int64_t>(left->next_run_at - clock_->NowMs(), 1, options_.poll_ms);
+    SleepFor(wait);
+  }
+  return Status::Aborted("stop requested");
+}
+
+Status Worker::RunBatch(std::vector<ClaimedJob> jobs) {
+  ++stats_.batches;
+  std::vector<Completion> outcomes;
+  outcomes.reserve(jobs.size());
+  size_t next = 0;
+  for (; next < jobs.size() && !stop_->load(); ++next) {
+    const ClaimedJob& job = jobs[next];
+    Stage* stage = registry_->Find(job.stage);
+    StageOutput out = stage != nullptr
+                          ? stage->Run(job)
+                          : StageOutput::Failed(Status::Unsupported(
+                                "stage " + job.stage + " is not in this build"));
+    if (out.kind == StageOutput::Kind::kFailed) {
+      spdlog::debug("{} {} failed: {}", job.stage, job.source, out.error.ToString());
+    }
+    outcomes.push_back(ToCompletion(job, std::move(out)));
+  }
+  if (!outcomes.empty()) {
+    auto st = store_->Complete(outcomes);
+    if (!st.ok()) return st.status();
+    stats_.done += st->done;
+    stats_.failed += st->failed;
+    stats_.retried += st->retried;
+    stats_.skipped += st->skipped;
+    stats_.stale += st->stale;
+    if (st->stale > 0)
+      spdlog::warn("{} result(s) discarded: their lease was lost to another worker", st->stale);
+  }
+  if (next < jobs.size()) {
+    std::vector<ClaimedJob> rest(jobs.begin() + static_cast<long>(next), jobs.end());
+    auto r = store_->Release(rest);
+    if (!r.ok()) return r.status();
+    stats_.released += *r;
+  }
+  return Status::OK();
+}
+
+}  // namespace framemill

@@ -1,0 +1,156 @@
+// The job store: every item, every (item, stage) job, their leases, results and
+// history. JobStore is the seam (tests wrap it to inject faults); SqliteJobStore is
+// the implementation. Thread-safety: one JobStore per thread or process; processes
+// share the database file, and every write is one IMMEDIATE transaction.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "jobs/job.h"
+#include "jobs/retry_policy.h"
+#include "jobs/stage_graph.h"
+#include "storage/clock.h"
+#include "storage/status.h"
+
+namespace framemill {
+
+struct ItemRecord {
+  int64_t id = 0;
+  std::string source;
+  MediaKind kind = MediaKind::kImage;
+  int64_t size = 0;
+  int64_t mtime_ns = 0;
+  std::string content_hash;
+};
+
+struct NewItem {
+  std::string source;
+  MediaKind kind = MediaKind::kImage;
+  int64_t size = 0;
+  int64_t mtime_ns = 0;
+  std::string content_hash;
+  std::string media_info = "{}";  // JSON
+};
+
+struct EnqueueOptions {
+  std::vector<std::string> stages;  // already closed over dependencies
+  int priority = 0;
+  int max_attempts = 3;
+};
+
+struct EnqueueStats {
+  int64_t items_added = 0;
+  int64_t items_changed = 0;    // content differs: jobs queued again
+  int64_t items_unchanged = 0;
+  int64_t jobs_added = 0;
+  int64_t jobs_requeued = 0;
+  int64_t jobs_not_applicable = 0;  // inserted as skipped
+};
+
+struct Completion {
+  enum class Outcome { kDone, kFailed, kSkipped };
+  int64_t job_id = 0;
+  int64_t lease_token = 0;
+  Outcome outcome = Outcome::kDone;
+  std::string device = "cpu";
+  std::string result_json = "{}";
+  std::string artifacts_json = "[]";
+  Status error;  // kFailed: why; kSkipped: the reason, in the message
+};
+
+struct CompleteStats {
+  int done = 0, skipped = 0, failed = 0, retried = 0;
+  int stale = 0;  // rejected: the lease was lost (expired and rescued, or item changed)
+};
+
+struct StageCounts {
+  std::string stage;
+  int64_t pending = 0, running = 0, done = 0, failed = 0, skipped = 0, waiting = 0;
+  int64_t done_recent = 0;   // done within the throughput window
+  double window_s = 0;       // length of that window actually covered, seconds
+};
+
+struct ErrorClassCount {
+  std::string stage, error_class, example;
+  int64_t count = 0;
+};
+
+struct ExportRow {
+  std::string source, stage, device, result_json, artifacts_json;
+  int64_t attempts = 0, finished_at = 0;
+};
+
+struct RunRecord {
+  int64_t id = 0, started_at = 0, finished_at = 0, jobs_done = 0, jobs_failed = 0;
+  int workers = 0, exit_code = -1;
+};
+
+class JobStore {
+ public:
+  virtual ~JobStore() = default;
+
+  // --- enqueue ---
+  // Every known item by source, for change detection without re-reading files.
+  virtual Result<std::unordered_map<std::string, ItemRecord>> LoadItems() = 0;
+  // Adds new items with their jobs, queues changed ones again (same source, other
+  // content hash), adds missing stage jobs to unchanged ones. Idempotent.
+  virtual Result<EnqueueStats> Enqueue(const std::vector<NewItem>& items,
+                                       const EnqueueOptions& options) = 0;
+
+  // --- workers ---
+  // Rescues expired leases, then leases up to `limit` claimable jobs of `stages` to
+  // `worker` under one fresh token. Empty when nothing is claimable now.
+  virtual Result<std::vector<ClaimedJob>> Claim(const std::string& worker,
+                                                const std::vector<std::string>& stages,
+                                                int limit, int64_t lease_ms) = 0;
+  // Extends the leases of every job `worker` holds; records the worker's heartbeat.
+  virtual Result<int> Heartbeat(const std::string& worker, int64_t lease_ms) = 0;
+  // Returns jobs whose lease expired to pending (or failed, at max attempts).
+  virtual Result<int> RescueExpired() = 0;
+  // Records outcomes in one transaction. Each is fenced by its lease token.
+  virtual Result<CompleteStats> Complete(const std::vector<Completion>& batch) = 0;
+  // Gives unstarted or interrupted jobs back without spending an attempt.
+  virtual Result<int> Release(const std::vector<ClaimedJob>& jobs) = 0;
+  // Pending + running jobs of `stages` (whether a worker should keep going), and
+  // the earliest time one in backoff becomes claimable (0 if none).
+  struct Outstanding {
+    int64_t pending = 0, running = 0, next_run_at = 0;
+  };
+  virtual Result<Outstanding> CountOutstanding(const std::vector<std::string>& stages) = 0;
+
+  // --- runs and workers bookkeeping ---
+  virtual Result<int64_t> BeginRun(int workers, const std::string& stages) = 0;
+  virtual Status EndRun(int64_t run_id, int exit_code) = 0;
+  virtual Status RegisterWorker(const std::string& worker, int64_t run_id, int pid,
+                                const std::string& host) = 0;
+  virtual Status WorkerStopped(const std::string& worker) = 0;
+
+  // --- user commands ---
+  virtual Result<int64_t> RetryFailed(const std::string& stage /* empty: all */) = 0;
+  virtual Result<std::vector<StageCounts>> Counts(int64_t window_ms) = 0;
+  virtual Result<int64_t> ItemCount() = 0;
+  virtual Result<std::vector<ErrorClassCount>> FailuresByClass() = 0;
+  virtual Result<std::optional<RunRecord>> LastRun() = 0;
+  virtual Status ForEachResult(const std::string& stage,
+                               const std::function<void(const ExportRow&)>& fn) = 0;
+};
+
+struct StoreOptions {
+  RetryPolicy retry;
+  int busy_wait_ms = 2000;
+};
+
+// Opens (creating and migrating if needed) the SQLite store at `path`.
+// `graph` and `clock` must outlive the store.
+Result<std::unique_ptr<JobStore>> OpenSqliteJobStore(const std::string& path,
+                                                     const StageGraph* graph,
+                                                     const Clock* clock,
+                                                     const StoreOptions& options = {});
+
+}  // namespace framemill

@@ -1,0 +1,826 @@
+#include "storage/sqlite_job_store.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "storage/migrations.h"
+
+#define FM_PREPARE(var, sql)                      \
+  auto var##_r = db_->Prepare(sql);               \
+  if (!var##_r.ok()) return var##_r.status();     \
+  Stmt& var = *var##_r
+#define FM_STEP(var, expr)                        \
+  auto var##_s = (expr);                          \
+  if (!var##_s.ok()) return var##_s.status();     \
+  bool var = *var##_s
+
+namespace framemill {
+namespace {
+
+constexpr int kPending = static_cast<int>(JobState::kPending);
+constexpr int kRunning = static_cast<int>(JobState::kRunning);
+constexpr int kDone = static_cast<int>(JobState::kDone);
+constexpr int kFailed = static_cast<int>(JobState::kFailed);
+constexpr int kSkipped = static_cast<int>(JobState::kSkipped);
+constexpr int kWaiting = static_cast<int>(JobState::kWaiting);
+constexpr char kDatasetSource[] = "dataset:";
+
+// "?,?,?" for n placeholders.
+std::string Placeholders(size_t n) {
+  std::string s;
+  for (size_t i = 0; i < n; ++i) s += i ? ",?" : "?";
+  return s;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<JobStore>> OpenSqliteJobStore(const std::string& path,
+                                                     const StageGraph* graph,
+                                                     const Clock* clock,
+                                                     const StoreOptions& options) {
+  SqliteOptions so;
+  so.busy_wait_ms = options.busy_wait_ms;
+  auto db = SqliteDb::Open(path, so);
+  if (!db.ok()) return db.status();
+  FM_RETURN_IF_ERROR(Migrate(**db, EmbeddedMigrations()));
+  return std::unique_ptr<JobStore>(
+      new SqliteJobStore(std::move(db).value(), graph, clock, options));
+}
+
+SqliteJobStore::SqliteJobStore(std::unique_ptr<SqliteDb> db, const StageGraph* graph,
+                               const Clock* clock, StoreOptions options)
+    : db_(std::move(db)),
+      graph_(graph),
+      clock_(clock),
+      options_(options),
+      rng_(std::random_device{}()) {}
+
+// ---------------------------------------------------------------- enqueue
+
+Result<std::unordered_map<std::string, ItemRecord>> SqliteJobStore::LoadItems() {
+  std::unordered_map<std::string, ItemRecord> out;
+  Status s = db_->Transaction(SqliteDb::TxnKind::kRead, [&]() -> Status {
+    FM_PREPARE(q, "SELECT id, source, kind, size, mtime_ns, coalesce(content_hash,'') "
+                  "FROM items WHERE kind <> 0");
+    for (;;) {
+      FM_STEP(row, q.Step());
+      if (!row) break;
+      ItemRecord r;
+      r.id = q.Int(0);
+      r.source = q.Text(1);
+      r.kind = static_cast<MediaKind>(q.Int(2));
+      r.size = q.Int(3);
+      r.mtime_ns = q.Int(4);
+      r.content_hash = q.Text(5);
+      out.emplace(r.source, std::move(r));
+    }
+    return Status::OK();
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+Result<int64_t> SqliteJobStore::JobState_(int64_t item_id, const std::string& stage,
+                                          int* state) {
+  FM_PREPARE(q, "SELECT id, state FROM jobs WHERE item_id = ? AND stage = ?");
+  q.Bind(1, item_id).Bind(2, stage);
+  FM_STEP(row, q.Step());
+  if (!row) return Status::NotFound("no job for stage " + stage);
+  *state = static_cast<int>(q.Int(1));
+  return q.Int(0);
+}
+
+Status SqliteJobStore::InsertJobsForItem(int64_t item_id, MediaKind kind,
+                                         const EnqueueOptions& options, EnqueueStats* stats) {
+  const int64_t now = clock_->NowMs();
+  for (const std::string& name : options.stages) {
+    const StageSpec* spec = graph_->Find(name);
+    if (spec == nullptr) return Status::InvalidArgument("unknown stage " + name);
+    if (spec->dataset_level) continue;
+    // Dependencies come earlier in options.stages (dependency order), so they exist.
+    std::vector<std::pair<int64_t, int>> deps;
+    std::string reason;
+    int state = spec->deps.empty() ? kPending : kWaiting;
+    for (const std::string& d : spec->deps) {
+      int dep_state = 0;
+      auto dep_id = JobState_(item_id, d, &dep_state);
+      if (!dep_id.ok()) return dep_id.status();
+      deps.emplace_back(*dep_id, dep_state);
+      if (dep_state == kSkipped || dep_state == kFailed) {
+        state = dep_state == kSkipped ? kSkipped : kFailed;
+        reason = "dependency " + d + (dep_state == kSkipped ? " was skipped" : " failed");
+      }
+    }
+    if (!spec->AppliesTo(kind)) {
+      state = kSkipped;
+      reason = name + " does not apply to " + std::string(MediaKindName(kind)) + " items";
+    }
+    if (state == kWaiting &&
+        std::all_of(deps.begin(), deps.end(), [](auto& d) { return d.second == kDone; }))
+      state = kPending;
+    FM_PREPARE(ins,
+               "INSERT INTO jobs (item_id, stage, state, priority, max_attempts, created_at,"
+               " error_class, last_error, finished_at) VALUES (?,?,?,?,?,?,?,?,?)"
+               " ON CONFLICT (item_id, stage) DO NOTHING");
+    ins.Bind(1, item_id).Bind(2, name).Bind(3, state).Bind(4, options.priority)
+        .Bind(5, options.max_attempts).Bind(6, now);
+    if (reason.empty()) {
+      ins.BindNull(7).BindNull(8).BindNull(9);
+    } else {
+      ins.Bind(7, state == kSkipped ? "not_applicable" : "dependency_failed")
+          .Bind(8, reason).Bind(9, now);
+    }
+    FM_RETURN_IF_ERROR(ins.Run());
+    if (db_->Changes() == 0) continue;
+    int64_t job_id = db_->LastInsertRowId();
+    ++stats->jobs_added;
+    if (state == kSkipped) ++stats->jobs_not_applicable;
+    for (auto& [dep_id, dep_state] : deps) {
+      FM_PREPARE(e, "INSERT INTO job_deps (job_id, dep_id) VALUES (?, ?)");
+      FM_RETURN_IF_ERROR(e.Bind(1, job_id).Bind(2, dep_id).Run());
+    }
+  }
+  return Status::OK();
+}
+
+Status SqliteJobStore::RequeueItemJobs(int64_t item_id, MediaKind kind, EnqueueStats* stats) {
+  // Results describe the old content: drop them. The error history stays.
+  FM_PREPARE(del, "DELETE FROM results WHERE job_id IN (SELECT id FROM jobs WHERE item_id = ?)");
+  FM_RETURN_IF_ERROR(del.Bind(1, item_id).Run());
+  // Dependency order, so a dependant sees its dependencies' new states.
+  for (const StageSpec& spec : graph_->stages()) {
+    if (spec.dataset_level) continue;
+    int state = 0;
+    auto job = JobState_(item_id, spec.name, &state);
+    if (!job.ok()) {
+      if (job.status().IsNotFound()) continue;
+      return job.status();
+    }
+    int to = spec.deps.empty() ? kPending : kWaiting;
+    std::string reason;
+    // Dependencies were requeued earlier in this loop: one that is skipped now (does not
+    // apply to this kind) skips this job too, or it would wait forever.
+    for (const std::string& d : spec.deps) {
+      int dep_state = 0;
+      auto dep = JobState_(item_id, d, &dep_state);
+      if (!dep.ok()) {
+        if (dep.status().IsNotFound()) continue;
+        return dep.status();
+      }
+      if (dep_state == kSkipped) {
+        to = kSkipped;
+        reason = "dependency " + d + " was skipped";
+      }
+    }
+    if (!spec.AppliesTo(kind)) {
+      to = kSkipped;
+      reason = spec.name + " does not apply to " + std::string(MediaKindName(kind)) + " items";
+    }
+    FM_PREPARE(up,
+               "UPDATE jobs SET state = ?, attempts = 0, next_run_at = 0, lease_owner = NULL,"
+               " lease_token = NULL, lease_expires_at = NULL, started_at = NULL,"
+               " finished_at = ?, device = NULL, error_class = ?, last_error = ? WHERE id = ?");
+    up.Bind(1, to);
+    if (reason.empty()) {
+      up.BindNull(2).BindNull(3).BindNull(4);
+    } else {
+      up.Bind(2, clock_->NowMs()).Bind(3, "not_applicable").Bind(4, reason);
+    }
+    FM_RETURN_IF_ERROR(up.Bind(5, *job).Run());
+    ++stats->jobs_requeued;
+    if (to == kSkipped) {
+      FM_RETURN_IF_ERROR(CascadeTerminal(*job, JobState::kSkipped, "not_applicable",
+                                         "dependency " + spec.name + " was skipped",
+                                         clock_->NowMs()));
+    }
+  }
+  return Status::OK();
+}
+
+Status SqliteJobStore::EnsureDatasetJobs(const EnqueueOptions& options, bool items_arrived) {
+  const int64_t now = clock_->NowMs();
+  bool any = false;
+  for (const std::string& name : options.stages) {
+    const StageSpec* spec = graph_->Find(name);
+    if (spec == nullptr) return Status::InvalidArgument("unknown stage " + name);
+    any |= spec->dataset_level;
+  }
+  if (!any) return Status::OK();
+  FM_PREPARE(item, "INSERT INTO items (source, kind, created_at, updated_at) VALUES (?, 0, ?, ?)"
+                   " ON CONFLICT (source) DO NOTHING");
+  FM_RETURN_IF_ERROR(item.Bind(1, kDatasetSource).Bind(2, now).Bind(3, now).Run());
+  FM_PREPARE(find, "SELECT id FROM items WHERE source = ?");
+  find.Bind(1, kDatasetSource);
+  FM_STEP(row, find.Step());
+  if (!row) return Status::Internal("dataset item missing");
+  int64_t dataset_item = find.Int(0);
+  for (const std::string& name : options.stages) {
+    if (!graph_->Find(name)->dataset_level) continue;
+    FM_PREPARE(ins, "INSERT INTO jobs (item_id, stage, state, priority, max_attempts, created_at)"
+                    " VALUES (?,?,?,?,?,?) ON CONFLICT (item_id, stage) DO NOTHING");
+    FM_RETURN_IF_ERROR(ins.Bind(1, dataset_item).Bind(2, name).Bind(3, kWaiting)
+                           .Bind(4, options.priority).Bind(5, options.max_attempts)
+                           .Bind(6, now).Run());
+    if (items_arrived) {
+      // New data: run the dataset stage again. Its previous result stays until the new
+      // one replaces it, so it can work incrementally. A pending job waits again for the
+      // new items' jobs; a running one cannot have seen them, so it loses its lease (its
+      // completion is then stale) and runs again too.
+      FM_PREPARE(re, "UPDATE jobs SET state = ?, attempts = 0, next_run_at = 0,"
+                     " lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,"
+                     " error_class = NULL, last_error = NULL"
+                     " WHERE item_id = ? AND stage = ? AND state <> ?");
+      FM_RETURN_IF_ERROR(re.Bind(1, kWaiting).Bind(2, dataset_item).Bind(3, name)
+                             .Bind(4, kWaiting).Run());
+    }
+  }
+  return Status::OK();
+}
+
+Status SqliteJobStore::PromoteDatasetJobs(int64_t now) {
+  for (const StageSpec& spec : graph_->stages()) {
+    if (!spec.dataset_level) continue;
+    std::string sql =
+        "UPDATE jobs SET state = ?, next_run_at = ? WHERE state = ? AND stage = ?"
+        " AND NOT EXISTS (SELECT 1 FROM jobs u WHERE u.stage IN (" +
+        Placeholders(spec.deps.size()) + ") AND u.state IN (?, ?, ?))";
+    FM_PREPARE(up, sql);
+    int i = 1;
+    up.Bind(i++, kPending);
+    up.Bind(i++, now);
+    up.Bind(i++, kWaiting);
+    up.Bind(i++, spec.name);
+    for (const std::string& d : spec.deps) up.Bind(i++, d);
+    up.Bind(i++, kPending);
+    up.Bind(i++, kRunning);
+    up.Bind(i++, kWaiting);
+    FM_RETURN_IF_ERROR(up.Run());
+  }
+  return Status::OK();
+}
+
+Result<EnqueueStats> SqliteJobStore::Enqueue(const std::vector<NewItem>& items,
+                                             const EnqueueOptions& options) {
+  EnqueueStats stats;
+  Status s = db_->Transaction(SqliteDb::TxnKind::kWrite, [&]() -> Status {
+    stats = EnqueueStats();
+    const int64_t now = clock_->NowMs();
+    for (const NewItem& it : items) {
+      FM_PREPARE(find, "SELECT id, coalesce(content_hash, ''), kind FROM items WHERE source = ?");
+      find.Bind(1, it.source);
+      FM_STEP(exists, find.Step());
+      if (!exists) {
+        FM_PREPARE(ins, "INSERT INTO items (source, kind, size, mtime_ns, content_hash,"
+                        " media_info, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?)");
+        FM_RETURN_IF_ERROR(ins.Bind(1, it.source).Bind(2, static_cast<int>(it.kind))
+                               .Bind(3, it.size).Bind(4, it.mtime_ns).Bind(5, it.content_hash)
+                               .Bind(6, it.media_info).Bind(7, now).Bind(8, now).Run());
+        ++stats.items_added;
+        FM_RETURN_IF_ERROR(
+            InsertJobsForItem(db_->LastInsertRowId(), it.kind, options, &stats));
+        continue;
+      }
+      int64_t id = find.Int(0);
+      bool changed = find.Text(1) != it.content_hash ||
+                     static_cast<MediaKind>(find.Int(2)) != it.kind;
+      FM_PREPARE(up, "UPDATE items SET kind = ?, size = ?, mtime_ns = ?, content_hash = ?,"
+                     " media_info = ?, updated_at = ? WHERE id = ?"
+                     " AND (size <> ? OR mtime_ns <> ? OR content_hash IS NOT ? OR kind <> ?)");
+      FM_RETURN_IF_ERROR(up.Bind(1, static_cast<int>(it.kind)).Bind(2, it.size)
+                             .Bind(3, it.mtime_ns).Bind(4, it.content_hash)
+                             .Bind(5, it.media_info).Bind(6, now).Bind(7, id).Bind(8, it.size)
+                             .Bind(9, it.mtime_ns).Bind(10, it.content_hash)
+                             .Bind(11, static_cast<int>(it.kind)).Run());
+      if (changed) {
+        ++stats.items_changed;
+        FM_RETURN_IF_ERROR(RequeueItemJobs(id, it.kind, &stats));
+      } else {
+        ++stats.items_unchanged;
+      }
+      FM_RETURN_IF_ERROR(InsertJobsForItem(id, it.kind, options, &stats));
+    }
+    FM_RETURN_IF_ERROR(
+        EnsureDatasetJobs(options, stats.items_added + stats.items_changed > 0));
+    return PromoteDatasetJobs(now);
+  });
+  if (!s.ok()) return s;
+  return stats;
+}
+
+// ---------------------------------------------------------------- workers
+
+Status SqliteJobStore::RecordError(int64_t job_id, int attempt, const std::string& worker,
+                                   const Status& error, int64_t now) {
+  FM_PREPARE(e, "INSERT INTO job_errors (job_id, attempt, at, worker, error_class, message,"
+                " transient) VALUES (?,?,?,?,?,?,?)");
+  return e.Bind(1, job_id).Bind(2, attempt).Bind(3, now).Bind(4, worker)
+      .Bind(5, error.CodeName()).Bind(6, error.message())
+      .Bind(7, error.IsTransient() ? 1 : 0).Run();
+}
+
+Status SqliteJobStore::PromoteDependants(int64_t job_id, int64_t now) {
+  FM_PREPARE(up,
+             "UPDATE jobs SET state = ?, next_run_at = ? WHERE state = ?"
+             " AND id IN (SELECT job_id FROM job_deps WHERE dep_id = ?)"
+             " AND NOT EXISTS (SELECT 1 FROM job_deps d JOIN jobs j ON j.id = d.dep_id"
+             "                 WHERE d.job_id = jobs.id AND j.state <> ?)");
+  return up.Bind(1, kPending).Bind(2, now).Bind(3, kWaiting).Bind(4, job_id).Bind(5, kDone).Run();
+}
+
+Status SqliteJobStore::CascadeTerminal(int64_t job_id, JobState to,
+                                       const std::string& error_class,
+                                       const std::string& reason, int64_t now) {
+  FM_PREPARE(up,
+             "WITH RECURSIVE down(id) AS ("
+             "  SELECT job_id FROM job_deps WHERE dep_id = ?"
+             "  UNION SELECT d.job_id FROM job_deps d JOIN down ON d.dep_id = down.id)"
+             " UPDATE jobs SET state = ?, error_class = ?, last_error = ?, finished_at = ?"
+             " WHERE id IN (SELECT id FROM down) AND state = ?");
+  return up.Bind(1, job_id).Bind(2, static_cast<int>(to)).Bind(3, error_class)
+      .Bind(4, reason).Bind(5, now).Bind(6, kWaiting).Run();
+}
+
+Result<int> SqliteJobStore::RescueExpiredLocked(int64_t now) {
+  FM_PREPARE(up,
+             "UPDATE jobs SET state = CASE WHEN attempts >= max_attempts THEN ? ELSE ? END,"
+             " lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,"
+             " next_run_at = ?, error_class = 'lease_expired',"
+             " last_error = 'worker ' || coalesce(lease_owner, '?') ||"
+             "   ' stopped renewing its lease (crashed or hung)',"
+             " finished_at = CASE WHEN attempts >= max_attempts THEN ? ELSE NULL END"
+             " WHERE state = ? AND lease_expires_at < ?"
+             " RETURNING id, state, attempts, last_error");
+  up.Bind(1, kFailed).Bind(2, kPending).Bind(3, now).Bind(4, now).Bind(5, kRunning).Bind(6, now);
+  struct Rescued {
+    int64_t id;
+    int state, attempts;
+    std::string why;
+  };
+  std::vector<Rescued> rescued;
+  for (;;) {
+    FM_STEP(row, up.Step());
+    if (!row) break;
+    rescued.push_back({up.Int(0), static_cast<int>(up.Int(1)), static_cast<int>(up.Int(2)),
+                       up.Text(3)});
+  }
+  for (const Rescued& r : rescued) {
+    // A lost worker is not the input's fault, so it counts as transient.
+    FM_RETURN_IF_ERROR(RecordError(r.id, r.attempts, "", Status::Aborted(r.why), now));
+    if (r.state == kFailed) {
+      FM_RETURN_IF_ERROR(CascadeTerminal(r.id, JobState::kFailed, "dependency_failed",
+                                         "a dependency failed", now));
+    }
+  }
+  if (!rescued.empty()) {
+    spdlog::info("rescued {} job(s) whose lease expired", rescued.size());
+    FM_RETURN_IF_ERROR(PromoteDatasetJobs(now));
+  }
+  return static_cast<int>(rescued.size());
+}
+
+Result<int> SqliteJobStore::RescueExpired() {
+  int n = 0;
+  Status s = db_->Transaction(SqliteDb::TxnKind::kWrite, [&]() -> Status {
+    auto r = RescueExpiredLocked(clock_->NowMs());
+    if (!r.ok()) return r.status();
+    n = *r;
+    return Status::OK();
+  });
+  if (!s.ok()) return s;
+  return n;
+}
+
+Result<std::vector<ClaimedJob>> SqliteJobStore::Claim(const std::string& worker,
+                                                      const std::vector<std::string>& stages,
+                                                      int limit, int64_t lease_ms) {
+  std::vector<ClaimedJob> out;
+  if (stages.empty() || limit <= 0) return out;
+  const std::string sql =
+      "UPDATE jobs SET state = ?, lease_token = ?, lease_owner = ?, lease_expires_at = ?,"
+      " attempts = attempts + 1, started_at = ?"
+      " WHERE id IN (SELECT id FROM jobs WHERE state = ? AND next_run_at <= ?"
+      "              AND stage IN (" + Placeholders(stages.size()) + ")"
+      "              ORDER BY priority DESC, id LIMIT ?)"
+      " RETURNING id, item_id, stage, attempts, max_attempts";
+  Status s = db_->Transaction(SqliteDb::TxnKind::kWrite, [&]() -> Status {
+    out.clear();
+    const int64_t now = clock_->NowMs();
+    auto rescued = RescueExpiredLocked(now);
+    if (!rescued.ok()) return rescued.status();
+    int64_t token = static_cast<int64_t>(rng_() >> 1);
+    if (token == 0) token = 1;
+    FM_PREPARE(up, sql);
+    int i = 1;
+    up.Bind(i++, kRunning);
+    up.Bind(i++, token);
+    up.Bind(i++, worker);
+    up.Bind(i++, now + lease_ms);
+    up.Bind(i++, now);
+    up.Bind(i++, kPending);
+    up.Bind(i++, now);
+    for (const std::string& st : stages) up.Bind(i++, st);
+    up.Bind(i++, limit);
+    for (;;) {
+      FM_STEP(row, up.Step());
+      if (!row) break;
+      ClaimedJob j;
+      j.id = up.Int(0);
+      j.item_id = up.Int(1);
+      j.stage = up.Text(2);
+      j.attempts = static_cast<int>(up.Int(3));
+      j.max_attempts = static_cast<int>(up.Int(4));
+      j.lease_token = token;
+      out.push_back(std::move(j));
+    }
+    for (ClaimedJob& j : out) {
+      FM_PREPARE(item, "SELECT source, kind, media_info FROM items WHERE id = ?");
+      item.Bind(1, j.item_id);
+      FM_STEP(row, item.Step());
+      if (!row) return Status::Internal("job " + std::to_string(j.id) + " has no item");
+      j.source = item.Text(0);
+      j.kind = static_cast<MediaKind>(item.Int(1));
+      j.media_info = item.Text(2);
+    }
+    return Status::OK();
+  });
+  if (!s.ok()) return s;
+  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.id < b.id; });
+  return out;
+}
+
+Result<int> SqliteJobStore::Heartbeat(const std::string& worker, int64_t lease_ms) {
+  int n = 0;
+  Status s = db_->Transaction(SqliteDb::TxnKind::kWrite, [&]() -> Status {
+    const int64_t now = clock_->NowMs();
+    FM_PREPARE(up, "UPDATE jobs SET lease_expires_at = ? WHERE state = ? AND lease_owner = ?");
+    FM_RETURN_IF_ERROR(up.Bind(1, now + lease_ms).Bind(2, kRunning).Bind(3, worker).Run());
+    n = db_->Changes();
+    FM_PREPARE(w, "UPDATE workers SET heartbeat_at = ? WHERE id = ?");
+    return w.Bind(1, now).Bind(2, worker).Run();
+  });
+  if (!s.ok()) return s;
+  return n;
+}
+
+Result<CompleteStats> SqliteJobStore::Complete(const std::vector<Completion>& batch) {
+  CompleteStats stats;
+  Status s = db_->Transaction(SqliteDb::TxnKind::kWrite, [&]() -> Status {
+    stats = CompleteStats();
+    std::map<std::string, std::pair<int, int>> per_worker;  // done, failed
+    const int64_t now = clock_->NowMs();
+    for (const Completion& c : batch) {
+      // Fence: only the holder of the current lease may record an outcome.
+      FM_PREPARE(own, "SELECT attempts, max_attempts, lease_owner FROM jobs"
+                      " WHERE id = ? AND state = ? AND lease_token = ?");
+      own.Bind(1, c.job_id).Bind(2, kRunning).Bind(3, c.lease_token);
+      FM_STEP(held, own.Step());
+      if (!held) {
+        ++stats.stale;
+        continue;
+      }
+      const int attempts = static_cast<int>(own.Int(0));
+      const int max_attempts = static_cast<int>(own.Int(1));
+      const std::string worker = own.Text(2);
+      switch (c.outcome) {
+        case Completion::Outcome::kDone: {
+          FM_PREPARE(up, "UPDATE jobs SET state = ?, finished_at = ?, device = ?,"
+                         " lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,"
+                         " error_class = NULL, last_error = NULL WHERE id = ?");
+          FM_RETURN_IF_ERROR(up.Bind(1, kDone).Bind(2, now).Bind(3, c.device)
+                                 .Bind(4, c.job_id).Run());
+          FM_PREPARE(res, "INSERT INTO results (job_id, device, result, artifacts, created_at)"
+                          " VALUES (?,?,?,?,?) ON CONFLICT (job_id) DO UPDATE SET"
+                          " device = excluded.device, result = excluded.result,"
+                          " artifacts = excluded.artifacts, created_at = excluded.created_at");
+          FM_RETURN_IF_ERROR(res.Bind(1, c.job_id).Bind(2, c.device).Bind(3, c.result_json)
+                                 .Bind(4, c.artifacts_json).Bind(5, now).Run());
+          FM_RETURN_IF_ERROR(PromoteDependants(c.job_id, now));
+          ++stats.done;
+          ++per_worker[worker].first;
+          break;
+        }
+        case Completion::Outcome::kSkipped: {
+          FM_PREPARE(up, "UPDATE jobs SET state = ?, finished_at = ?, lease_owner = NULL,"
+                         " lease_token = NULL, lease_expires_at = NULL,"
+                         " error_class = 'not_applicable', last_error = ? WHERE id = ?");
+          FM_RETURN_IF_ERROR(up.Bind(1, kSkipped).Bind(2, now).Bind(3, c.error.message())
+                                 .Bind(4, c.job_id).Run());
+          FM_RETURN_IF_ERROR(CascadeTerminal(c.job_id, JobState::kSkipped, "not_applicable",
+                                             "a dependency was skipped", now));
+          ++stats.skipped;
+          break;
+        }
+        case Completion::Outcome::kFailed: {
+          FM_RETURN_IF_ERROR(RecordError(c.job_id, attempts, worker, c.error, now));
+          const bool again = c.error.IsTransient() && attempts < max_attempts;
+          if (again) {
+            double unit = std::uniform_real_distribution<double>(0, 1)(rng_);
+            int64_t at = now + options_.retry.DelayMs(attempts, unit);
+            FM_PREPARE(up, "UPDATE jobs SET state = ?, next_run_at = ?, lease_owner = NULL,"
+                           " lease_token = NULL, lease_expires_at = NULL, error_class = ?,"
+                           " last_error = ? WHERE id = ?");
+            FM_RETURN_IF_ERROR(up.Bind(1, kPending).Bind(2, at).Bind(3, c.error.CodeName())
+                                   .Bind(4, c.error.message()).Bind(5, c.job_id).Run());
+            ++stats.retried;
+          } else {
+            FM_PREPARE(up, "UPDATE jobs SET state = ?, finished_at = ?, device = ?,"
+                           " lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,"
+                           " error_class = ?, last_error = ? WHERE id = ?");
+            FM_RETURN_IF_ERROR(up.Bind(1, kFailed).Bind(2, now).Bind(3, c.device)
+                                   .Bind(4, c.error.CodeName()).Bind(5, c.error.message())
+                                   .Bind(6, c.job_id).Run());
+            FM_RETURN_IF_ERROR(CascadeTerminal(c.job_id, JobState::kFailed,
+                                               "dependency_failed", "a dependency failed", now));
+            ++stats.failed;
+            ++per_worker[worker].second;
+          }
+          break;
+        }
+      }
+    }
+    for (auto& [worker, counts] : per_worker) {
+      FM_PREPARE(w, "UPDATE workers SET heartbeat_at = ?, jobs_done = jobs_done + ?,"
+                    " jobs_failed = jobs_failed + ? WHERE id = ?");
+      FM_RETURN_IF_ERROR(
+          w.Bind(1, now).Bind(2, counts.first).Bind(3, counts.second).Bind(4, worker).Run());
+    }
+    return PromoteDatasetJobs(now);
+  });
+  if (!s.ok()) return s;
+  return stats;
+}
+
+Result<int> SqliteJobStore::Release(const std::vector<ClaimedJob>& jobs) {
+  int n = 0;
+  Status s = db_->Transaction(SqliteDb::TxnKind::kWrite, [&]() -> Status {
+    n = 0;
+    for (const ClaimedJob& j : jobs) {
+      FM_PREPARE(up, "UPDATE jobs SET state = ?, attempts = max(attempts - 1, 0),"
+                     " lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,"
+                     " started_at = NULL WHERE id = ? AND state = ? AND lease_token = ?");
+      FM_RETURN_IF_ERROR(
+          up.Bind(1, kPending).Bind(2, j.id).Bind(3, kRunning).Bind(4, j.lease_token).Run());
+      n += db_->Changes();
+    }
+    return Status::OK();
+  });
+  if (!s.ok()) return s;
+  return n;
+}
+
+Result<JobStore::Outstanding> SqliteJobStore::CountOutstanding(
+    const std::vector<std::string>& stages) {
+  Outstanding o;
+  if (stages.empty()) return o;
+  std::string sql = "SELECT state, count(*), min(next_run_at) FROM jobs WHERE state IN (?, ?)"
+                    " AND stage IN (" + Placeholders(stages.size()) + ") GROUP BY state";
+  Status s = db_->Transaction(SqliteDb::TxnKind::kRead, [&]() -> Status {
+    o = Outstanding();
+    FM_PREPARE(q, sql);
+    int i = 1;
+    q.Bind(i++, kPending);
+    q.Bind(i++, kRunning);
+    for (const std::string& st : stages) q.Bind(i++, st);
+    for (;;) {
+      FM_STEP(row, q.Step());
+      if (!row) break;
+      if (q.Int(0) == kPending) {
+        o.pending = q.Int(1);
+        o.next_run_at = q.Int(2);
+      } else {
+        o.running = q.Int(1);
+      }
+    }
+    return Status::OK();
+  });
+  if (!s.ok()) return s;
+  return o;
+}
+
+// ---------------------------------------------------------------- bookkeeping
+
+Result<int64_t> SqliteJobStore::BeginRun(int workers, const std::string& stages) {
+  int64_t id = 0;
+  Status s = db_->Transaction(SqliteDb::TxnKind::kWrite, [&]() -> Status {
+    FM_PREPARE(ins, "INSERT INTO runs (started_at, workers, stages) VALUES (?,?,?)");
+    FM_RETURN_IF_ERROR(ins.Bind(1, clock_->NowMs()).Bind(2, workers).Bind(3, stages).Run());
+    id = db_->LastInsertRowId();
+    return Status::OK();
+  });
+  if (!s.ok()) return s;
+  return id;
+}
+
+Status SqliteJobStore::EndRun(int64_t run_id, int exit_code) {
+  return db_->Transaction(SqliteDb::TxnKind::kWrite, [&]() -> Status {
+    FM_PREPARE(up, "UPDATE runs SET finished_at = ?, exit_code = ?,"
+                   " jobs_done = (SELECT coalesce(sum(jobs_done), 0) FROM workers WHERE run_id = ?),"
+                   " jobs_failed = (SELECT coalesce(sum(jobs_failed), 0) FROM workers WHERE run_id = ?)"
+                   " WHERE id = ?");
+    return up.Bind(1, clock_->NowMs()).Bind(2, exit_code).Bind(3, run_id).Bind(4, run_id)
+        .Bind(5, run_id).Run();
+  });
+}
+
+Status SqliteJobStore::RegisterWorker(const std::string& worker, int64_t run_id, int pid,
+                                      const std::string& host) {
+  return db_->Transaction(SqliteDb::TxnKind::kWrite, [&]() -> Status {
+    const int64_t now = clock_->NowMs();
+    FM_PREPARE(ins, "INSERT INTO workers (id, run_id, pid, host, started_at, heartbeat_at)"
+                    " VALUES (?,?,?,?,?,?) ON CONFLICT (id) DO UPDATE SET heartbeat_at = ?");
+    ins.Bind(1, worker);
+    if (run_id > 0) ins.Bind(2, run_id); else ins.BindNull(2);
+    return ins.Bind(3, pid).Bind(4, host).Bind(5, now).Bind(6, now).Bind(7, now).Run();
+  });
+}
+
+Status SqliteJobStore::WorkerStopped(const std::string& worker) {
+  return db_->Transaction(SqliteDb::TxnKind::kWrite, [&]() -> Status {
+    FM_PREPARE(up, "UPDATE workers SET stopped_at = ? WHERE id = ?");
+    return up.Bind(1, clock_->NowMs()).Bind(2, worker).Run();
+  });
+}
+
+// ---------------------------------------------------------------- user commands
+
+Result<int64_t> SqliteJobStore::RetryFailed(const std::string& stage) {
+  int64_t n = 0;
+  Status s = db_->Transaction(SqliteDb::TxnKind::kWrite, [&]() -> Status {
+    // A job waits again if any dependency is not done (it may itself be retried now).
+    std::string sql =
+        "UPDATE jobs SET attempts = 0, next_run_at = 0, error_class = NULL, last_error = NULL,"
+        " finished_at = NULL, device = NULL, state = ? WHERE state = ?" +
+        std::string(stage.empty() ? "" : " AND stage = ?") + " RETURNING id";
+    FM_PREPARE(up, sql);
+    up.Bind(1, kWaiting).Bind(2, kFailed);
+    if (!stage.empty()) up.Bind(3, stage);
+    std::set<int64_t> retried;
+    for (;;) {
+      FM_STEP(row, up.Step());
+      if (!row) break;
+      retried.insert(up.Int(0));
+    }
+    // Dependants that failed only because a retried job did wait for it again.
+    for (int64_t id : retried) {
+      FM_PREPARE(revive,
+                 "WITH RECURSIVE down(id) AS ("
+                 "  SELECT job_id FROM job_deps WHERE dep_id = ?"
+                 "  UNION SELECT d.job_id FROM job_deps d JOIN down ON d.dep_id = down.id)"
+                 " UPDATE jobs SET state = ?, attempts = 0, next_run_at = 0, error_class = NULL,"
+                 " last_error = NULL, finished_at = NULL, device = NULL"
+                 " WHERE id IN (SELECT id FROM down) AND state = ?"
+                 " AND error_class = 'dependency_failed'");
+      FM_RETURN_IF_ERROR(revive.Bind(1, id).Bind(2, kWaiting).Bind(3, kFailed).Run());
+    }
+    // A retried job whose dependency is still failed (it was not retried) fails again at
+    // once, as its dependants do: waiting on it would be forever.
+    const int64_t now = clock_->NowMs();
+    for (;;) {
+      FM_PREPARE(refail,
+                 "UPDATE jobs SET state = ?, error_class = 'dependency_failed',"
+                 " last_error = 'a dependency failed', finished_at = ?"
+                 " WHERE state = ? AND EXISTS (SELECT 1 FROM job_deps d JOIN jobs j"
+                 "  ON j.id = d.dep_id WHERE d.job_id = jobs.id AND j.state = ?)"
+                 " RETURNING id");
+      refail.Bind(1, kFailed).Bind(2, now).Bind(3, kWaiting).Bind(4, kFailed);
+      int changed = 0;
+      for (;;) {
+        FM_STEP(row, refail.Step());
+        if (!row) break;
+        ++changed;
+        retried.erase(refail.Int(0));
+      }
+      if (changed == 0) break;
+    }
+    n = static_cast<int64_t>(retried.size());
+    FM_PREPARE(ready,
+               "UPDATE jobs SET state = ? WHERE state = ? AND item_id NOT IN"
+               " (SELECT id FROM items WHERE kind = 0) AND NOT EXISTS"
+               " (SELECT 1 FROM job_deps d JOIN jobs j ON j.id = d.dep_id"
+               "  WHERE d.job_id = jobs.id AND j.state <> ?)");
+    FM_RETURN_IF_ERROR(ready.Bind(1, kPending).Bind(2, kWaiting).Bind(3, kDone).Run());
+    return PromoteDatasetJobs(clock_->NowMs());
+  });
+  if (!s.ok()) return s;
+  return n;
+}
+
+Result<std::vector<StageCounts>> SqliteJobStore::Counts(int64_t window_ms) {
+  std::vector<StageCounts> out;
+  Status s = db_->Transaction(SqliteDb::TxnKind::kRead, [&]() -> Status {
+    out.clear();
+    FM_PREPARE(q, "SELECT stage, state, count(*) FROM jobs GROUP BY stage, state");
+    std::map<std::string, StageCounts> by;
+    for (;;) {
+      FM_STEP(row, q.Step());
+      if (!row) break;
+      StageCounts& c = by[q.Text(0)];
+      c.stage = q.Text(0);
+      int64_t n = q.Int(2);
+      switch (static_cast<JobState>(q.Int(1))) {
+        case JobState::kPending: c.pending = n; break;
+        case JobState::kRunning: c.running = n; break;
+        case JobState::kDone: c.done = n; break;
+        case JobState::kFailed: c.failed = n; break;
+        case JobState::kSkipped: c.skipped = n; break;
+        case JobState::kWaiting: c.waiting = n; break;
+      }
+    }
+    const int64_t now = clock_->NowMs();
+    FM_PREPARE(rate, "SELECT stage, count(*), min(finished_at) FROM jobs"
+                     " WHERE state = ? AND finished_at >= ? GROUP BY stage");
+    rate.Bind(1, kDone).Bind(2, now - window_ms);
+    for (;;) {
+      FM_STEP(row, rate.Step());
+      if (!row) break;
+      auto it = by.find(rate.Text(0));
+      if (it == by.end()) continue;
+      it->second.done_recent = rate.Int(1);
+      it->second.window_s = std::max<double>(1.0, (now - rate.Int(2)) / 1000.0);
+    }
+    // Report in DAG order, then any stage the graph no longer knows.
+    for (const StageSpec& spec : graph_->stages()) {
+      auto it = by.find(spec.name);
+      if (it != by.end()) {
+        out.push_back(it->second);
+        by.erase(it);
+      }
+    }
+    for (auto& [name, c] : by) out.push_back(c);
+    return Status::OK();
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+Result<int64_t> SqliteJobStore::ItemCount() {
+  int64_t n = 0;
+  Status s = db_->Transaction(SqliteDb::TxnKind::kRead, [&]() -> Status {
+    FM_PREPARE(q, "SELECT count(*) FROM items WHERE kind <> 0");
+    FM_STEP(row, q.Step());
+    n = row ? q.Int(0) : 0;
+    return Status::OK();
+  });
+  if (!s.ok()) return s;
+  return n;
+}
+
+Result<std::vector<ErrorClassCount>> SqliteJobStore::FailuresByClass() {
+  std::vector<ErrorClassCount> out;
+  Status s = db_->Transaction(SqliteDb::TxnKind::kRead, [&]() -> Status {
+    out.clear();
+    FM_PREPARE(q, "SELECT stage, coalesce(error_class, 'unknown'), count(*), min(last_error)"
+                  " FROM jobs WHERE state = ? GROUP BY 1, 2 ORDER BY 3 DESC");
+    q.Bind(1, kFailed);
+    for (;;) {
+      FM_STEP(row, q.Step());
+      if (!row) break;
+      out.push_back({q.Text(0), q.Text(1), q.Text(3), q.Int(2)});
+    }
+    return Status::OK();
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+Result<std::optional<RunRecord>> SqliteJobStore::LastRun() {
+  std::optional<RunRecord> out;
+  Status s = db_->Transaction(SqliteDb::TxnKind::kRead, [&]() -> Status {
+    FM_PREPARE(q, "SELECT id, started_at, coalesce(finished_at, 0), jobs_done, jobs_failed,"
+                  " workers, coalesce(exit_code, -1) FROM runs ORDER BY id DESC LIMIT 1");
+    FM_STEP(row, q.Step());
+    if (row) {
+      out = RunRecord{q.Int(0), q.Int(1), q.Int(2), q.Int(3), q.Int(4),
+                      static_cast<int>(q.Int(5)), static_cast<int>(q.Int(6))};
+    }
+    return Status::OK();
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+Status SqliteJobStore::ForEachResult(const std::string& stage,
+                                     const std::function<void(const ExportRow&)>& fn) {
+  return db_->Transaction(SqliteDb::TxnKind::kRead, [&]() -> Status {
+    std::string sql =
+        "SELECT i.source, j.stage, r.device, r.result, r.artifacts, j.attempts, j.finished_at"
+        " FROM results r JOIN jobs j ON j.id = r.job_id JOIN items i ON i.id = j.item_id"
+        " WHERE j.state = ?" + std::string(stage.empty() ? "" : " AND j.stage = ?") +
+        " ORDER BY j.id";
+    FM_PREPARE(q, sql);
+    q.Bind(1, kDone);
+    if (!stage.empty()) q.Bind(2, stage);
+    for (;;) {
+      FM_STEP(row, q.Step());
+      if (!row) break;
+      ExportRow r{q.Text(0), q.Text(1), q.Text(2), q.Text(3), q.Text(4), q.Int(5), q.Int(6)};
+      fn(r);
+    }
+    return Status::OK();
+  });
+}
+
+}  // namespace framemill

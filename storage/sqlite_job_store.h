@@ -1,0 +1,66 @@
+// SQLite implementation of JobStore: all of framemill's job SQL lives here.
+// Thread-safety: as JobStore (one instance per thread/process).
+#pragma once
+
+#include <memory>
+#include <random>
+
+#include "storage/job_store.h"
+#include "storage/sqlite_db.h"
+
+namespace framemill {
+
+class SqliteJobStore : public JobStore {
+ public:
+  SqliteJobStore(std::unique_ptr<SqliteDb> db, const StageGraph* graph, const Clock* clock,
+                 StoreOptions options);
+
+  Result<std::unordered_map<std::string, ItemRecord>> LoadItems() override;
+  Result<EnqueueStats> Enqueue(const std::vector<NewItem>& items,
+                               const EnqueueOptions& options) override;
+  Result<std::vector<ClaimedJob>> Claim(const std::string& worker,
+                                        const std::vector<std::string>& stages, int limit,
+                                        int64_t lease_ms) override;
+  Result<int> Heartbeat(const std::string& worker, int64_t lease_ms) override;
+  Result<int> RescueExpired() override;
+  Result<CompleteStats> Complete(const std::vector<Completion>& batch) override;
+  Result<int> Release(const std::vector<ClaimedJob>& jobs) override;
+  Result<Outstanding> CountOutstanding(const std::vector<std::string>& stages) override;
+  Result<int64_t> BeginRun(int workers, const std::string& stages) override;
+  Status EndRun(int64_t run_id, int exit_code) override;
+  Status RegisterWorker(const std::string& worker, int64_t run_id, int pid,
+                        const std::string& host) override;
+  Status WorkerStopped(const std::string& worker) override;
+  Result<int64_t> RetryFailed(const std::string& stage) override;
+  Result<std::vector<StageCounts>> Counts(int64_t window_ms) override;
+  Result<int64_t> ItemCount() override;
+  Result<std::vector<ErrorClassCount>> FailuresByClass() override;
+  Result<std::optional<RunRecord>> LastRun() override;
+  Status ForEachResult(const std::string& stage,
+                       const std::function<void(const ExportRow&)>& fn) override;
+
+  SqliteDb& db() { return *db_; }
+
+ private:
+  // Inside a transaction: the helpers below assume one is open.
+  Status InsertJobsForItem(int64_t item_id, MediaKind kind, const EnqueueOptions& options,
+                           EnqueueStats* stats);
+  Status RequeueItemJobs(int64_t item_id, MediaKind kind, EnqueueStats* stats);
+  Result<int64_t> JobState_(int64_t item_id, const std::string& stage, int* state);
+  Status PromoteDependants(int64_t job_id, int64_t now);
+  Status CascadeTerminal(int64_t job_id, JobState to, const std::string& error_class,
+                         const std::string& reason, int64_t now);
+  Status EnsureDatasetJobs(const EnqueueOptions& options, bool items_arrived);
+  Status PromoteDatasetJobs(int64_t now);
+  Status RecordError(int64_t job_id, int attempt, const std::string& worker,
+                     const Status& error, int64_t now);
+  Result<int> RescueExpiredLocked(int64_t now);
+
+  std::unique_ptr<SqliteDb> db_;
+  const StageGraph* graph_;
+  const Clock* clock_;
+  StoreOptions options_;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace framemill

@@ -1,0 +1,1181 @@
+#include "storage/sqlite_job_store.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "jobs/retry_policy.h"
+#include "jobs/stage_graph.h"
+#include "storage/clock.h"
+#include "tests/storage/storage_test_util.h"
+
+namespace framemill {
+namespace {
+
+using testing_util::Inspector;
+using testing_util::Must;
+using testing_util::TempDir;
+
+constexpr int kPending = 0, kRunning = 1, kDone = 2, kFailed = 3, kSkipped = 4, kWaiting = 5;
+constexpr int64_t kLease = 60'000;
+
+NewItem Image(const std::string& source, const std::string& hash = "h1") {
+  NewItem it;
+  it.source = source;
+  it.kind = MediaKind::kImage;
+  it.size = 100;
+  it.mtime_ns = 1;
+  it.content_hash = hash;
+  it.media_info = R"({"format":"png"})";
+  return it;
+}
+
+NewItem Video(const std::string& source, const std::string& hash = "v1") {
+  NewItem it = Image(source, hash);
+  it.kind = MediaKind::kVideo;
+  it.media_info = R"({"format":"mp4"})";
+  return it;
+}
+
+std::vector<NewItem> Images(int n, const std::string& prefix = "/data/img") {
+  std::vector<NewItem> out;
+  for (int i = 0; i < n; ++i) out.push_back(Image(prefix + std::to_string(i) + ".png"));
+  return out;
+}
+
+std::string Q(const std::string& s) { return "'" + s + "'"; }
+
+class SqliteJobStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override { path_ = dir_.File("jobs.db"); }
+
+  void AddStage(StageSpec spec) {
+    std::string err;
+    ASSERT_TRUE(graph_.Add(std::move(spec), &err)) << err;
+  }
+  static StageSpec Stage(const std::string& name, std::vector<std::string> deps = {}) {
+    StageSpec s;
+    s.name = name;
+    s.deps = std::move(deps);
+    return s;
+  }
+
+  std::unique_ptr<JobStore> OpenStore(const StoreOptions& options = {}) {
+    auto s = OpenSqliteJobStore(path_, &graph_, &clock_, options);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return s.ok() ? std::move(s).value() : nullptr;
+  }
+  void Open(const StoreOptions& options = {}) {
+    store_ = OpenStore(options);
+    ASSERT_NE(store_, nullptr);
+    in_.Open(path_);
+  }
+
+  EnqueueStats Enqueue(const std::vector<NewItem>& items, std::vector<std::string> stages,
+                       int max_attempts = 3, int priority = 0) {
+    EnqueueOptions o;
+    o.stages = std::move(stages);
+    o.max_attempts = max_attempts;
+    o.priority = priority;
+    return Must(store_->Enqueue(items, o), "Enqueue");
+  }
+  std::vector<ClaimedJob> Claim(const std::string& worker, std::vector<std::string> stages,
+                                int limit = 100, int64_t lease_ms = kLease,
+                                JobStore* store = nullptr) {
+    return Must((store ? store : store_.get())->Claim(worker, stages, limit, lease_ms), "Claim");
+  }
+  static Completion Done(const ClaimedJob& j, const std::string& result = "{}") {
+    Completion c;
+    c.job_id = j.id;
+    c.lease_token = j.lease_token;
+    c.outcome = Completion::Outcome::kDone;
+    c.result_json = result;
+    return c;
+  }
+  static Completion Failed(const ClaimedJob& j, Status error) {
+    Completion c;
+    c.job_id = j.id;
+    c.lease_token = j.lease_token;
+    c.outcome = Completion::Outcome::kFailed;
+    c.error = std::move(error);
+    return c;
+  }
+  CompleteStats Complete(const std::vector<Completion>& batch, JobStore* store = nullptr) {
+    return Must((store ? store : store_.get())->Complete(batch), "Complete");
+  }
+  CompleteStats CompleteAllDone(const std::vector<ClaimedJob>& jobs) {
+    std::vector<Completion> batch;
+    for (const ClaimedJob& j : jobs) batch.push_back(Done(j));
+    return Complete(batch);
+  }
+  // Claims the single claimable job of `stage` for `source` (asserting there is one).
+  ClaimedJob ClaimOne(const std::string& stage, const std::string& source,
+                      const std::string& worker = "w") {
+    for (const ClaimedJob& j : Claim(worker, {stage}, 1)) {
+      if (j.source == source) return j;
+      ADD_FAILURE() << "claimed unrelated job " << j.id << " " << j.source;
+    }
+    ADD_FAILURE() << "no claimable " << stage << " job for " << source;
+    return {};
+  }
+
+  // --- reading the database as SQL sees it ---
+  std::string JobWhere(const std::string& source, const std::string& stage) {
+    return " FROM jobs WHERE stage = " + Q(stage) +
+           " AND item_id = (SELECT id FROM items WHERE source = " + Q(source) + ")";
+  }
+  int64_t JobCol(const std::string& col, const std::string& source, const std::string& stage) {
+    return in_.Int("SELECT " + col + JobWhere(source, stage));
+  }
+  std::string JobText(const std::string& col, const std::string& source,
+                      const std::string& stage) {
+    return in_.Text("SELECT " + col + JobWhere(source, stage));
+  }
+  int State(const std::string& source, const std::string& stage) {
+    return static_cast<int>(JobCol("state", source, stage));
+  }
+  int64_t JobId(const std::string& source, const std::string& stage) {
+    return JobCol("id", source, stage);
+  }
+  int64_t Count(const std::string& from_where) {
+    return in_.Int("SELECT count(*) FROM " + from_where);
+  }
+  int64_t ErrorsFor(const std::string& source, const std::string& stage) {
+    return Count("job_errors WHERE job_id = " + std::to_string(JobId(source, stage)));
+  }
+  int64_t ResultsFor(const std::string& source, const std::string& stage) {
+    return Count("results WHERE job_id = " + std::to_string(JobId(source, stage)));
+  }
+
+  TempDir dir_;
+  std::string path_;
+  ManualClock clock_;
+  StageGraph graph_;
+  std::unique_ptr<JobStore> store_;
+  Inspector in_;
+};
+
+// ============================================================ enqueue
+
+TEST_F(SqliteJobStoreTest, EnqueueAddsEachItemWithOneJobPerStage) {
+  AddStage(Stage("a"));
+  AddStage(Stage("b", {"a"}));
+  Open();
+  EnqueueStats st = Enqueue(Images(3), {"a", "b"});
+  EXPECT_EQ(st.items_added, 3);
+  EXPECT_EQ(st.jobs_added, 6);
+  EXPECT_EQ(st.items_changed + st.items_unchanged + st.jobs_requeued + st.jobs_not_applicable, 0);
+  EXPECT_EQ(Count("items"), 3);
+  EXPECT_EQ(Count("jobs"), 6);
+  EXPECT_EQ(Count("jobs WHERE stage = 'a' AND state = 0"), 3);
+  EXPECT_EQ(Count("jobs WHERE stage = 'b' AND state = 5"), 3);
+  EXPECT_EQ(Count("job_deps"), 3);
+  EXPECT_EQ(Must(store_->ItemCount()), 3);
+
+  auto items = Must(store_->LoadItems());
+  ASSERT_EQ(items.size(), 3u);
+  const ItemRecord& r = items.at("/data/img1.png");
+  EXPECT_GT(r.id, 0);
+  EXPECT_EQ(r.kind, MediaKind::kImage);
+  EXPECT_EQ(r.size, 100);
+  EXPECT_EQ(r.mtime_ns, 1);
+  EXPECT_EQ(r.content_hash, "h1");
+}
+
+TEST_F(SqliteJobStoreTest, EnqueueingTheSameItemsAgainAddsNothing) {
+  AddStage(Stage("a"));
+  AddStage(Stage("b", {"a"}));
+  Open();
+  Enqueue(Images(3), {"a", "b"});
+  EnqueueStats st = Enqueue(Images(3), {"a", "b"});
+  EXPECT_EQ(st.items_added, 0);
+  EXPECT_EQ(st.items_unchanged, 3);
+  EXPECT_EQ(st.items_changed, 0);
+  EXPECT_EQ(st.jobs_added, 0);
+  EXPECT_EQ(st.jobs_requeued, 0);
+  EXPECT_EQ(Count("items"), 3);
+  EXPECT_EQ(Count("jobs"), 6);
+  EXPECT_EQ(Count("job_deps"), 3);
+}
+
+TEST_F(SqliteJobStoreTest, ChangedContentHashRequeuesTheItemsJobsAndKeepsErrorHistory) {
+  AddStage(Stage("a"));
+  AddStage(Stage("b", {"a"}));
+  Open();
+  const std::string src = "/data/img0.png";
+  Enqueue({Image(src, "h1"), Image("/data/other.png")}, {"a", "b"});
+  // a fails once transiently, then succeeds; b succeeds.
+  ClaimedJob a1 = ClaimOne("a", src);
+  EXPECT_EQ(Complete({Failed(a1, Status::IOError("nfs hiccup"))}).retried, 1);
+  clock_.Advance(10 * 60 * 1000);
+  ClaimedJob a2 = ClaimOne("a", src);
+  EXPECT_EQ(a2.attempts, 2);
+  EXPECT_EQ(CompleteAllDone({a2}).done, 1);
+  ClaimedJob b = ClaimOne("b", src);
+  EXPECT_EQ(CompleteAllDone({b}).done, 1);
+  ASSERT_EQ(ResultsFor(src, "a"), 1);
+  ASSERT_EQ(ResultsFor(src, "b"), 1);
+  ASSERT_EQ(ErrorsFor(src, "a"), 1);
+  const int64_t a_id = JobId(src, "a");
+  const int other_state = State("/data/other.png", "a");
+
+  EnqueueStats st = Enqueue({Image(src, "h2")}, {"a", "b"});
+  EXPECT_EQ(st.items_changed, 1);
+  EXPECT_EQ(st.items_added, 0);
+  EXPECT_EQ(st.jobs_requeued, 2);
+  EXPECT_EQ(st.jobs_added, 0);
+  EXPECT_EQ(JobId(src, "a"), a_id) << "the job is requeued, not replaced";
+  EXPECT_EQ(State(src, "a"), kPending);
+  EXPECT_EQ(State(src, "b"), kWaiting);
+  EXPECT_EQ(JobCol("attempts", src, "a"), 0);
+  EXPECT_EQ(JobCol("attempts", src, "b"), 0);
+  EXPECT_EQ(JobCol("next_run_at", src, "a"), 0);
+  EXPECT_EQ(JobText("finished_at", src, "a"), "<null>");
+  EXPECT_EQ(JobText("error_class", src, "a"), "<null>");
+  EXPECT_EQ(ResultsFor(src, "a"), 0) << "results of the old content must go";
+  EXPECT_EQ(ResultsFor(src, "b"), 0);
+  EXPECT_EQ(ErrorsFor(src, "a"), 1) << "error history survives a requeue";
+  EXPECT_EQ(Must(store_->LoadItems()).at(src).content_hash, "h2");
+  // The other item was not touched.
+  EXPECT_EQ(State("/data/other.png", "a"), other_state);
+  EXPECT_EQ(State("/data/other.png", "b"), kWaiting);
+
+  // And the requeued jobs run again from scratch.
+  ClaimedJob again = ClaimOne("a", src);
+  EXPECT_EQ(again.attempts, 1);
+}
+
+TEST_F(SqliteJobStoreTest, ChangingAnItemsContentFencesOutTheWorkerHoldingItsJob) {
+  AddStage(Stage("a"));
+  Open();
+  const std::string src = "/data/img0.png";
+  Enqueue({Image(src, "h1")}, {"a"});
+  ClaimedJob old = ClaimOne("a", src, "A");
+  Enqueue({Image(src, "h2")}, {"a"});
+  EXPECT_EQ(State(src, "a"), kPending);
+  CompleteStats cs = Complete({Done(old, R"({"stale":true})")});
+  EXPECT_EQ(cs.stale, 1);
+  EXPECT_EQ(cs.done, 0);
+  EXPECT_EQ(ResultsFor(src, "a"), 0);
+  EXPECT_EQ(State(src, "a"), kPending);
+}
+
+TEST_F(SqliteJobStoreTest, AddingAStageLaterAddsOnlyTheMissingJobs) {
+  AddStage(Stage("a"));
+  Open();
+  Enqueue(Images(2), {"a"});
+  ClaimedJob a0 = ClaimOne("a", "/data/img0.png");
+  CompleteAllDone({a0});
+
+  AddStage(Stage("b", {"a"}));
+  EnqueueStats st = Enqueue(Images(2), {"a", "b"});
+  EXPECT_EQ(st.items_unchanged, 2);
+  EXPECT_EQ(st.jobs_added, 2);
+  EXPECT_EQ(st.jobs_requeued, 0);
+  EXPECT_EQ(Count("jobs"), 4);
+  EXPECT_EQ(State("/data/img0.png", "a"), kDone) << "existing jobs are left alone";
+  EXPECT_EQ(ResultsFor("/data/img0.png", "a"), 1);
+  EXPECT_EQ(State("/data/img0.png", "b"), kPending) << "its dependency is already done";
+  EXPECT_EQ(State("/data/img1.png", "a"), kPending);
+  EXPECT_EQ(State("/data/img1.png", "b"), kWaiting);
+  EXPECT_EQ(Count("job_deps"), 2);
+}
+
+TEST_F(SqliteJobStoreTest, AddingADependantStageAfterItsDependencyFailedFailsItAtOnce) {
+  AddStage(Stage("a"));
+  Open();
+  Enqueue(Images(1), {"a"});
+  ClaimedJob a = ClaimOne("a", "/data/img0.png");
+  Complete({Failed(a, Status::Corruption("bad png"))});
+  AddStage(Stage("b", {"a"}));
+  Enqueue(Images(1), {"a", "b"});
+  EXPECT_EQ(State("/data/img0.png", "b"), kFailed);
+  EXPECT_EQ(JobText("error_class", "/data/img0.png", "b"), "dependency_failed");
+}
+
+TEST_F(SqliteJobStoreTest, StageThatDoesNotApplyToTheMediaKindIsSkippedWithItsDependants) {
+  StageSpec v = Stage("video_only");
+  v.images = false;
+  AddStage(v);
+  AddStage(Stage("after_video", {"video_only"}));
+  AddStage(Stage("any"));
+  Open();
+  EnqueueStats st = Enqueue({Image("/data/p.png"), Video("/data/m.mp4")},
+                            {"video_only", "after_video", "any"});
+  EXPECT_EQ(st.jobs_added, 6);
+  EXPECT_EQ(st.jobs_not_applicable, 2);
+  EXPECT_EQ(State("/data/p.png", "video_only"), kSkipped);
+  EXPECT_EQ(JobText("error_class", "/data/p.png", "video_only"), "not_applicable");
+  EXPECT_NE(JobText("finished_at", "/data/p.png", "video_only"), "<null>");
+  EXPECT_EQ(State("/data/p.png", "after_video"), kSkipped);
+  EXPECT_EQ(JobText("error_class", "/data/p.png", "after_video"), "not_applicable");
+  EXPECT_EQ(State("/data/p.png", "any"), kPending);
+  EXPECT_EQ(State("/data/m.mp4", "video_only"), kPending);
+  EXPECT_EQ(State("/data/m.mp4", "after_video"), kWaiting);
+  EXPECT_EQ(State("/data/m.mp4", "any"), kPending);
+  // Nothing skipped is ever handed to a worker.
+  for (const ClaimedJob& j : Claim("w", {"video_only", "after_video", "any"}))
+    EXPECT_FALSE(j.source == "/data/p.png" && j.stage != "any") << j.stage;
+}
+
+TEST_F(SqliteJobStoreTest, RequeuedItemKeepsDependantsOfANotApplicableStageSkipped) {
+  StageSpec v = Stage("video_only");
+  v.images = false;
+  AddStage(v);
+  AddStage(Stage("after_video", {"video_only"}));
+  Open();
+  const std::string src = "/data/p.png";
+  Enqueue({Image(src, "h1")}, {"video_only", "after_video"});
+  ASSERT_EQ(State(src, "after_video"), kSkipped);
+  Enqueue({Image(src, "h2")}, {"video_only", "after_video"});
+  EXPECT_EQ(State(src, "video_only"), kSkipped);
+  // Waiting here would be forever: its only dependency will never run.
+  EXPECT_EQ(State(src, "after_video"), kSkipped);
+}
+
+TEST_F(SqliteJobStoreTest, ItemThatTurnsFromVideoIntoImageSkipsStagesThatNoLongerApply) {
+  StageSpec v = Stage("video_only");
+  v.images = false;
+  AddStage(v);
+  AddStage(Stage("after_video", {"video_only"}));
+  Open();
+  const std::string src = "/data/clip";
+  Enqueue({Video(src, "x")}, {"video_only", "after_video"});
+  ClaimedJob j = ClaimOne("video_only", src);
+  CompleteAllDone({j});
+  ASSERT_EQ(State(src, "after_video"), kPending);
+  EnqueueStats st = Enqueue({Image(src, "x")}, {"video_only", "after_video"});
+  EXPECT_EQ(st.items_changed, 1);
+  EXPECT_EQ(State(src, "video_only"), kSkipped);
+  EXPECT_EQ(State(src, "after_video"), kSkipped);
+  EXPECT_EQ(ResultsFor(src, "video_only"), 0);
+  // And back to a video: both run again.
+  Enqueue({Video(src, "x")}, {"video_only", "after_video"});
+  EXPECT_EQ(State(src, "video_only"), kPending);
+  EXPECT_EQ(State(src, "after_video"), kWaiting);
+}
+
+TEST_F(SqliteJobStoreTest, EnqueueWithAnUnknownStageIsInvalidArgumentAndChangesNothing) {
+  AddStage(Stage("a"));
+  Open();
+  auto r = store_->Enqueue(Images(2), EnqueueOptions{{"a", "nope"}, 0, 3});
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(r.status().IsInvalidArgument()) << r.status().ToString();
+  EXPECT_EQ(Count("items"), 0) << "the whole enqueue is one transaction";
+  auto empty = store_->Enqueue({}, EnqueueOptions{{"nope"}, 0, 3});
+  EXPECT_TRUE(empty.status().IsInvalidArgument()) << empty.status().ToString();
+}
+
+// ============================================================ claim
+
+TEST_F(SqliteJobStoreTest, ClaimRespectsTheBatchLimit) {
+  AddStage(Stage("a"));
+  Open();
+  Enqueue(Images(5), {"a"});
+  EXPECT_EQ(Claim("w", {"a"}, 2).size(), 2u);
+  EXPECT_EQ(Claim("w", {"a"}, 10).size(), 3u);
+  EXPECT_TRUE(Claim("w", {"a"}, 10).empty());
+  EXPECT_TRUE(Claim("w", {"a"}, 0).empty());
+}
+
+TEST_F(SqliteJobStoreTest, ClaimTakesHigherPriorityFirstThenLowerIds) {
+  AddStage(Stage("a"));
+  Open();
+  Enqueue({Image("/p0/a"), Image("/p0/b")}, {"a"}, 3, /*priority=*/0);
+  Enqueue({Image("/p5/a"), Image("/p5/b")}, {"a"}, 3, /*priority=*/5);
+  Enqueue({Image("/p1/a")}, {"a"}, 3, /*priority=*/1);
+  auto first = Claim("w", {"a"}, 3);
+  std::set<std::string> got;
+  for (const ClaimedJob& j : first) got.insert(j.source);
+  EXPECT_EQ(got, (std::set<std::string>{"/p5/a", "/p5/b", "/p1/a"}));
+  auto second = Claim("w", {"a"}, 1);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].source, "/p0/a") << "equal priority: lower id first";
+  // The batch comes back in id order.
+  EXPECT_TRUE(std::is_sorted(first.begin(), first.end(),
+                             [](auto& x, auto& y) { return x.id < y.id; }));
+}
+
+TEST_F(SqliteJobStoreTest, EachClaimGetsAFreshLeaseTokenSharedByItsBatch) {
+  AddStage(Stage("a"));
+  Open();
+  Enqueue(Images(4), {"a"});
+  auto b1 = Claim("w", {"a"}, 2);
+  auto b2 = Claim("w", {"a"}, 2);
+  ASSERT_EQ(b1.size(), 2u);
+  ASSERT_EQ(b2.size(), 2u);
+  EXPECT_NE(b1[0].lease_token, 0);
+  EXPECT_EQ(b1[0].lease_token, b1[1].lease_token);
+  EXPECT_EQ(b2[0].lease_token, b2[1].lease_token);
+  EXPECT_NE(b1[0].lease_token, b2[0].lease_token);
+  for (const auto& j : b1)
+    EXPECT_EQ(in_.Int("SELECT lease_token FROM jobs WHERE id = " + std::to_string(j.id)),
+              j.lease_token);
+}
+
+TEST_F(SqliteJobStoreTest, ClaimedJobsAreRunningWithAttemptsIncrementedAndTheirItemAttached) {
+  AddStage(Stage("a"));
+  Open();
+  Enqueue({Image("/data/x.png")}, {"a"}, /*max_attempts=*/4);
+  const int64_t now = clock_.NowMs();
+  auto jobs = Claim("worker-1", {"a"}, 10, 1500);
+  ASSERT_EQ(jobs.size(), 1u);
+  const ClaimedJob& j = jobs[0];
+  EXPECT_EQ(j.stage, "a");
+  EXPECT_EQ(j.attempts, 1);
+  EXPECT_EQ(j.max_attempts, 4);
+  EXPECT_EQ(j.source, "/data/x.png");
+  EXPECT_EQ(j.kind, MediaKind::kImage);
+  EXPECT_EQ(j.media_info, R"({"format":"png"})");
+  EXPECT_EQ(j.item_id, in_.Int("SELECT id FROM items WHERE source = '/data/x.png'"));
+  EXPECT_EQ(State("/data/x.png", "a"), kRunning);
+  EXPECT_EQ(JobCol("attempts", "/data/x.png", "a"), 1);
+  EXPECT_EQ(JobText("lease_owner", "/data/x.png", "a"), "worker-1");
+  EXPECT_EQ(JobCol("lease_expires_at", "/data/x.png", "a"), now + 1500);
+  EXPECT_EQ(JobCol("started_at", "/data/x.png", "a"), now);
+}
+
+TEST_F(SqliteJobStoreTest, ClaimOnlyTakesJobsOfTheRequestedStages) {
+  AddStage(Stage("a"));
+  AddStage(Stage("x"));
+  AddStage(Stage("y"));
+  Open();
+  Enqueue(Images(3), {"a", "x", "y"});
+  auto jobs = Claim("w", {"x"});
+  ASSERT_EQ(jobs.size(), 3u);
+  for (const auto& j : jobs) EXPECT_EQ(j.stage, "x");
+  auto two = Claim("w", {"a", "y"});
+  EXPECT_EQ(two.size(), 6u);
+  for (const auto& j : two) EXPECT_NE(j.stage, "x");
+}
+
+TEST_F(SqliteJobStoreTest, ClaimReturnsEmptyWhenNothingIsClaimable) {
+  AddStage(Stage("a"));
+  AddStage(Stage("b", {"a"}));
+  Open();
+  EXPECT_TRUE(Claim("w", {"a"}).empty());  // empty store
+  Enqueue(Images(2), {"a", "b"});
+  EXPECT_TRUE(Claim("w", {}).empty());
+  EXPECT_TRUE(Claim("w", {"b"}).empty());  // only waiting jobs
+  EXPECT_TRUE(Claim("w", {"unknown"}).empty());
+  EXPECT_EQ(Count("jobs WHERE state = 1"), 0);
+}
+
+TEST_F(SqliteJobStoreTest, JobInBackoffIsNotClaimedUntilTheClockReachesNextRunAt) {
+  AddStage(Stage("a"));
+  Open();
+  Enqueue(Images(1), {"a"});
+  auto j = Claim("w", {"a"});
+  ASSERT_EQ(j.size(), 1u);
+  Complete({Failed(j[0], Status::IOError("timeout"))});
+  const int64_t next = JobCol("next_run_at", "/data/img0.png", "a");
+  ASSERT_GT(next, clock_.NowMs());
+  EXPECT_TRUE(Claim("w", {"a"}).empty());
+  auto out = Must(store_->CountOutstanding({"a"}));
+  EXPECT_EQ(out.pending, 1);
+  EXPECT_EQ(out.running, 0);
+  EXPECT_EQ(out.next_run_at, next);
+  clock_.Set(next - 1);
+  EXPECT_TRUE(Claim("w", {"a"}).empty());
+  clock_.Set(next);
+  auto again = Claim("w", {"a"});
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].attempts, 2);
+}
+
+// ============================================================ heartbeat and rescue
+
+TEST_F(SqliteJobStoreTest, HeartbeatExtendsLeasesSoTheyAreNotRescued) {
+  AddStage(Stage("a"));
+  Open();
+  Enqueue(Images(3), {"a"});
+  const int64_t t0 = clock_.NowMs();
+  auto mine = Claim("A", {"a"}, 2, 1000);
+  ASSERT_EQ(mine.size(), 2u);
+  clock_.Advance(800);
+  EXPECT_EQ(Must(store_->Heartbeat("A", 1000)), 2);
+  EXPECT_EQ(Must(store_->Heartbeat("nobody", 1000)), 0);
+  clock_.Advance(400);  // t0 + 1200: past the original expiry, within the extended one
+  EXPECT_EQ(Must(store_->RescueExpired()), 0);
+  auto b = Claim("B", {"a"}, 10, 1000);
+  ASSERT_EQ(b.size(), 1u) << "only the never-claimed job";
+  for (const auto& j : mine) {
+    EXPECT_EQ(in_.Int("SELECT lease_expires_at FROM jobs WHERE id = " + std::to_string(j.id)),
+              t0 + 1800);
+    EXPECT_EQ(in_.Text("SELECT lease_owner FROM jobs WHERE id = " + std::to_string(j.id)), "A");
+  }
+  clock_.Advance(700);  // t0 + 1900: A's leases (to t0 + 1800) expired, B's (t0 + 2200) not
+  EXPECT_EQ(Must(store_->RescueExpired()), 2);
+}
+
+TEST_F(SqliteJobStoreTest, ExpiredLeasesAreRescuedAndReclaimedByAnotherWorker) {
+  AddStage(Stage("a"));
+  Open();
+  Enqueue(Images(3), {"a"});
+  auto a = Claim("A", {"a"}, 10, 1000);
+  ASSERT_EQ(a.size(), 3u);
+  clock_.Advance(2000);
+  auto b = Claim("B", {"a"}, 10, 1000);
+  ASSERT_EQ(b.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(b[i].id, a[i].id);
+    EXPECT_NE(b[i].lease_token, a[i].lease_token);
+    EXPECT_EQ(b[i].attempts, 2);
+    EXPECT_EQ(in_.Text("SELECT lease_owner FROM jobs WHERE id = " + std::to_string(b[i].id)), "B");
+    const std::string e = "job_errors WHERE job_id = " + std::to_string(a[i].id);
+    EXPECT_EQ(Count(e), 1);
+    EXPECT_EQ(in_.Text("SELECT error_class FROM " + e), "aborted");
+    EXPECT_EQ(in_.Int("SELECT attempt FROM " + e), 1);
+    std::string msg = in_.Text("SELECT message FROM " + e);
+    EXPECT_NE(msg.find("worker A"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("lease"), std::string::npos) << msg;
+  }
+}
+
+TEST_F(SqliteJobStoreTest, RescuedJobIsPendingAndRecordsWhyAndWhen) {
+  AddStage(Stage("a"));
+  Open();
+  Enqueue(Images(1), {"a"});
+  Claim("A", {"a"}, 10, 1000);
+  clock_.Advance(1001);
+  EXPECT_EQ(Must(store_->RescueExpired()), 1);
+  EXPECT_EQ(State("/data/img0.png", "a"), kPending);
+  EXPECT_EQ(JobText("error_class", "/data/img0.png", "a"), "lease_expired");
+  EXPECT_EQ(JobText("lease_owner", "/data/img0.png", "a"), "<null>");
+  EXPECT_EQ(JobText("lease_token", "/data/img0.png", "a"), "<null>");
+  EXPECT_EQ(JobCol("attempts", "/data/img0.png", "a"), 1);
+  EXPECT_EQ(Must(store_->RescueExpired()), 0) << "rescue is idempotent";
+}
+
+TEST_F(SqliteJobStoreTest, ExpiredJobAtMaxAttemptsFailsInsteadOfReturningToPending) {
+  AddStage(Stage("a"));
+  AddStage(Stage("b", {"a"}));
+  Open();
+  Enqueue(Images(1), {"a", "b"}, /*max_attempts=*/2);
+  const std::string src = "/data/img0.png";
+  Claim("A", {"a"}, 10, 1000);
+  clock_.Advance(2000);
+  EXPECT_EQ(Must(store_->RescueExpired()), 1);
+  EXPECT_EQ(State(src, "a"), kPending);
+  Claim("A", {"a"}, 10, 1000);
+  EXPECT_EQ(JobCol("attempts", src, "a"), 2);
+  clock_.Advance(2000);
+  EXPECT_EQ(Must(store_->RescueExpired()), 1);
+  EXPECT_EQ(State(src, "a"), kFailed);
+  EXPECT_EQ(JobText("error_class", src, "a"), "lease_expired");
+  EXPECT_EQ(JobCol("finished_at", src, "a"), clock_.NowMs());
+  EXPECT_EQ(JobCol("attempts", src, "a"), 2);
+  EXPECT_EQ(ErrorsFor(src, "a"), 2);
+  EXPECT_EQ(State(src, "b"), kFailed);
+  EXPECT_EQ(JobText("error_class", src, "b"), "dependency_failed");
+  clock_.Advance(60 * 60 * 1000);
+  EXPECT_TRUE(Claim("A", {"a", "b"}).empty());
+}
+
+// ============================================================ fencing and release
+
+TEST_F(SqliteJobStoreTest, WorkerWhoseLeaseWasRescuedCannotCompleteItsJobs) {
+  AddStage(Stage("a"));
+  Open();
+  Enqueue(Images(3), {"a"});
+  auto a = Claim("A", {"a"}, 10, 1000);
+  ASSERT_EQ(a.size(), 3u);
+  clock_.Advance(2000);
+  auto b = Claim("B", {"a"}, 10, 1000);
+  ASSERT_EQ(b.size(), 3u);
+
+  std::vector<Completion> late;
+  for (const auto& j : a) late.push_back(Done(j, R"({"by":"A"})"));
+  CompleteStats sa = Complete(late);
+  EXPECT_EQ(sa.stale, 3);
+  EXPECT_EQ(sa.done, 0);
+  EXPECT_EQ(Count("results"), 0);
+  EXPECT_EQ(Count("jobs WHERE state = 1 AND lease_owner = 'B'"), 3);
+  // Nor can it fail them, or give them back.
+  std::vector<Completion> late_fail;
+  for (const auto& j : a) late_fail.push_back(Failed(j, Status::Corruption("x")));
+  EXPECT_EQ(Complete(late_fail).stale, 3);
+  EXPECT_EQ(Must(store_->Release(a)), 0);
+  EXPECT_EQ(Count("jobs WHERE state = 1 AND lease_owner = 'B'"), 3);
+  const int64_t errors_before = Count("job_errors");
+
+  std::vector<Completion> fresh;
+  for (const auto& j : b) fresh.push_back(Done(j, R"({"by":"B"})"));
+  CompleteStats sb = Complete(fresh);
+  EXPECT_EQ(sb.done, 3);
+  EXPECT_EQ(sb.stale, 0);
+  EXPECT_EQ(Count("results"), 3);
+  EXPECT_EQ(Count("results WHERE result = '{\"by\":\"B\"}'"), 3);
+  EXPECT_EQ(in_.Int("SELECT max(n) FROM (SELECT count(*) n FROM results GROUP BY job_id)"), 1);
+  EXPECT_EQ(Count("job_errors"), errors_before);
+  // A's late completion after B finished is stale too.
+  EXPECT_EQ(Complete(late).stale, 3);
+  EXPECT_EQ(Count("results WHERE result = '{\"by\":\"B\"}'"), 3);
+}
+
+TEST_F(SqliteJobStoreTest, CompletingTheSameJobTwiceCountsTheSecondAsStale) {
+  AddStage(Stage("a"));
+  Open();
+  Enqueue(Images(1), {"a"});
+  auto j = Claim("w", {"a"});
+  ASSERT_EQ(j.size(), 1u);
+  CompleteStats s = Complete({Done(j[0], "{\"n\":1}"), Done(j[0], "{\"n\":2}")});
+  EXPECT_EQ(s.done, 1);
+  EXPECT_EQ(s.stale, 1);
+  EXPECT_EQ(in_.Text("SELECT result FROM results"), "{\"n\":1}");
+}
+
+TEST_F(SqliteJobStoreTest, ReleaseReturnsJobsToPendingWithoutSpendingAnAttempt) {
+  AddStage(Stage("a"));
+  Open();
+  Enqueue(Images(2), {"a"});
+  auto j = Claim("w", {"a"});
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(Must(store_->Release(j)), 2);
+  EXPECT_EQ(Count("jobs WHERE state = 0 AND attempts = 0 AND lease_token IS NULL"
+                  " AND lease_owner IS NULL AND lease_expires_at IS NULL"),
+            2);
+  EXPECT_EQ(Must(store_->Release(j)), 0) << "already released";
+  auto again = Claim("w", {"a"});
+  ASSERT_EQ(again.size(), 2u);
+  EXPECT_EQ(again[0].attempts, 1);
+  // A completion under the released token is stale.
+  EXPECT_EQ(Complete({Done(j[0])}).stale, 1);
+}
+
+TEST_F(SqliteJobStoreTest, ReleaseWithAStaleTokenLeavesTheNewHoldersJobAlone) {
+  AddStage(Stage("a"));
+  Open();
+  Enqueue(Images(1), {"a"});
+  auto a = Claim("A", {"a"}, 1, 1000);
+  clock_.Advance(2000);
+  auto b = Claim("B", {"a"}, 1, 1000);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(Must(store_->Release(a)), 0);
+  EXPECT_EQ(State("/data/img0.png", "a"), kRunning);
+  EXPECT_EQ(JobCol("attempts", "/data/img0.png", "a"), 2);
+}
+
+// ============================================================ failures
+
+TEST_F(SqliteJobStoreTest, TransientFailureIsRetriedAfterJitteredBackoffUntilMaxAttempts) {
+  AddStage(Stage("a"));
+  StoreOptions so;
+  so.retry.base_delay_ms = 2000;
+  Open(so);
+  // The bounds the store must honour, from the policy itself.
+  EXPECT_EQ(so.retry.DelayMs(1, 0.0), 1000);
+  EXPECT_LT(so.retry.DelayMs(1, 0.999999), 2000);
+  EXPECT_EQ(so.retry.DelayMs(2, 0.0), 2000);
+  EXPECT_LT(so.retry.DelayMs(2, 0.999999), 4000);
+
+  constexpr int kItems = 20;  // many draws of the jitter
+  Enqueue(Images(kItems), {"a"}, /*max_attempts=*/3);
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    const int64_t now = clock_.NowMs();
+    auto jobs = Claim("w", {"a"});
+    ASSERT_EQ(jobs.size(), static_cast<size_t>(kItems)) << "attempt " << attempt;
+    std::vector<Completion> batch;
+    for (const auto& j : jobs) {
+      EXPECT_EQ(j.attempts, attempt);
+      batch.push_back(Failed(j, Status::IOError("read timed out")));
+    }
+    CompleteStats cs = Complete(batch);
+    if (attempt < 3) {
+      EXPECT_EQ(cs.retried, kItems);
+      EXPECT_EQ(cs.failed, 0);
+      const int64_t d = so.retry.base_delay_ms << (attempt - 1);
+      EXPECT_EQ(Count("jobs WHERE state = 0 AND next_run_at >= " + std::to_string(now + d / 2) +
+                      " AND next_run_at < " + std::to_string(now + d)),
+                kItems)
+          << "attempt " << attempt << ": min "
+          << in_.Int("SELECT min(next_run_at) FROM jobs") - now << " max "
+          << in_.Int("SELECT max(next_run_at) FROM jobs") - now;
+      EXPECT_EQ(Count("jobs WHERE error_class = 'io_error' AND last_error = 'read timed out'"),
+                kItems);
+      EXPECT_TRUE(Claim("w", {"a"}).empty()) << "nothing comes back early";
+      clock_.Advance(d);
+    } else {
+      EXPECT_EQ(cs.failed, kItems);
+      EXPECT_EQ(cs.retried, 0);
+    }
+  }
+  EXPECT_EQ(Count("jobs WHERE state = 3 AND attempts = 3 AND error_class = 'io_error'"), kItems);
+  EXPECT_EQ(Count("job_errors"), 3 * kItems);
+  EXPECT_EQ(Count("job_errors WHERE transient = 1 AND error_class = 'io_error'"), 3 * kItems);
+  EXPECT_EQ(in_.Int("SELECT count(DISTINCT attempt) FROM job_errors"), 3);
+  clock_.Advance(24 * 3600 * 1000LL);
+  EXPECT_TRUE(Claim("w", {"a"}).empty()) << "failed permanently";
+}
+
+TEST_F(SqliteJobStoreTest, PermanentErrorFailsOnTheFirstAttempt) {
+  AddStage(Stage("a"));
+  AddStage(Stage("b", {"a"}));
+  Open();
+  Enqueue(Images(1), {"a", "b"});
+  auto j = Claim("w", {"a"});
+  ASSERT_EQ(j.size(), 1u);
+  CompleteStats cs = Complete({Failed(j[0], Status::Corruption("truncated PNG"))});
+  EXPECT_EQ(cs.failed, 1);
+  EXPECT_EQ(cs.retried, 0);
+  const std::string src = "/data/img0.png";
+  EXPECT_EQ(State(src, "a"), kFailed);
+  EXPECT_EQ(JobCol("attempts", src, "a"), 1);
+  EXPECT_EQ(JobText("error_class", src, "a"), "corrupt_input");
+  EXPECT_EQ(JobText("last_error", src, "a"), "truncated PNG");
+  EXPECT_EQ(JobCol("finished_at", src, "a"), clock_.NowMs());
+  EXPECT_EQ(ErrorsFor(src, "a"), 1);
+  EXPECT_EQ(Count("job_errors WHERE transient = 0 AND error_class = 'corrupt_input'"
+                  " AND worker = 'w'"),
+            1);
+}
+
+TEST_F(SqliteJobStoreTest, AttemptsNeverExceedMaxAttemptsAcrossFailuresAndLostLeases) {
+  AddStage(Stage("a"));
+  Open();
+  Enqueue(Images(1), {"a"}, /*max_attempts=*/3);
+  const std::string src = "/data/img0.png";
+  for (int round = 0; round < 10; ++round) {
+    clock_.Advance(10 * 60 * 1000);
+    auto j = Claim("w", {"a"}, 1, 1000);
+    EXPECT_LE(JobCol("attempts", src, "a"), 3);
+    if (j.empty()) break;
+    if (round % 2 == 0) {
+      Complete({Failed(j[0], Status::Busy("gpu busy"))});
+    }  // odd rounds: the worker vanishes and its lease expires
+  }
+  clock_.Advance(10 * 60 * 1000);
+  EXPECT_EQ(Must(store_->RescueExpired()), 0);
+  EXPECT_EQ(State(src, "a"), kFailed);
+  EXPECT_EQ(JobCol("attempts", src, "a"), 3);
+  EXPECT_EQ(ErrorsFor(src, "a"), 3) << "every attempt's error is kept";
+}
+
+// ============================================================ DAG
+
+TEST_F(SqliteJobStoreTest, DependantWaitsUntilItsDependencyIsDone) {
+  AddStage(Stage("a"));
+  AddStage(Stage("b", {"a"}));
+  Open();
+  Enqueue(Images(1), {"a", "b"});
+  const std::string src = "/data/img0.png";
+  EXPECT_EQ(State(src, "b"), kWaiting);
+  auto first = Claim("w", {"a", "b"});
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].stage, "a");
+  EXPECT_TRUE(Claim("w", {"a", "b"}).empty());
+  EXPECT_EQ(CompleteAllDone(first).done, 1);
+  EXPECT_EQ(State(src, "a"), kDone);
+  EXPECT_EQ(State(src, "b"), kPending);
+  auto second = Claim("w", {"a", "b"});
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].stage, "b");
+}
+
+TEST_F(SqliteJobStoreTest, DependantWithTwoDependenciesWaitsForBoth) {
+  AddStage(Stage("a"));
+  AddStage(Stage("x"));
+  AddStage(Stage("b", {"a", "x"}));
+  Open();
+  Enqueue(Images(1), {"a", "x", "b"});
+  const std::string src = "/data/img0.png";
+  CompleteAllDone(Claim("w", {"a"}));
+  EXPECT_EQ(State(src, "b"), kWaiting);
+  CompleteAllDone(Claim("w", {"x"}));
+  EXPECT_EQ(State(src, "b"), kPending);
+}
+
+TEST_F(SqliteJobStoreTest, PermanentFailurePropagatesDownTheWholeChain) {
+  AddStage(Stage("a"));
+  AddStage(Stage("b", {"a"}));
+  AddStage(Stage("c", {"b"}));
+  Open();
+  Enqueue(Images(1), {"a", "b", "c"});
+  const std::string src = "/data/img0.png";
+  auto j = Claim("w", {"a"});
+  ASSERT_EQ(j.size(), 1u);
+  Complete({Failed(j[0], Status::Unsupported("cmyk jpeg"))});
+  EXPECT_EQ(State(src, "a"), kFailed);
+  EXPECT_EQ(State(src, "b"), kFailed);
+  EXPECT_EQ(State(src, "c"), kFailed);
+  EXPECT_EQ(JobText("error_class", src, "b"), "dependency_failed");
+  EXPECT_EQ(JobText("error_class", src, "c"), "dependency_failed");
+}
+
+TEST_F(SqliteJobStoreTest, RetryFailedRequeuesFailedJobsAndTheirDependantsWaitAgain) {
+  AddStage(Stage("a"));
+  AddStage(Stage("b", {"a"}));
+  Open();
+  Enqueue(Images(1), {"a", "b"});
+  const std::string src = "/data/img0.png";
+  auto j = Claim("w", {"a"});
+  ASSERT_EQ(j.size(), 1u);
+  Complete({Failed(j[0], Status::Corruption("bad"))});
+  ASSERT_EQ(State(src, "b"), kFailed);
+  ASSERT_EQ(JobText("error_class", src, "b"), "dependency_failed");
+
+  EXPECT_EQ(Must(store_->RetryFailed("")), 2);
+  EXPECT_EQ(State(src, "a"), kPending);
+  EXPECT_EQ(State(src, "b"), kWaiting);
+  EXPECT_EQ(JobCol("attempts", src, "a"), 0);
+  EXPECT_EQ(JobText("error_class", src, "a"), "<null>");
+  EXPECT_EQ(ErrorsFor(src, "a"), 1) << "history kept";
+  auto again = Claim("w", {"a", "b"});
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].stage, "a");
+  EXPECT_EQ(again[0].attempts, 1);
+  CompleteAllDone(again);
+  EXPECT_EQ(State(src, "a"), kDone);
+  EXPECT_EQ(State(src, "b"), kPending);
+}
+
+TEST_F(SqliteJobStoreTest, RetryFailedOfADependencyStageAlsoRevivesItsDependants) {
+  AddStage(Stage("a"));
+  AddStage(Stage("b", {"a"}));
+  AddStage(Stage("c", {"b"}));
+  Open();
+  Enqueue(Images(1), {"a", "b", "c"});
+  const std::string src = "/data/img0.png";
+  Complete({Failed(Claim("w", {"a"}).at(0), Status::Corruption("bad"))});
+  ASSERT_EQ(State(src, "c"), kFailed);
+  EXPECT_EQ(Must(store_->RetryFailed("a")), 1);
+  EXPECT_EQ(State(src, "a"), kPending);
+  // b and c only failed because a did; with a queued again they wait for it.
+  EXPECT_EQ(State(src, "b"), kWaiting);
+  EXPECT_EQ(State(src, "c"), kWaiting);
+  CompleteAllDone(Claim("w", {"a"}));
+  EXPECT_EQ(State(src, "b"), kPending);
+}
+
+TEST_F(SqliteJobStoreTest, RetryFailedOfADependantWhoseDependencyStillFailedDoesNotStrandIt) {
+  AddStage(Stage("a"));
+  AddStage(Stage("b", {"a"}));
+  Open();
+  Enqueue(Images(1), {"a", "b"});
+  const std::string src = "/data/img0.png";
+  Complete({Failed(Claim("w", {"a"}).at(0), Status::Corruption("bad"))});
+  Must(store_->RetryFailed("b"));
+  EXPECT_EQ(State(src, "a"), kFailed);
+  // Waiting on a failed job would be forever (and invisible to CountOutstanding).
+  EXPECT_EQ(State(src, "b"), kFailed);
+  EXPECT_EQ(JobText("error_class", src, "b"), "dependency_failed");
+}
+
+TEST_F(SqliteJobStoreTest, RetryFailedOfOneStageLeavesOtherStagesFailed) {
+  AddStage(Stage("a"));
+  AddStage(Stage("x"));
+  Open();
+  Enqueue(Images(1), {"a", "x"});
+  auto j = Claim("w", {"a", "x"});
+  ASSERT_EQ(j.size(), 2u);
+  Complete({Failed(j[0], Status::Corruption("bad")), Failed(j[1], Status::Corruption("bad"))});
+  EXPECT_EQ(Must(store_->RetryFailed("x")), 1);
+  EXPECT_EQ(State("/data/img0.png", "a"), kFailed);
+  EXPECT_EQ(State("/data/img0.png", "x"), kPending);
+}
+
+// ============================================================ dataset-level stages
+
+class DatasetStageTest : public SqliteJobStoreTest {
+ protected:
+  void SetUp() override {
+    SqliteJobStoreTest::SetUp();
+    AddStage(Stage("a"));
+    StageSpec c = Stage("c", {"a"});
+    c.dataset_level = true;
+    AddStage(c);
+    Open();
+  }
+  int CState() {
+    return static_cast<int>(in_.Int("SELECT state FROM jobs WHERE stage = 'c'"));
+  }
+};
+
+TEST_F(DatasetStageTest, HasOneJobThatWaitsUntilEveryDependencyJobIsTerminal) {
+  Enqueue(Images(3), {"a", "c"});
+  EXPECT_EQ(Count("jobs WHERE stage = 'c'"), 1);
+  EXPECT_EQ(Count("jobs WHERE stage = 'a'"), 3);
+  EXPECT_EQ(CState(), kWaiting);
+  EXPECT_EQ(Must(store_->ItemCount()), 3) << "the dataset pseudo-item is not an item";
+  EXPECT_EQ(Must(store_->LoadItems()).size(), 3u);
+
+  auto a = Claim("w", {"a", "c"});
+  ASSERT_EQ(a.size(), 3u);
+  Complete({Done(a[0])});
+  EXPECT_EQ(CState(), kWaiting);
+  Complete({Failed(a[1], Status::Corruption("bad"))});
+  EXPECT_EQ(CState(), kWaiting);
+  Complete({Done(a[2])});
+  EXPECT_EQ(CState(), kPending) << "done or failed: every a job is terminal";
+
+  auto c = Claim("w", {"a", "c"});
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].stage, "c");
+  EXPECT_EQ(c[0].kind, MediaKind::kDataset);
+}
+
+TEST_F(DatasetStageTest, IsQueuedAgainWhenNewItemsArriveAndKeepsOneResultRow) {
+  Enqueue(Images(2), {"a", "c"});
+  CompleteAllDone(Claim("w", {"a"}));
+  auto c = Claim("w", {"c"});
+  ASSERT_EQ(c.size(), 1u);
+  Complete({Done(c[0], R"({"v":1})")});
+  EXPECT_EQ(CState(), kDone);
+
+  // Nothing new: c is left done.
+  Enqueue(Images(2), {"a", "c"});
+  EXPECT_EQ(CState(), kDone);
+
+  Enqueue({Image("/data/new.png")}, {"a", "c"});
+  EXPECT_EQ(CState(), kWaiting);
+  EXPECT_EQ(Count("results r JOIN jobs j ON j.id = r.job_id WHERE j.stage = 'c'"), 1)
+      << "the previous result stays until replaced";
+  EXPECT_EQ(Count("jobs WHERE stage = 'c'"), 1);
+
+  CompleteAllDone(Claim("w", {"a"}));
+  EXPECT_EQ(CState(), kPending);
+  auto c2 = Claim("w", {"c"});
+  ASSERT_EQ(c2.size(), 1u);
+  EXPECT_EQ(c2[0].attempts, 1) << "attempts restart for the new run";
+  Complete({Done(c2[0], R"({"v":2})")});
+  EXPECT_EQ(Count("results r JOIN jobs j ON j.id = r.job_id WHERE j.stage = 'c'"), 1);
+  EXPECT_EQ(in_.Text("SELECT r.result FROM results r JOIN jobs j ON j.id = r.job_id"
+                     " WHERE j.stage = 'c'"),
+            R"({"v":2})");
+}
+
+TEST_F(DatasetStageTest, ChangedItemAlsoQueuesItAgain) {
+  Enqueue({Image("/data/x.png", "h1")}, {"a", "c"});
+  CompleteAllDone(Claim("w", {"a"}));
+  CompleteAllDone(Claim("w", {"c"}));
+  ASSERT_EQ(CState(), kDone);
+  Enqueue({Image("/data/x.png", "h2")}, {"a", "c"});
+  EXPECT_EQ(CState(), kWaiting);
+}
+
+TEST_F(DatasetStageTest, PendingDatasetJobWaitsAgainWhenNewItemsArriveBeforeItIsClaimed) {
+  Enqueue(Images(2), {"a", "c"});
+  CompleteAllDone(Claim("w", {"a"}));
+  ASSERT_EQ(CState(), kPending);
+  Enqueue({Image("/data/late.png")}, {"a", "c"});
+  // The new item's a job has not run: c must not start on incomplete data.
+  EXPECT_EQ(CState(), kWaiting);
+  EXPECT_TRUE(Claim("w", {"c"}).empty());
+  CompleteAllDone(Claim("w", {"a"}));
+  EXPECT_EQ(CState(), kPending);
+}
+
+TEST_F(DatasetStageTest, RunningDatasetJobRunsAgainWhenNewItemsArriveMidRun) {
+  Enqueue(Images(2), {"a", "c"});
+  CompleteAllDone(Claim("w", {"a"}));
+  auto c = Claim("w", {"c"});
+  ASSERT_EQ(c.size(), 1u);
+  Enqueue({Image("/data/late.png")}, {"a", "c"});
+  // The running c cannot have seen the late item; finishing it must not mark the
+  // dataset done while that item's a job is still to run.
+  Complete({Done(c[0], R"({"v":1})")});
+  EXPECT_NE(CState(), kDone);
+  CompleteAllDone(Claim("w", {"a"}));
+  EXPECT_EQ(CState(), kPending);
+}
+
+TEST_F(DatasetStageTest, EnqueueWithoutItemsCreatesTheDatasetJobWhichRunsAtOnce) {
+  Enqueue({}, {"a", "c"});
+  EXPECT_EQ(Count("jobs WHERE stage = 'c'"), 1);
+  EXPECT_EQ(CState(), kPending);
+}
+
+// ============================================================ reporting
+
+TEST_F(SqliteJobStoreTest, CountsReportEveryStateOfEveryStageInGraphOrder) {
+  AddStage(Stage("a"));
+  AddStage(Stage("b", {"a"}));
+  StageSpec s = Stage("s");
+  s.images = false;
+  AddStage(s);
+  Open();
+  Enqueue(Images(4), {"a", "b", "s"});
+  auto a = Claim("w", {"a"}, 3);
+  ASSERT_EQ(a.size(), 3u);
+  clock_.Advance(5000);
+  Complete({Done(a[0]), Failed(a[1], Status::Corruption("bad"))});  // a[2] stays running
+
+  auto counts = Must(store_->Counts(60'000));
+  ASSERT_EQ(counts.size(), 3u);
+  EXPECT_EQ(counts[0].stage, "a");
+  EXPECT_EQ(counts[1].stage, "b");
+  EXPECT_EQ(counts[2].stage, "s");
+  const StageCounts& ca = counts[0];
+  EXPECT_EQ(ca.done, 1);
+  EXPECT_EQ(ca.failed, 1);
+  EXPECT_EQ(ca.running, 1);
+  EXPECT_EQ(ca.pending, 1);
+  EXPECT_EQ(ca.waiting + ca.skipped, 0);
+  EXPECT_EQ(ca.done_recent, 1);
+  EXPECT_GE(ca.window_s, 1.0);
+  const StageCounts& cb = counts[1];
+  EXPECT_EQ(cb.pending, 1);
+  EXPECT_EQ(cb.failed, 1);
+  EXPECT_EQ(cb.waiting, 2);
+  EXPECT_EQ(cb.done + cb.running + cb.skipped, 0);
+  EXPECT_EQ(counts[2].skipped, 4);
+  // Outside the window nothing is recent.
+  clock_.Advance(120'000);
+  EXPECT_EQ(Must(store_->Counts(60'000))[0].done_recent, 0);
+
+  auto out = Must(store_->CountOutstanding({"a", "b"}));
+  EXPECT_EQ(out.pending, 2);
+  EXPECT_EQ(out.running, 1);
+}
+
+TEST_F(SqliteJobStoreTest, FailuresByClassGroupsFailedJobsByStageAndClass) {
+  AddStage(Stage("a"));
+  AddStage(Stage("b", {"a"}));
+  Open();
+  Enqueue(Images(4), {"a", "b"});
+  auto a = Claim("w", {"a"});
+  ASSERT_EQ(a.size(), 4u);
+  Complete({Failed(a[0], Status::Corruption("bad header")),
+            Failed(a[1], Status::Corruption("bad crc")),
+            Failed(a[2], Status::Unsupported("cmyk")), Done(a[3])});
+  auto f = Must(store_->FailuresByClass());
+  std::map<std::pair<std::string, std::string>, ErrorClassCount> by;
+  for (const auto& e : f) by[{e.stage, e.error_class}] = e;
+  ASSERT_EQ(by.size(), 3u);
+  EXPECT_EQ((by[{"a", "corrupt_input"}].count), 2);
+  EXPECT_EQ((by[{"a", "unsupported_media"}].count), 1);
+  EXPECT_EQ((by[{"a", "unsupported_media"}].example), "cmyk");
+  const std::string ex = by[{"a", "corrupt_input"}].example;
+  EXPECT_TRUE(ex == "bad header" || ex == "bad crc") << ex;
+  EXPECT_EQ((by[{"b", "dependency_failed"}].count), 3);
+  // Largest first.
+  ASSERT_EQ(f.size(), 3u);
+  EXPECT_EQ(f[0].count, 3);
+  EXPECT_EQ(f[2].count, 1);
+}
+
+TEST_F(SqliteJobStoreTest, ForEachResultExportsDoneJobsWithTheirResults) {
+  AddStage(Stage("a"));
+  AddStage(Stage("b", {"a"}));
+  Open();
+  Enqueue(Images(3), {"a", "b"});
+  auto a = Claim("w", {"a"});
+  ASSERT_EQ(a.size(), 3u);
+  const int64_t t = clock_.NowMs();
+  Completion c0 = Done(a[0], R"({"score":0.5})");
+  c0.device = "cuda:0";
+  c0.artifacts_json = R"(["/out/0.png"])";
+  Complete({c0, Done(a[1], R"({"score":0.7})"), Failed(a[2], Status::Corruption("bad"))});
+  CompleteAllDone(Claim("w", {"b"}));
+
+  std::vector<ExportRow> rows;
+  FM_ASSERT_OK(store_->ForEachResult("a", [&](const ExportRow& r) { rows.push_back(r); }));
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].source, a[0].source);
+  EXPECT_EQ(rows[0].stage, "a");
+  EXPECT_EQ(rows[0].device, "cuda:0");
+  EXPECT_EQ(rows[0].result_json, R"({"score":0.5})");
+  EXPECT_EQ(rows[0].artifacts_json, R"(["/out/0.png"])");
+  EXPECT_EQ(rows[0].attempts, 1);
+  EXPECT_EQ(rows[0].finished_at, t);
+  EXPECT_EQ(rows[1].source, a[1].source);
+  EXPECT_EQ(rows[1].device, "cpu");
+  EXPECT_EQ(rows[1].artifacts_json, "[]");
+
+  int all = 0, b = 0;
+  FM_ASSERT_OK(store_->ForEachResult("", [&](const ExportRow&) { ++all; }));
+  FM_ASSERT_OK(store_->ForEachResult("b", [&](const ExportRow& r) {
+    ++b;
+    EXPECT_EQ(r.stage, "b");
+  }));
+  EXPECT_EQ(all, 4);
+  EXPECT_EQ(b, 2);
+}
+
+TEST_F(SqliteJobStoreTest, RunAndWorkerBookkeepingAddsUpTheWorkersCounts) {
+  AddStage(Stage("a"));
+  Open();
+  EXPECT_FALSE(Must(store_->LastRun()).has_value());
+  Enqueue(Images(3), {"a"});
+  const int64_t run = Must(store_->BeginRun(2, "a"));
+  ASSERT_GT(run, 0);
+  FM_ASSERT_OK(store_->RegisterWorker("host:1:0", run, 1, "host"));
+  FM_ASSERT_OK(store_->RegisterWorker("host:1:0", run, 1, "host"));  // idempotent
+  auto j = Claim("host:1:0", {"a"});
+  ASSERT_EQ(j.size(), 3u);
+  Complete({Done(j[0]), Done(j[1]), Failed(j[2], Status::Corruption("bad"))});
+  FM_ASSERT_OK(store_->WorkerStopped("host:1:0"));
+  FM_ASSERT_OK(store_->EndRun(run, 1));
+  auto last = Must(store_->LastRun());
+  ASSERT_TRUE(last.has_value());
+  EXPECT_EQ(last->id, run);
+  EXPECT_EQ(last->jobs_done, 2);
+  EXPECT_EQ(last->jobs_failed, 1);
+  EXPECT_EQ(last->workers, 2);
+  EXPECT_EQ(last->exit_code, 1);
+  EXPECT_EQ(last->finished_at, clock_.NowMs());
+  EXPECT_EQ(Count("workers WHERE stopped_at IS NOT NULL"), 1);
+}
+
+// ============================================================ concurrency
+
+TEST_F(SqliteJobStoreTest, TwoWorkersWithTheirOwnConnectionsDoEveryJobExactlyOnce) {
+  AddStage(Stage("a"));
+  Open();
+  constexpr int kJobs = 500;
+  Enqueue(Images(kJobs), {"a"});
+  std::mutex mu;
+  std::map<int64_t, int> claimed;  // job id -> times claimed
+  int done = 0, stale = 0;
+  std::vector<std::string> errors;
+  // Each worker has its own store, hence its own connection to the same file.
+  std::unique_ptr<JobStore> s1 = OpenStore(), s2 = OpenStore();
+  ASSERT_TRUE(s1 && s2);
+  std::atomic<int> ready{0};
+  auto worker = [&](JobStore* store, const std::string& name) {
+    ++ready;
+    while (ready.load() < 2) std::this_thread::yield();  // start together
+    for (;;) {
+      auto jobs = store->Claim(name, {"a"}, 7, kLease);
+      if (!jobs.ok()) {
+        std::lock_guard<std::mutex> l(mu);
+        errors.push_back(jobs.status().ToString());
+        return;
+      }
+      if (jobs->empty()) {
+        auto o = store->CountOutstanding({"a"});
+        if (!o.ok() || (o->pending == 0)) return;
+        continue;
+      }
+      std::vector<Completion> batch;
+      for (const ClaimedJob& j : *jobs) batch.push_back(Done(j, "{\"by\":\"" + name + "\"}"));
+      auto cs = store->Complete(batch);
+      std::lock_guard<std::mutex> l(mu);
+      for (const ClaimedJob& j : *jobs) ++claimed[j.id];
+      if (!cs.ok()) {
+        errors.push_back(cs.status().ToString());
+        return;
+      }
+      done += cs->done;
+      stale += cs->stale;
+    }
+  };
+  std::thread t1(worker, s1.get(), "w1"), t2(worker, s2.get(), "w2");
+  t1.join();
+  t2.join();
+  for (const auto& e : errors) ADD_FAILURE() << e;
+  EXPECT_EQ(done, kJobs);
+  EXPECT_EQ(stale, 0);
+  EXPECT_EQ(claimed.size(), static_cast<size_t>(kJobs));
+  for (const auto& [id, n] : claimed) EXPECT_EQ(n, 1) << "job " << id << " claimed " << n << "x";
+  EXPECT_EQ(Count("results"), kJobs);
+  EXPECT_EQ(Count("jobs WHERE state = 2 AND attempts = 1"), kJobs);
+}
+
+}  // namespace
+}  // namespace framemill

@@ -1,0 +1,119 @@
+// Helpers shared by the storage tests: a temporary directory per test, status
+// assertions, and a side connection for reading the database as SQL sees it.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+
+#include "storage/sqlite_db.h"
+#include "storage/status.h"
+
+namespace framemill::testing_util {
+
+inline const Status& StatusOf(const Status& s) { return s; }
+template <typename T>
+const Status& StatusOf(const Result<T>& r) {
+  return r.status();
+}
+
+}  // namespace framemill::testing_util
+
+#define FM_ASSERT_OK(expr)                                                  \
+  do {                                                                      \
+    const auto& _fm_r = (expr);                                             \
+    ASSERT_TRUE(::framemill::testing_util::StatusOf(_fm_r).ok())            \
+        << #expr << ": " << ::framemill::testing_util::StatusOf(_fm_r).ToString(); \
+  } while (0)
+#define FM_EXPECT_OK(expr)                                                  \
+  do {                                                                      \
+    const auto& _fm_r = (expr);                                             \
+    EXPECT_TRUE(::framemill::testing_util::StatusOf(_fm_r).ok())            \
+        << #expr << ": " << ::framemill::testing_util::StatusOf(_fm_r).ToString(); \
+  } while (0)
+
+namespace framemill::testing_util {
+
+// A fresh directory under the system temp dir, removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    std::random_device rd;
+    std::string name = "fm-test-" + std::to_string(::getpid()) + "-" +
+                       std::to_string((static_cast<uint64_t>(rd()) << 32) | rd());
+    path_ = std::filesystem::temp_directory_path() / name;
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  std::string File(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Unwraps a Result, recording a test failure (and returning T{}) when it is an error.
+template <typename T>
+T Must(Result<T> r, const char* what = "") {
+  if (!r.ok()) {
+    ADD_FAILURE() << what << ": " << r.status().ToString();
+    return T{};
+  }
+  return std::move(r).value();
+}
+
+// A side connection used only to look at the database with plain SQL.
+class Inspector {
+ public:
+  void Open(const std::string& path) {
+    auto db = SqliteDb::Open(path);
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    db_ = std::move(db).value();
+  }
+  bool is_open() const { return db_ != nullptr; }
+  SqliteDb& db() { return *db_; }
+
+  // First column of the first row as an integer; -1 (and a failure) on no row.
+  int64_t Int(const std::string& sql) {
+    auto st = db_->Prepare(sql);
+    if (!st.ok()) {
+      ADD_FAILURE() << sql << ": " << st.status().ToString();
+      return -1;
+    }
+    auto row = st->Step();
+    if (!row.ok() || !*row) {
+      ADD_FAILURE() << sql << ": no row " << row.status().ToString();
+      return -1;
+    }
+    return st->IsNull(0) ? -1 : st->Int(0);
+  }
+  // First column of the first row as text; "<none>" when there is no row, "<null>" for NULL.
+  std::string Text(const std::string& sql) {
+    auto st = db_->Prepare(sql);
+    if (!st.ok()) {
+      ADD_FAILURE() << sql << ": " << st.status().ToString();
+      return "<error>";
+    }
+    auto row = st->Step();
+    if (!row.ok() || !*row) return "<none>";
+    return st->IsNull(0) ? "<null>" : st->Text(0);
+  }
+  void Exec(const std::string& sql) {
+    Status s = db_->Exec(sql);
+    ASSERT_TRUE(s.ok()) << sql << ": " << s.ToString();
+  }
+
+ private:
+  std::unique_ptr<SqliteDb> db_;
+};
+
+}  // namespace framemill::testing_util

@@ -1,0 +1,213 @@
+#include "tests/support/test_support.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+extern char** environ;
+
+namespace framemill::testing {
+namespace fs = std::filesystem;
+
+TempDir::TempDir() {
+  std::string tmpl = (fs::temp_directory_path() / "framemill-test-XXXXXX").string();
+  if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  path_ = tmpl;
+}
+TempDir::~TempDir() {
+  std::error_code ec;
+  fs::remove_all(path_, ec);
+}
+
+namespace {
+std::vector<std::string> Environment(const std::map<std::string, std::string>& extra) {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string kv(*e);
+    size_t eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  for (const auto& [k, v] : extra) env[k] = v;
+  std::vector<std::string> out;
+  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
+  return out;
+}
+
+[[noreturn]] void Exec(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                       const std::string& cwd) {
+  if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(126);
+  std::vector<char*> a, e;
+  for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+  a.push_back(nullptr);
+  for (const auto& s : env) e.push_back(const_cast<char*>(s.c_str()));
+  e.push_back(nullptr);
+  execve(a[0], a.data(), e.data());
+  _exit(127);
+}
+}  // namespace
+
+ProcResult RunProcess(const std::vector<std::string>& argv,
+                      const std::map<std::string, std::string>& env, const std::string& cwd,
+                      int timeout_s) {
+  TempDir tmp;
+  std::string out = tmp / "out", err = tmp / "err";
+  auto envv = Environment(env);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(o, 1);
+    dup2(e, 2);
+    int devnull = open("/dev/null", O_RDONLY);
+    dup2(devnull, 0);
+    Exec(argv, envv, cwd);
+  }
+  ProcResult r;
+  int status = 0;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  for (;;) {
+    pid_t w = waitpid(pid, &status, WNOHANG);
+    if (w == pid) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) r.term_signal = WTERMSIG(status);
+  r.out = ReadFile(out);
+  r.err = ReadFile(err);
+  return r;
+}
+
+pid_t StartProcess(const std::vector<std::string>& argv,
+                   const std::map<std::string, std::string>& env, const std::string& cwd,
+                   const std::string& log) {
+  auto envv = Environment(env);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int o = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    dup2(o, 1);
+    dup2(o, 2);
+    int devnull = open("/dev/null", O_RDONLY);
+    dup2(devnull, 0);
+    Exec(argv, envv, cwd);
+  }
+  return pid;
+}
+
+int WaitProcess(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return 128 + WTERMSIG(status);
+}
+
+std::vector<pid_t> ChildPids(pid_t pid) {
+  std::vector<pid_t> out;
+  std::ifstream f("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
+  pid_t c;
+  while (f >> c) out.push_back(c);
+  return out;
+}
+
+std::string SampleData(const std::string& name) {
+  return "/usr/share/doc/opencv-doc/examples/data/" + name;
+}
+
+std::vector<std::string> MakeRealImages(const std::string& dir, int count, int max_side) {
+  const char* photos[] = {"messi5.jpg", "baboon.jpg", "fruits.jpg", "building.jpg",
+                          "orange.jpg", "apple.jpg",  "home.jpg",   "starry_night.jpg",
+                          "leuvenA.jpg", "aero1.jpg", "HappyFish.jpg", "smarties.png"};
+  std::vector<cv::Mat> src;
+  for (const char* p : photos) {
+    cv::Mat m = cv::imread(SampleData(p));
+    if (!m.empty()) src.push_back(m);
+  }
+  if (src.empty()) throw std::runtime_error("opencv-doc sample photos missing");
+  std::mt19937 rng(1234);
+  std::vector<std::string> paths;
+  fs::create_directories(dir);
+  for (int i = 0; i < count; ++i) {
+    const cv::Mat& m = src[i % src.size()];
+    std::uniform_real_distribution<double> frac(0.5, 1.0);
+    int w = std::max(16, static_cast<int>(m.cols * frac(rng)));
+    int h = std::max(16, static_cast<int>(m.rows * frac(rng)));
+    int x = std::uniform_int_distribution<int>(0, m.cols - w)(rng);
+    int y = std::uniform_int_distribution<int>(0, m.rows - h)(rng);
+    cv::Mat crop = m(cv::Rect(x, y, w, h)).clone();
+    double scale = std::min(1.0, static_cast<double>(max_side) / std::max(w, h));
+    if (scale < 1.0) cv::resize(crop, crop, cv::Size(), scale, scale, cv::INTER_AREA);
+    if (i % 3 == 1) cv::flip(crop, crop, 1);
+    std::string path = dir + "/img-" + std::to_string(i) + (i % 4 == 0 ? ".png" : ".jpg");
+    cv::imwrite(path, crop);
+    paths.push_back(path);
+  }
+  return paths;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void WriteFile(const std::string& path, const std::string& bytes) {
+  std::ofstream f(path, std::ios::binary);
+  f << bytes;
+}
+
+void WriteTruncated(const std::string& src, const std::string& dst, double fraction) {
+  std::string b = ReadFile(src);
+  WriteFile(dst, b.substr(0, static_cast<size_t>(b.size() * fraction)));
+}
+
+std::vector<std::string> QueryRows(const std::string& db, const std::string& sql) {
+  sqlite3* h = nullptr;
+  std::vector<std::string> rows;
+  if (sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK)
+    throw std::runtime_error("cannot open " + db);
+  sqlite3_busy_timeout(h, 10'000);
+  sqlite3_stmt* st = nullptr;
+  if (sqlite3_prepare_v2(h, sql.c_str(), -1, &st, nullptr) != SQLITE_OK) {
+    std::string e = sqlite3_errmsg(h);
+    sqlite3_close(h);
+    throw std::runtime_error("bad query: " + e + ": " + sql);
+  }
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    std::string row;
+    for (int c = 0; c < sqlite3_column_count(st); ++c) {
+      const unsigned char* t = sqlite3_column_text(st, c);
+      row += (c ? "|" : "") + std::string(t ? reinterpret_cast<const char*>(t) : "NULL");
+    }
+    rows.push_back(row);
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+  return rows;
+}
+
+long long QueryInt(const std::string& db, const std::string& sql) {
+  auto rows = QueryRows(db, sql);
+  if (rows.empty()) throw std::runtime_error("no rows: " + sql);
+  return std::stoll(rows[0]);
+}
+
+}  // namespace framemill::testing

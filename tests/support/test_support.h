@@ -1,0 +1,61 @@
+// Helpers for tests that drive the real framemill binary: temp dirs, child
+// processes with captured output, and real media made from Debian's sample photos.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace framemill::testing {
+
+// A fresh directory removed (recursively) on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+struct ProcResult {
+  int exit_code = -1;    // -1 when killed by a signal
+  int term_signal = 0;
+  std::string out, err;
+};
+
+// Runs argv to completion (killed after timeout_s) in `cwd` with `env` added to
+// the current environment.
+ProcResult RunProcess(const std::vector<std::string>& argv,
+                      const std::map<std::string, std::string>& env = {},
+                      const std::string& cwd = "", int timeout_s = 300);
+
+// Starts argv in the background, stdout+stderr appended to `log`.
+pid_t StartProcess(const std::vector<std::string>& argv,
+                   const std::map<std::string, std::string>& env, const std::string& cwd,
+                   const std::string& log);
+// Waits for pid; returns its exit code, or 128+signal.
+int WaitProcess(pid_t pid);
+// Direct children of pid (from /proc).
+std::vector<pid_t> ChildPids(pid_t pid);
+
+// Path of the sample data shipped by Debian's opencv-doc.
+std::string SampleData(const std::string& name);
+// Writes `count` distinct real images (crops/scales/flips of the sample photos,
+// JPEG and PNG) of at most max_side pixels into dir; returns their paths.
+std::vector<std::string> MakeRealImages(const std::string& dir, int count, int max_side);
+// Copies the first `fraction` of src to dst.
+void WriteTruncated(const std::string& src, const std::string& dst, double fraction);
+std::string ReadFile(const std::string& path);
+void WriteFile(const std::string& path, const std::string& bytes);
+
+// One integer from a query on the SQLite file at db.
+long long QueryInt(const std::string& db, const std::string& sql);
+// Rows of a query as strings, columns joined by '|'.
+std::vector<std::string> QueryRows(const std::string& db, const std::string& sql);
+
+}  // namespace framemill::testing
