@@ -7,7 +7,6 @@
 namespace framemill {
 
 struct RetryPolicy {
-  int max_attempts = 3;
   int64_t base_delay_ms = 2000;
   int64_t max_delay_ms = 5 * 60 * 1000;
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -79,7 +80,6 @@ Result<std::vector<std::string>> ResolveStages(const Env& env) {
 
 Result<std::unique_ptr<JobStore>> OpenStore(const Env& env) {
   StoreOptions so;
-  so.retry.max_attempts = env.config.run.max_attempts;
   so.retry.base_delay_ms = env.config.run.retry_base_ms;
   so.retry.max_delay_ms = env.config.run.retry_max_ms;
   return OpenSqliteJobStore(env.config.db, &env.registry->graph(), SystemClock(), so);
@@ -269,6 +269,9 @@ int CmdExport(const Flags& f) {
   std::ofstream file;
   std::ostream* out = &std::cout;
   if (!f.output.empty() && f.output != "-") {
+    std::error_code ec;
+    auto parent = std::filesystem::path(f.output).parent_path();
+    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
     file.open(f.output);
     if (!file) return UsageError("-o: cannot write " + f.output);
     out = &file;
@@ -387,6 +390,15 @@ int RunCli(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    // `framemill frobnicate`: CLI11 would only say that a subcommand is required.
+    if (app.get_subcommands().empty()) {
+      for (const std::string& arg : app.remaining()) {
+        if (arg.empty() || arg[0] == '-') continue;
+        std::string names;
+        for (const Command& c : commands) names += (names.empty() ? "" : ", ") + std::string(c.name);
+        return UsageError("unknown command '" + arg + "' (commands: " + names + ")");
+      }
+    }
     app.exit(e);
     return kExitUsage;
   }

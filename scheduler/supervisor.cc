@@ -55,7 +55,6 @@ int WorkerMain(const Config& config, const StageRegistry& registry, const RunReq
   std::string id = Hostname() + ":" + std::to_string(getpid()) + ":" +
                    std::to_string(SystemClock()->NowMs());
   StoreOptions so;
-  so.retry.max_attempts = config.run.max_attempts;
   so.retry.base_delay_ms = config.run.retry_base_ms;
   so.retry.max_delay_ms = config.run.retry_max_ms;
   auto store = OpenSqliteJobStore(config.db, &registry.graph(), SystemClock(), so);
@@ -182,7 +181,7 @@ int RunWorkers(const Config& config, const StageRegistry& registry, const RunReq
       continue;
     }
     progress.Tick(false);
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   progress.Tick(true);
 

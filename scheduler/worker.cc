@@ -10,6 +10,8 @@
 namespace framemill {
 namespace {
 
+constexpr int64_t kTailPollMs = 25;
+
 // Renews leases every third of their length until told to stop.
 class HeartbeatThread {
  public:
@@ -103,6 +105,9 @@ Status Worker::Run() {
     int64_t wait = options_.poll_ms;
     if (left->pending > 0 && left->next_run_at > 0)
       wait = std::clamp<int64_t>(left->next_run_at - clock_->NowMs(), 1, options_.poll_ms);
+    // Only other workers' batches are left: they end soon, and their completions may
+    // make dependants claimable, so look again shortly rather than after a full poll.
+    if (left->pending == 0 && left->running > 0) wait = std::min<int64_t>(wait, kTailPollMs);
     SleepFor(wait);
   }
   return Status::Aborted("stop requested");

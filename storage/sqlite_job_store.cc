@@ -63,6 +63,7 @@ SqliteJobStore::SqliteJobStore(std::unique_ptr<SqliteDb> db, const StageGraph* g
 Result<std::unordered_map<std::string, ItemRecord>> SqliteJobStore::LoadItems() {
   std::unordered_map<std::string, ItemRecord> out;
   Status s = db_->Transaction(SqliteDb::TxnKind::kRead, [&]() -> Status {
+    out.clear();  // a busy retry starts over
     FM_PREPARE(q, "SELECT id, source, kind, size, mtime_ns, coalesce(content_hash,'') "
                   "FROM items WHERE kind <> 0");
     for (;;) {

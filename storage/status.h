@@ -51,11 +51,12 @@ class Status {
   bool IsCorruption() const { return code_ == Code::kCorruption; }
   bool IsAborted() const { return code_ == Code::kAborted; }
 
-  // Transient failures are worth another attempt after backoff; the rest
-  // (undecodable, unsupported, too large, missing) will fail the same way again.
+  // Transient failures are worth another attempt after backoff (a lost worker,
+  // Aborted, included); the rest (undecodable, unsupported, too large, missing)
+  // would fail the same way again.
   bool IsTransient() const {
     return code_ == Code::kBusy || code_ == Code::kOutOfMemory || code_ == Code::kIOError ||
-           code_ == Code::kInternal;
+           code_ == Code::kInternal || code_ == Code::kAborted;
   }
 
   // Short stable name used as the error class in the store and in `status`.

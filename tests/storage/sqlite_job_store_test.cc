@@ -756,6 +756,26 @@ TEST_F(SqliteJobStoreTest, AttemptsNeverExceedMaxAttemptsAcrossFailuresAndLostLe
   EXPECT_EQ(ErrorsFor(src, "a"), 3) << "every attempt's error is kept";
 }
 
+TEST_F(SqliteJobStoreTest, LeaseIsStillHeldAtTheInstantItExpiresAndLostJustAfter) {
+  AddStage(Stage("a"));
+  Open();
+  Enqueue(Images(1), {"a"});
+  Claim("A", {"a"}, 1, 1000);
+  clock_.Advance(1000);
+  EXPECT_EQ(Must(store_->RescueExpired()), 0);
+  clock_.Advance(1);
+  EXPECT_EQ(Must(store_->RescueExpired()), 1);
+}
+
+TEST_F(SqliteJobStoreTest, HeartbeatRecordsTheWorkersHeartbeatTime) {
+  AddStage(Stage("a"));
+  Open();
+  FM_ASSERT_OK(store_->RegisterWorker("A", 0, 1, "host"));
+  clock_.Advance(5000);
+  EXPECT_EQ(Must(store_->Heartbeat("A", 1000)), 0);
+  EXPECT_EQ(in_.Int("SELECT heartbeat_at FROM workers WHERE id = 'A'"), clock_.NowMs());
+}
+
 // ============================================================ DAG
 
 TEST_F(SqliteJobStoreTest, DependantWaitsUntilItsDependencyIsDone) {
@@ -805,6 +825,31 @@ TEST_F(SqliteJobStoreTest, PermanentFailurePropagatesDownTheWholeChain) {
   EXPECT_EQ(State(src, "c"), kFailed);
   EXPECT_EQ(JobText("error_class", src, "b"), "dependency_failed");
   EXPECT_EQ(JobText("error_class", src, "c"), "dependency_failed");
+}
+
+TEST_F(SqliteJobStoreTest, WorkerSkippingAJobSkipsItsDependantsButNotOtherStages) {
+  AddStage(Stage("a"));
+  AddStage(Stage("b", {"a"}));
+  AddStage(Stage("c", {"b"}));
+  AddStage(Stage("x"));
+  Open();
+  Enqueue(Images(1), {"a", "b", "c", "x"});
+  const std::string src = "/data/img0.png";
+  auto j = Claim("w", {"a"});
+  ASSERT_EQ(j.size(), 1u);
+  Completion c;
+  c.job_id = j[0].id;
+  c.lease_token = j[0].lease_token;
+  c.outcome = Completion::Outcome::kSkipped;
+  c.error = Status::Unsupported("animated gif");
+  EXPECT_EQ(Complete({c}).skipped, 1);
+  EXPECT_EQ(State(src, "a"), kSkipped);
+  EXPECT_EQ(JobText("last_error", src, "a"), "animated gif");
+  EXPECT_EQ(State(src, "b"), kSkipped);
+  EXPECT_EQ(State(src, "c"), kSkipped);
+  EXPECT_EQ(State(src, "x"), kPending);
+  EXPECT_EQ(Count("results"), 0);
+  EXPECT_EQ(Count("job_errors"), 0) << "a skip is not an error";
 }
 
 TEST_F(SqliteJobStoreTest, RetryFailedRequeuesFailedJobsAndTheirDependantsWaitAgain) {
@@ -981,6 +1026,27 @@ TEST_F(DatasetStageTest, RunningDatasetJobRunsAgainWhenNewItemsArriveMidRun) {
   Complete({Done(c[0], R"({"v":1})")});
   EXPECT_NE(CState(), kDone);
   CompleteAllDone(Claim("w", {"a"}));
+  EXPECT_EQ(CState(), kPending);
+}
+
+TEST_F(DatasetStageTest, WaitsForAJobRescuedFromALostWorkerAndRunsOnceItFails) {
+  Enqueue(Images(1), {"a", "c"}, /*max_attempts=*/1);
+  Claim("A", {"a"}, 1, 1000);
+  EXPECT_EQ(CState(), kWaiting);
+  clock_.Advance(2000);
+  EXPECT_EQ(Must(store_->RescueExpired()), 1);
+  EXPECT_EQ(State("/data/img0.png", "a"), kFailed);
+  EXPECT_EQ(CState(), kPending);
+}
+
+TEST_F(DatasetStageTest, FailedDatasetJobIsRetriedByRetryFailed) {
+  Enqueue(Images(1), {"a", "c"});
+  CompleteAllDone(Claim("w", {"a"}));
+  auto c = Claim("w", {"c"});
+  ASSERT_EQ(c.size(), 1u);
+  Complete({Failed(c[0], Status::Corruption("bad manifest"))});
+  ASSERT_EQ(CState(), kFailed);
+  EXPECT_EQ(Must(store_->RetryFailed("c")), 1);
   EXPECT_EQ(CState(), kPending);
 }
 

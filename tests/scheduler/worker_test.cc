@@ -1,0 +1,542 @@
+// The worker loop against a real SQLite job store and a small real stage defined
+// here: draining, per-job failure, transient retry, failed commits, lost leases
+// (heartbeats dropped), and a graceful stop mid-batch.
+#include "scheduler/worker.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "stages/registry.h"
+#include "storage/clock.h"
+#include "storage/job_store.h"
+#include "tests/fakes/faulty_job_store.h"
+#include "tests/support/test_support.h"
+
+namespace framemill::testing {
+namespace {
+
+constexpr int kPending = 0, kRunning = 1, kDone = 2, kFailed = 3;
+constexpr char kStage[] = "probe";
+
+// Which worker is calling the stage, so results say who produced them.
+thread_local std::string t_worker = "?";
+
+// A real stage for the worker to drive: records every call, returns Done with
+// {"n": job id, "by": worker}, or fails as scripted per source.
+class ProbeStage : public Stage {
+ public:
+  ProbeStage() { spec_.name = kStage; }
+  const StageSpec& spec() const override { return spec_; }
+
+  StageOutput Run(const ClaimedJob& job) override {
+    std::function<void(const ClaimedJob&)> hook;
+    Status fail;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      ++runs_[job.id];
+      ++calls_;
+      hook = on_run_;
+      auto always = fail_always_.find(job.source);
+      if (always != fail_always_.end()) fail = always->second;
+      auto once = fail_first_.find(job.source);
+      if (once != fail_first_.end() && !once->second.second) {
+        once->second.second = true;
+        fail = once->second.first;
+      }
+    }
+    if (hook) hook(job);
+    if (!fail.ok()) return StageOutput::Failed(fail);
+    return StageOutput::Done({{"n", job.id}, {"by", t_worker}});
+  }
+
+  // Every run of `source` fails with `s`.
+  void FailAlways(const std::string& source, Status s) {
+    std::lock_guard<std::mutex> l(mu_);
+    fail_always_[source] = std::move(s);
+  }
+  // Only the first run of `source` fails with `s`.
+  void FailFirst(const std::string& source, Status s) {
+    std::lock_guard<std::mutex> l(mu_);
+    fail_first_[source] = {std::move(s), false};
+  }
+  // Called (outside the lock) at the start of every run.
+  void OnRun(std::function<void(const ClaimedJob&)> hook) {
+    std::lock_guard<std::mutex> l(mu_);
+    on_run_ = std::move(hook);
+  }
+  std::map<int64_t, int> runs() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return runs_;
+  }
+  int calls() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return calls_;
+  }
+
+ private:
+  StageSpec spec_;
+  mutable std::mutex mu_;
+  std::map<int64_t, int> runs_;
+  int calls_ = 0;
+  std::map<std::string, Status> fail_always_;
+  std::map<std::string, std::pair<Status, bool>> fail_first_;
+  std::function<void(const ClaimedJob&)> on_run_;
+};
+
+class WorkerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto stage = std::make_unique<ProbeStage>();
+    stage_ = stage.get();
+    std::string err;
+    ASSERT_TRUE(registry_.Add(std::move(stage), &err)) << err;
+    db_ = dir_ / "jobs.db";
+  }
+
+  // A fresh connection to the store (one per worker / heartbeat thread).
+  std::unique_ptr<JobStore> Open(const Clock* clock) {
+    auto s = OpenSqliteJobStore(db_, &registry_.graph(), clock, store_options_);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return s.ok() ? std::move(s).value() : nullptr;
+  }
+
+  // Enqueues items /data/img-0.png .. /data/img-(n-1).png with one probe job each.
+  void EnqueueImages(JobStore& store, int n) {
+    std::vector<NewItem> items;
+    for (int i = 0; i < n; ++i) {
+      NewItem it;
+      it.source = Source(i);
+      it.kind = MediaKind::kImage;
+      it.size = 100 + i;
+      it.mtime_ns = 1;
+      it.content_hash = "h" + std::to_string(i);
+      items.push_back(it);
+    }
+    EnqueueOptions eo;
+    eo.stages = {kStage};
+    eo.max_attempts = max_attempts_;
+    auto st = store.Enqueue(items, eo);
+    ASSERT_TRUE(st.ok()) << st.status().ToString();
+    ASSERT_EQ(st->jobs_added, n);
+  }
+  static std::string Source(int i) { return "/data/img-" + std::to_string(i) + ".png"; }
+
+  WorkerOptions Options(const std::string& id, int batch, int64_t lease_ms = 60'000) {
+    WorkerOptions o;
+    o.id = id;
+    o.stages = {kStage};
+    o.batch = batch;
+    o.lease_ms = lease_ms;
+    o.poll_ms = 20;
+    return o;
+  }
+
+  long long Int(const std::string& sql) { return QueryInt(db_, sql); }
+  long long JobsInState(int state) {
+    return Int("SELECT count(*) FROM jobs WHERE state = " + std::to_string(state));
+  }
+  // Jobs with more than one results row (the schema forbids it; checked anyway).
+  long long DuplicatedResults() {
+    return Int("SELECT count(*) FROM (SELECT job_id FROM results GROUP BY job_id"
+               " HAVING count(*) > 1)");
+  }
+  long long DoneJobsWithoutResult() {
+    return Int("SELECT count(*) FROM jobs j WHERE j.state = 2 AND NOT EXISTS"
+               " (SELECT 1 FROM results r WHERE r.job_id = j.id)");
+  }
+  std::string JobRow(int i) {
+    auto rows = QueryRows(db_, "SELECT j.state || '|' || j.attempts || '|' ||"
+                               " coalesce(j.error_class, '') FROM jobs j JOIN items i"
+                               " ON i.id = j.item_id WHERE i.source = '" + Source(i) + "'");
+    return rows.empty() ? "<no job>" : rows[0];
+  }
+
+  TempDir dir_;
+  std::string db_;
+  StageRegistry registry_;
+  ProbeStage* stage_ = nullptr;
+  StoreOptions store_options_;
+  int max_attempts_ = 3;
+  std::atomic<bool> stop_{false};
+};
+
+TEST_F(WorkerTest, DrainsEveryPendingJobAndReturnsOk) {
+  ManualClock clock;
+  auto store = Open(&clock);
+  ASSERT_NE(store, nullptr);
+  EnqueueImages(*store, 23);
+
+  Worker worker(store.get(), nullptr, &registry_, &clock, Options("w1", 5), &stop_);
+  Status s = worker.Run();
+
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(worker.stats().done, 23);
+  EXPECT_EQ(worker.stats().failed, 0);
+  EXPECT_EQ(worker.stats().stale, 0);
+  EXPECT_EQ(worker.stats().batches, 5);  // 5+5+5+5+3
+  EXPECT_EQ(JobsInState(kDone), 23);
+  EXPECT_EQ(Int("SELECT count(*) FROM results"), 23);
+  EXPECT_EQ(DoneJobsWithoutResult(), 0);
+  EXPECT_EQ(Int("SELECT count(*) FROM jobs WHERE lease_token IS NOT NULL"), 0);
+  // Each job ran once, and its result is what the stage returned for it.
+  auto runs = stage_->runs();
+  EXPECT_EQ(runs.size(), 23u);
+  for (auto& [id, n] : runs) EXPECT_EQ(n, 1) << "job " << id;
+  auto rows = QueryRows(db_, "SELECT job_id, result, device FROM results ORDER BY job_id");
+  ASSERT_EQ(rows.size(), 23u);
+  for (const std::string& row : rows) {
+    auto bar = row.find('|');
+    auto bar2 = row.rfind('|');
+    int64_t id = std::stoll(row.substr(0, bar));
+    auto j = nlohmann::json::parse(row.substr(bar + 1, bar2 - bar - 1));
+    EXPECT_EQ(j["n"], id) << row;
+    EXPECT_EQ(row.substr(bar2 + 1), "cpu");
+  }
+}
+
+TEST_F(WorkerTest, ReturnsOkAtOnceWhenThereIsNothingToDo) {
+  ManualClock clock;
+  auto store = Open(&clock);
+  ASSERT_NE(store, nullptr);
+  Worker worker(store.get(), nullptr, &registry_, &clock, Options("w1", 4), &stop_);
+  Status s = worker.Run();
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(worker.stats().batches, 0);
+  EXPECT_EQ(stage_->calls(), 0);
+}
+
+TEST_F(WorkerTest, PermanentStageErrorFailsThatJobOnlyAndOthersAreDone) {
+  ManualClock clock;
+  auto store = Open(&clock);
+  ASSERT_NE(store, nullptr);
+  EnqueueImages(*store, 8);
+  stage_->FailAlways(Source(3), Status::Corruption("truncated JPEG"));
+
+  Worker worker(store.get(), nullptr, &registry_, &clock, Options("w1", 4), &stop_);
+  Status s = worker.Run();
+
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(worker.stats().done, 7);
+  EXPECT_EQ(worker.stats().failed, 1);
+  EXPECT_EQ(worker.stats().retried, 0);
+  // Failed for good after one attempt, with the class recorded; no result.
+  EXPECT_EQ(JobRow(3), "3|1|corrupt_input");
+  EXPECT_EQ(Int("SELECT count(*) FROM job_errors WHERE message = 'truncated JPEG'"
+                " AND transient = 0"), 1);
+  for (int i : {0, 1, 2, 4, 5, 6, 7}) EXPECT_EQ(JobRow(i), "2|1|") << i;
+  EXPECT_EQ(Int("SELECT count(*) FROM results"), 7);
+  EXPECT_EQ(stage_->calls(), 8);  // not retried
+}
+
+TEST_F(WorkerTest, TransientStageErrorIsRetriedAfterBackoffAndThenSucceeds) {
+  store_options_.retry.base_delay_ms = 20;
+  store_options_.retry.max_delay_ms = 40;
+  auto store = Open(SystemClock());  // backoff is waited out in real time (~20 ms)
+  ASSERT_NE(store, nullptr);
+  EnqueueImages(*store, 5);
+  stage_->FailFirst(Source(2), Status::IOError("NFS hiccup"));
+
+  Worker worker(store.get(), nullptr, &registry_, SystemClock(), Options("w1", 5), &stop_);
+  Status s = worker.Run();
+
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(worker.stats().retried, 1);
+  EXPECT_EQ(worker.stats().failed, 0);
+  EXPECT_EQ(worker.stats().done, 5);
+  EXPECT_EQ(JobRow(2), "2|2|");  // done on its second attempt, error cleared
+  EXPECT_EQ(Int("SELECT count(*) FROM job_errors WHERE error_class = 'io_error'"
+                " AND transient = 1 AND attempt = 1"), 1);
+  EXPECT_EQ(Int("SELECT count(*) FROM results"), 5);
+  EXPECT_EQ(stage_->calls(), 6);
+}
+
+TEST_F(WorkerTest, TransientErrorOnEveryAttemptFailsTheJobAtMaxAttempts) {
+  store_options_.retry.base_delay_ms = 4;
+  store_options_.retry.max_delay_ms = 8;
+  max_attempts_ = 3;
+  auto store = Open(SystemClock());
+  ASSERT_NE(store, nullptr);
+  EnqueueImages(*store, 2);
+  stage_->FailAlways(Source(0), Status::IOError("disk keeps failing"));
+
+  Worker worker(store.get(), nullptr, &registry_, SystemClock(), Options("w1", 2), &stop_);
+  Status s = worker.Run();
+
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(worker.stats().retried, 2);
+  EXPECT_EQ(worker.stats().failed, 1);
+  EXPECT_EQ(worker.stats().done, 1);
+  EXPECT_EQ(JobRow(0), "3|3|io_error");
+  EXPECT_EQ(Int("SELECT count(*) FROM jobs WHERE attempts > max_attempts"), 0);
+}
+
+TEST_F(WorkerTest, FailedCommitReturnsTheErrorAndTheJobsAreFinishedOnceByAnotherWorker) {
+  ManualClock clock;
+  const int64_t lease = 60'000;
+  auto real_a = Open(&clock);
+  auto store_b = Open(&clock);
+  ASSERT_NE(real_a, nullptr);
+  ASSERT_NE(store_b, nullptr);
+  EnqueueImages(*real_a, 10);
+  FaultyJobStore faulty_a(real_a.get());
+  faulty_a.fail_next_complete = 1;
+
+  t_worker = "A";
+  Worker a(&faulty_a, nullptr, &registry_, &clock, Options("A", 4, lease), &stop_);
+  Status sa = a.Run();
+
+  // The commit failed: the worker stops with the store's error, recording nothing.
+  EXPECT_EQ(sa.code(), Status::Code::kIOError) << sa.ToString();
+  EXPECT_EQ(faulty_a.complete_failures.load(), 1);
+  EXPECT_EQ(a.stats().done, 0);
+  EXPECT_EQ(Int("SELECT count(*) FROM results"), 0);
+  // Its batch is still leased to it (not lost, not done); the rest never started.
+  EXPECT_EQ(Int("SELECT count(*) FROM jobs WHERE state = 1 AND lease_owner = 'A'"), 4);
+  EXPECT_EQ(JobsInState(kPending), 6);
+
+  // Before the lease runs out nobody else may take those four.
+  t_worker = "B";
+  {
+    auto early = store_b->Claim("probe-early", {kStage}, 100, lease);
+    ASSERT_TRUE(early.ok());
+    EXPECT_EQ(early->size(), 6u);
+    std::vector<ClaimedJob> give_back = *early;
+    ASSERT_TRUE(store_b->Release(give_back).ok());
+  }
+
+  // Once it has expired, another worker rescues and finishes every job.
+  clock.Advance(lease + 1);
+  auto before = stage_->runs();
+  Worker b(store_b.get(), nullptr, &registry_, &clock, Options("B", 4, lease), &stop_);
+  Status sb = b.Run();
+  ASSERT_TRUE(sb.ok()) << sb.ToString();
+  EXPECT_EQ(b.stats().done, 10);
+  EXPECT_EQ(b.stats().stale, 0);
+  EXPECT_EQ(JobsInState(kDone), 10);
+  EXPECT_EQ(Int("SELECT count(*) FROM results"), 10);
+  EXPECT_EQ(DuplicatedResults(), 0);
+  EXPECT_EQ(DoneJobsWithoutResult(), 0);
+  EXPECT_EQ(Int("SELECT count(*) FROM results WHERE json_extract(result, '$.by') <> 'B'"), 0);
+  // B ran each job exactly once; the four A had run cost one attempt more, recorded.
+  auto after = stage_->runs();
+  for (auto& [id, n] : after) EXPECT_EQ(n - before[id], 1) << "job " << id;
+  EXPECT_EQ(Int("SELECT count(*) FROM jobs WHERE attempts = 2"), 4);
+  EXPECT_EQ(Int("SELECT count(*) FROM job_errors WHERE error_class = 'aborted'"), 4);
+  t_worker = "?";
+}
+
+// Runs `worker` on its own thread (as another process would), tagging its results.
+class WorkerThread {
+ public:
+  WorkerThread(Worker* w, std::string tag) : w_(w) {
+    thread_ = std::thread([this, tag] {
+      t_worker = tag;
+      Status s = w_->Run();
+      std::lock_guard<std::mutex> l(mu_);
+      status_ = s;
+      done_ = true;
+      cv_.notify_all();
+    });
+  }
+  ~WorkerThread() { Join(); }
+  // True if it returned within `timeout`.
+  bool WaitFor(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> l(mu_);
+    return cv_.wait_for(l, timeout, [this] { return done_; });
+  }
+  void Join() {
+    if (thread_.joinable()) thread_.join();
+  }
+  Status status() {
+    std::lock_guard<std::mutex> l(mu_);
+    return status_;
+  }
+
+ private:
+  Worker* w_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  Status status_;
+  std::thread thread_;
+};
+
+TEST_F(WorkerTest, LostLeaseMakesTheFirstWorkersResultsStaleAndEachJobHasOneResult) {
+  // Real time, short lease: A's heartbeats are dropped, so while A is stuck on its
+  // first job the lease runs out and B rescues and finishes the whole batch.
+  const int64_t lease = 300;
+  const int n = 6;
+  auto store_a = Open(SystemClock());
+  auto hb_real = Open(SystemClock());
+  auto store_b = Open(SystemClock());
+  ASSERT_NE(store_a, nullptr);
+  ASSERT_NE(hb_real, nullptr);
+  ASSERT_NE(store_b, nullptr);
+  EnqueueImages(*store_a, n);
+  FaultyJobStore hb_a(hb_real.get());
+  hb_a.drop_heartbeats = true;
+
+  std::atomic<bool> stop_b{false};
+  Worker b(store_b.get(), nullptr, &registry_, SystemClock(), Options("B", n, lease), &stop_b);
+  std::unique_ptr<WorkerThread> b_thread;
+  bool b_finished = false;
+  stage_->OnRun([&](const ClaimedJob&) {
+    if (t_worker != "A" || b_thread) return;
+    // A is now inside its batch: let B run until it has done everything.
+    b_thread = std::make_unique<WorkerThread>(&b, "B");
+    b_finished = b_thread->WaitFor(std::chrono::seconds(20));
+    if (!b_finished) stop_b = true;  // heartbeats were not dropped: do not hang
+    b_thread->Join();
+  });
+
+  t_worker = "A";
+  Worker a(store_a.get(), &hb_a, &registry_, SystemClock(), Options("A", n, lease), &stop_);
+  Status sa = a.Run();
+  t_worker = "?";
+  stage_->OnRun(nullptr);
+
+  ASSERT_TRUE(b_finished) << "B never got the jobs: A's lease did not expire";
+  EXPECT_TRUE(b_thread->status().ok()) << b_thread->status().ToString();
+  EXPECT_TRUE(sa.ok()) << sa.ToString();
+  EXPECT_GT(hb_a.heartbeats_dropped.load(), 0);
+  EXPECT_EQ(b.stats().done, n);
+  // A's whole batch was rejected by the lease fence.
+  EXPECT_EQ(a.stats().stale, n);
+  EXPECT_EQ(a.stats().done, 0);
+  EXPECT_EQ(JobsInState(kDone), n);
+  EXPECT_EQ(Int("SELECT count(*) FROM results"), n);
+  EXPECT_EQ(DuplicatedResults(), 0);
+  EXPECT_EQ(Int("SELECT count(*) FROM results WHERE json_extract(result, '$.by') = 'B'"), n);
+  EXPECT_EQ(Int("SELECT count(*) FROM jobs WHERE lease_token IS NOT NULL"), 0);
+}
+
+TEST_F(WorkerTest, HeartbeatsKeepTheLeaseWhileAJobRunsLongerThanTheLease) {
+  // The control for the test above: the same set-up with heartbeats working. A's
+  // first job takes several lease lengths; B polls all along but never gets a job.
+  const int64_t lease = 900;
+  const int n = 4;
+  auto store_a = Open(SystemClock());
+  auto hb_real = Open(SystemClock());
+  auto store_b = Open(SystemClock());
+  ASSERT_NE(store_a, nullptr);
+  ASSERT_NE(hb_real, nullptr);
+  ASSERT_NE(store_b, nullptr);
+  EnqueueImages(*store_a, n);
+  FaultyJobStore hb_a(hb_real.get());  // counts, forwards
+
+  Worker b(store_b.get(), nullptr, &registry_, SystemClock(), Options("B", n, lease), &stop_);
+  std::unique_ptr<WorkerThread> b_thread;
+  stage_->OnRun([&](const ClaimedJob&) {
+    if (t_worker != "A" || b_thread) return;
+    b_thread = std::make_unique<WorkerThread>(&b, "B");
+    // Stay "busy" for about three lease lengths, by the wall clock.
+    std::this_thread::sleep_for(std::chrono::milliseconds(3 * lease));
+  });
+
+  t_worker = "A";
+  Worker a(store_a.get(), &hb_a, &registry_, SystemClock(), Options("A", n, lease), &stop_);
+  Status sa = a.Run();
+  t_worker = "?";
+  ASSERT_NE(b_thread, nullptr);
+  ASSERT_TRUE(b_thread->WaitFor(std::chrono::seconds(20)));
+  b_thread->Join();
+  stage_->OnRun(nullptr);
+
+  ASSERT_TRUE(sa.ok()) << sa.ToString();
+  EXPECT_GE(hb_a.heartbeat_calls.load(), 2);
+  EXPECT_EQ(a.stats().done, n);
+  EXPECT_EQ(a.stats().stale, 0);
+  EXPECT_EQ(b.stats().done, 0);
+  EXPECT_EQ(Int("SELECT count(*) FROM jobs WHERE attempts <> 1"), 0);
+  EXPECT_EQ(Int("SELECT count(*) FROM job_errors"), 0);
+}
+
+TEST_F(WorkerTest, StopMidBatchFinishesTheJobInHandReleasesTheRestAndReturnsAborted) {
+  ManualClock clock;
+  auto store = Open(&clock);
+  ASSERT_NE(store, nullptr);
+  EnqueueImages(*store, 15);
+  int seen = 0;
+  stage_->OnRun([&](const ClaimedJob&) {
+    if (++seen == 3) stop_ = true;  // a signal arrives while the third job runs
+  });
+
+  Worker worker(store.get(), nullptr, &registry_, &clock, Options("w1", 10), &stop_);
+  Status s = worker.Run();
+  stage_->OnRun(nullptr);
+
+  EXPECT_TRUE(s.IsAborted()) << s.ToString();
+  EXPECT_EQ(stage_->calls(), 3);
+  EXPECT_EQ(worker.stats().done, 3);  // the job in hand was finished and recorded
+  EXPECT_EQ(worker.stats().released, 7);
+  EXPECT_EQ(worker.stats().batches, 1);
+  EXPECT_EQ(JobsInState(kDone), 3);
+  EXPECT_EQ(Int("SELECT count(*) FROM results"), 3);
+  // The other 7 of the batch are back to pending without an attempt spent or a
+  // lease left behind; the 5 never claimed are untouched.
+  EXPECT_EQ(JobsInState(kPending), 12);
+  EXPECT_EQ(JobsInState(kRunning), 0);
+  EXPECT_EQ(Int("SELECT count(*) FROM jobs WHERE state = 0 AND attempts = 0"
+                " AND lease_token IS NULL AND lease_owner IS NULL"), 12);
+
+  // A later worker picks them up at once and finishes them.
+  stop_ = false;
+  Worker again(store.get(), nullptr, &registry_, &clock, Options("w2", 10), &stop_);
+  ASSERT_TRUE(again.Run().ok());
+  EXPECT_EQ(JobsInState(kDone), 15);
+  EXPECT_EQ(Int("SELECT count(*) FROM jobs WHERE attempts <> 1"), 0);
+}
+
+TEST_F(WorkerTest, StopBeforeTheFirstJobReleasesTheWholeClaimedBatch) {
+  ManualClock clock;
+  auto real = Open(&clock);
+  ASSERT_NE(real, nullptr);
+  EnqueueImages(*real, 6);
+  // The stop arrives between the claim and the first job: a Claim wrapper sets it.
+  class StopOnClaim : public FaultyJobStore {
+   public:
+    StopOnClaim(JobStore* r, std::atomic<bool>* stop) : FaultyJobStore(r), stop_(stop) {}
+    Result<std::vector<ClaimedJob>> Claim(const std::string& w, const std::vector<std::string>& s,
+                                          int limit, int64_t lease_ms) override {
+      auto r = FaultyJobStore::Claim(w, s, limit, lease_ms);
+      *stop_ = true;
+      return r;
+    }
+    std::atomic<bool>* stop_;
+  } store(real.get(), &stop_);
+
+  Worker worker(&store, nullptr, &registry_, &clock, Options("w1", 4), &stop_);
+  Status s = worker.Run();
+  EXPECT_TRUE(s.IsAborted()) << s.ToString();
+  EXPECT_EQ(stage_->calls(), 0);
+  EXPECT_EQ(worker.stats().released, 4);
+  EXPECT_EQ(store.complete_calls.load(), 0);  // nothing to record
+  EXPECT_EQ(Int("SELECT count(*) FROM jobs WHERE state = 0 AND attempts = 0"), 6);
+}
+
+TEST_F(WorkerTest, ClaimErrorIsReturned) {
+  ManualClock clock;
+  auto real = Open(&clock);
+  ASSERT_NE(real, nullptr);
+  EnqueueImages(*real, 2);
+  FaultyJobStore store(real.get());
+  store.fail_next_claim = 1;
+  Worker worker(&store, nullptr, &registry_, &clock, Options("w1", 4), &stop_);
+  Status s = worker.Run();
+  EXPECT_EQ(s.code(), Status::Code::kIOError) << s.ToString();
+  EXPECT_EQ(stage_->calls(), 0);
+  EXPECT_EQ(JobsInState(kPending), 2);
+}
+
+}  // namespace
+}  // namespace framemill::testing
