@@ -72,6 +72,24 @@ Status SqliteDb::FromSqlite(int rc, std::string_view what, sqlite3* db) {
   }
 }
 
+namespace {
+// Waits for a lock in short, jittered sleeps (SQLite's default handler sleeps 1, 2,
+// 5, 10... ms, so a process that releases and retakes the lock at once starves the
+// others). Gives up after busy_wait_ms; Transaction() then restarts the transaction.
+int JitteredBusyHandler(void* arg, int count) {
+  thread_local std::chrono::steady_clock::time_point wait_started;
+  thread_local std::mt19937 rng(std::random_device{}());
+  auto now = std::chrono::steady_clock::now();
+  if (count == 0) wait_started = now;
+  const int limit_ms = *static_cast<const int*>(arg);
+  if (now - wait_started > std::chrono::milliseconds(limit_ms)) return 0;
+  int cap_us = std::min(2000, 50 << std::min(count, 6));
+  std::this_thread::sleep_for(
+      std::chrono::microseconds(std::uniform_int_distribution<int>(cap_us / 4, cap_us)(rng)));
+  return 1;
+}
+}  // namespace
+
 Result<std::unique_ptr<SqliteDb>> SqliteDb::Open(const std::string& path,
                                                  const SqliteOptions& options) {
   sqlite3* db = nullptr;
@@ -85,7 +103,8 @@ Result<std::unique_ptr<SqliteDb>> SqliteDb::Open(const std::string& path,
     return s;
   }
   std::unique_ptr<SqliteDb> out(new SqliteDb(db, path));
-  sqlite3_busy_timeout(db, options.busy_wait_ms);
+  out->busy_wait_ms_ = options.busy_wait_ms;
+  sqlite3_busy_handler(db, JitteredBusyHandler, &out->busy_wait_ms_);
   // journal_mode itself needs a lock; retry it like any write.
   for (int i = 0;; ++i) {
     Status s = out->Exec(options.read_only ? "PRAGMA foreign_keys=ON"

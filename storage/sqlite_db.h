@@ -85,6 +85,7 @@ class SqliteDb {
   std::string path_;
   std::unordered_map<std::string, sqlite3_stmt*> cache_;
   bool in_txn_ = false;
+  int busy_wait_ms_ = 2000;  // read by the busy handler
 };
 
 }  // namespace framemill

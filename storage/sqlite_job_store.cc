@@ -28,6 +28,18 @@ constexpr int kSkipped = static_cast<int>(JobState::kSkipped);
 constexpr int kWaiting = static_cast<int>(JobState::kWaiting);
 constexpr char kDatasetSource[] = "dataset:";
 
+// States spelled into the SQL text: SQLite can only match a partial index
+// (WHERE state = 0) against a literal, and re-prepares a statement on every bind
+// of a parameter compared with such a column.
+#define S_PENDING "0"
+#define S_RUNNING "1"
+#define S_DONE "2"
+#define S_FAILED "3"
+#define S_SKIPPED "4"
+#define S_WAITING "5"
+static_assert(kPending == 0 && kRunning == 1 && kDone == 2 && kFailed == 3 && kSkipped == 4 &&
+              kWaiting == 5);
+
 // "?,?,?" for n placeholders.
 std::string Placeholders(size_t n) {
   std::string s;
@@ -56,7 +68,10 @@ SqliteJobStore::SqliteJobStore(std::unique_ptr<SqliteDb> db, const StageGraph* g
       graph_(graph),
       clock_(clock),
       options_(options),
-      rng_(std::random_device{}()) {}
+      rng_(std::random_device{}()) {
+  for (const StageSpec& spec : graph_->stages())
+    for (const std::string& d : spec.deps) stages_with_dependants_.insert(d);
+}
 
 // ---------------------------------------------------------------- enqueue
 
@@ -221,21 +236,20 @@ Status SqliteJobStore::EnsureDatasetJobs(const EnqueueOptions& options, bool ite
   for (const std::string& name : options.stages) {
     if (!graph_->Find(name)->dataset_level) continue;
     FM_PREPARE(ins, "INSERT INTO jobs (item_id, stage, state, priority, max_attempts, created_at)"
-                    " VALUES (?,?,?,?,?,?) ON CONFLICT (item_id, stage) DO NOTHING");
-    FM_RETURN_IF_ERROR(ins.Bind(1, dataset_item).Bind(2, name).Bind(3, kWaiting)
-                           .Bind(4, options.priority).Bind(5, options.max_attempts)
-                           .Bind(6, now).Run());
+                    " VALUES (?,?," S_WAITING ",?,?,?) ON CONFLICT (item_id, stage) DO NOTHING");
+    FM_RETURN_IF_ERROR(ins.Bind(1, dataset_item).Bind(2, name)
+                           .Bind(3, options.priority).Bind(4, options.max_attempts)
+                           .Bind(5, now).Run());
     if (items_arrived) {
       // New data: run the dataset stage again. Its previous result stays until the new
       // one replaces it, so it can work incrementally. A pending job waits again for the
       // new items' jobs; a running one cannot have seen them, so it loses its lease (its
       // completion is then stale) and runs again too.
-      FM_PREPARE(re, "UPDATE jobs SET state = ?, attempts = 0, next_run_at = 0,"
+      FM_PREPARE(re, "UPDATE jobs SET state = " S_WAITING ", attempts = 0, next_run_at = 0,"
                      " lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,"
                      " error_class = NULL, last_error = NULL"
-                     " WHERE item_id = ? AND stage = ? AND state <> ?");
-      FM_RETURN_IF_ERROR(re.Bind(1, kWaiting).Bind(2, dataset_item).Bind(3, name)
-                             .Bind(4, kWaiting).Run());
+                     " WHERE item_id = ? AND stage = ? AND state <> " S_WAITING);
+      FM_RETURN_IF_ERROR(re.Bind(1, dataset_item).Bind(2, name).Run());
     }
   }
   return Status::OK();
@@ -245,19 +259,14 @@ Status SqliteJobStore::PromoteDatasetJobs(int64_t now) {
   for (const StageSpec& spec : graph_->stages()) {
     if (!spec.dataset_level) continue;
     std::string sql =
-        "UPDATE jobs SET state = ?, next_run_at = ? WHERE state = ? AND stage = ?"
-        " AND NOT EXISTS (SELECT 1 FROM jobs u WHERE u.stage IN (" +
-        Placeholders(spec.deps.size()) + ") AND u.state IN (?, ?, ?))";
+        "UPDATE jobs SET state = " S_PENDING ", next_run_at = ? WHERE state = " S_WAITING
+        " AND stage = ? AND NOT EXISTS (SELECT 1 FROM jobs u WHERE u.stage IN (" +
+        Placeholders(spec.deps.size()) + ") AND u.state IN (" S_PENDING "," S_RUNNING "," S_WAITING "))";
     FM_PREPARE(up, sql);
     int i = 1;
-    up.Bind(i++, kPending);
     up.Bind(i++, now);
-    up.Bind(i++, kWaiting);
     up.Bind(i++, spec.name);
     for (const std::string& d : spec.deps) up.Bind(i++, d);
-    up.Bind(i++, kPending);
-    up.Bind(i++, kRunning);
-    up.Bind(i++, kWaiting);
     FM_RETURN_IF_ERROR(up.Run());
   }
   return Status::OK();
@@ -324,11 +333,11 @@ Status SqliteJobStore::RecordError(int64_t job_id, int attempt, const std::strin
 
 Status SqliteJobStore::PromoteDependants(int64_t job_id, int64_t now) {
   FM_PREPARE(up,
-             "UPDATE jobs SET state = ?, next_run_at = ? WHERE state = ?"
+             "UPDATE jobs SET state = " S_PENDING ", next_run_at = ? WHERE state = " S_WAITING
              " AND id IN (SELECT job_id FROM job_deps WHERE dep_id = ?)"
              " AND NOT EXISTS (SELECT 1 FROM job_deps d JOIN jobs j ON j.id = d.dep_id"
-             "                 WHERE d.job_id = jobs.id AND j.state <> ?)");
-  return up.Bind(1, kPending).Bind(2, now).Bind(3, kWaiting).Bind(4, job_id).Bind(5, kDone).Run();
+             "                 WHERE d.job_id = jobs.id AND j.state <> " S_DONE ")");
+  return up.Bind(1, now).Bind(2, job_id).Run();
 }
 
 Status SqliteJobStore::CascadeTerminal(int64_t job_id, JobState to,
@@ -339,22 +348,23 @@ Status SqliteJobStore::CascadeTerminal(int64_t job_id, JobState to,
              "  SELECT job_id FROM job_deps WHERE dep_id = ?"
              "  UNION SELECT d.job_id FROM job_deps d JOIN down ON d.dep_id = down.id)"
              " UPDATE jobs SET state = ?, error_class = ?, last_error = ?, finished_at = ?"
-             " WHERE id IN (SELECT id FROM down) AND state = ?");
+             " WHERE id IN (SELECT id FROM down) AND state = " S_WAITING);
   return up.Bind(1, job_id).Bind(2, static_cast<int>(to)).Bind(3, error_class)
-      .Bind(4, reason).Bind(5, now).Bind(6, kWaiting).Run();
+      .Bind(4, reason).Bind(5, now).Run();
 }
 
 Result<int> SqliteJobStore::RescueExpiredLocked(int64_t now) {
   FM_PREPARE(up,
-             "UPDATE jobs SET state = CASE WHEN attempts >= max_attempts THEN ? ELSE ? END,"
+             "UPDATE jobs SET state = CASE WHEN attempts >= max_attempts THEN " S_FAILED
+             " ELSE " S_PENDING " END,"
              " lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,"
              " next_run_at = ?, error_class = 'lease_expired',"
              " last_error = 'worker ' || coalesce(lease_owner, '?') ||"
              "   ' stopped renewing its lease (crashed or hung)',"
              " finished_at = CASE WHEN attempts >= max_attempts THEN ? ELSE NULL END"
-             " WHERE state = ? AND lease_expires_at < ?"
+             " WHERE state = " S_RUNNING " AND lease_expires_at < ?"
              " RETURNING id, state, attempts, last_error");
-  up.Bind(1, kFailed).Bind(2, kPending).Bind(3, now).Bind(4, now).Bind(5, kRunning).Bind(6, now);
+  up.Bind(1, now).Bind(2, now).Bind(3, now);
   struct Rescued {
     int64_t id;
     int state, attempts;
@@ -400,10 +410,12 @@ Result<std::vector<ClaimedJob>> SqliteJobStore::Claim(const std::string& worker,
   std::vector<ClaimedJob> out;
   if (stages.empty() || limit <= 0) return out;
   const std::string sql =
-      "UPDATE jobs SET state = ?, lease_token = ?, lease_owner = ?, lease_expires_at = ?,"
+      "UPDATE jobs SET state = " S_RUNNING ", lease_token = ?, lease_owner = ?, lease_expires_at = ?,"
       " attempts = attempts + 1, started_at = ?"
-      " WHERE id IN (SELECT id FROM jobs WHERE state = ? AND next_run_at <= ?"
-      "              AND stage IN (" + Placeholders(stages.size()) + ")"
+      // Literal state and `+stage` so the planner walks jobs_claimable in order and
+      // stops after `limit` rows, instead of sorting every pending job of the stages.
+      " WHERE id IN (SELECT id FROM jobs WHERE state = " S_PENDING " AND next_run_at <= ?"
+      "              AND +stage IN (" + Placeholders(stages.size()) + ")"
       "              ORDER BY priority DESC, id LIMIT ?)"
       " RETURNING id, item_id, stage, attempts, max_attempts";
   Status s = db_->Transaction(SqliteDb::TxnKind::kWrite, [&]() -> Status {
@@ -415,12 +427,10 @@ Result<std::vector<ClaimedJob>> SqliteJobStore::Claim(const std::string& worker,
     if (token == 0) token = 1;
     FM_PREPARE(up, sql);
     int i = 1;
-    up.Bind(i++, kRunning);
     up.Bind(i++, token);
     up.Bind(i++, worker);
     up.Bind(i++, now + lease_ms);
     up.Bind(i++, now);
-    up.Bind(i++, kPending);
     up.Bind(i++, now);
     for (const std::string& st : stages) up.Bind(i++, st);
     up.Bind(i++, limit);
@@ -456,8 +466,9 @@ Result<int> SqliteJobStore::Heartbeat(const std::string& worker, int64_t lease_m
   int n = 0;
   Status s = db_->Transaction(SqliteDb::TxnKind::kWrite, [&]() -> Status {
     const int64_t now = clock_->NowMs();
-    FM_PREPARE(up, "UPDATE jobs SET lease_expires_at = ? WHERE state = ? AND lease_owner = ?");
-    FM_RETURN_IF_ERROR(up.Bind(1, now + lease_ms).Bind(2, kRunning).Bind(3, worker).Run());
+    FM_PREPARE(up, "UPDATE jobs SET lease_expires_at = ? WHERE state = " S_RUNNING
+                   " AND lease_owner = ?");
+    FM_RETURN_IF_ERROR(up.Bind(1, now + lease_ms).Bind(2, worker).Run());
     n = db_->Changes();
     FM_PREPARE(w, "UPDATE workers SET heartbeat_at = ? WHERE id = ?");
     return w.Bind(1, now).Bind(2, worker).Run();
@@ -474,9 +485,9 @@ Result<CompleteStats> SqliteJobStore::Complete(const std::vector<Completion>& ba
     const int64_t now = clock_->NowMs();
     for (const Completion& c : batch) {
       // Fence: only the holder of the current lease may record an outcome.
-      FM_PREPARE(own, "SELECT attempts, max_attempts, lease_owner FROM jobs"
-                      " WHERE id = ? AND state = ? AND lease_token = ?");
-      own.Bind(1, c.job_id).Bind(2, kRunning).Bind(3, c.lease_token);
+      FM_PREPARE(own, "SELECT attempts, max_attempts, lease_owner, stage FROM jobs"
+                      " WHERE id = ? AND state = " S_RUNNING " AND lease_token = ?");
+      own.Bind(1, c.job_id).Bind(2, c.lease_token);
       FM_STEP(held, own.Step());
       if (!held) {
         ++stats.stale;
@@ -485,31 +496,30 @@ Result<CompleteStats> SqliteJobStore::Complete(const std::vector<Completion>& ba
       const int attempts = static_cast<int>(own.Int(0));
       const int max_attempts = static_cast<int>(own.Int(1));
       const std::string worker = own.Text(2);
+      const bool has_dependants = stages_with_dependants_.count(own.Text(3)) > 0;
       switch (c.outcome) {
         case Completion::Outcome::kDone: {
-          FM_PREPARE(up, "UPDATE jobs SET state = ?, finished_at = ?, device = ?,"
+          FM_PREPARE(up, "UPDATE jobs SET state = " S_DONE ", finished_at = ?, device = ?,"
                          " lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,"
                          " error_class = NULL, last_error = NULL WHERE id = ?");
-          FM_RETURN_IF_ERROR(up.Bind(1, kDone).Bind(2, now).Bind(3, c.device)
-                                 .Bind(4, c.job_id).Run());
+          FM_RETURN_IF_ERROR(up.Bind(1, now).Bind(2, c.device).Bind(3, c.job_id).Run());
           FM_PREPARE(res, "INSERT INTO results (job_id, device, result, artifacts, created_at)"
                           " VALUES (?,?,?,?,?) ON CONFLICT (job_id) DO UPDATE SET"
                           " device = excluded.device, result = excluded.result,"
                           " artifacts = excluded.artifacts, created_at = excluded.created_at");
           FM_RETURN_IF_ERROR(res.Bind(1, c.job_id).Bind(2, c.device).Bind(3, c.result_json)
                                  .Bind(4, c.artifacts_json).Bind(5, now).Run());
-          FM_RETURN_IF_ERROR(PromoteDependants(c.job_id, now));
+          if (has_dependants) FM_RETURN_IF_ERROR(PromoteDependants(c.job_id, now));
           ++stats.done;
           ++per_worker[worker].first;
           break;
         }
         case Completion::Outcome::kSkipped: {
-          FM_PREPARE(up, "UPDATE jobs SET state = ?, finished_at = ?, lease_owner = NULL,"
+          FM_PREPARE(up, "UPDATE jobs SET state = " S_SKIPPED ", finished_at = ?, lease_owner = NULL,"
                          " lease_token = NULL, lease_expires_at = NULL,"
                          " error_class = 'not_applicable', last_error = ? WHERE id = ?");
-          FM_RETURN_IF_ERROR(up.Bind(1, kSkipped).Bind(2, now).Bind(3, c.error.message())
-                                 .Bind(4, c.job_id).Run());
-          FM_RETURN_IF_ERROR(CascadeTerminal(c.job_id, JobState::kSkipped, "not_applicable",
+          FM_RETURN_IF_ERROR(up.Bind(1, now).Bind(2, c.error.message()).Bind(3, c.job_id).Run());
+          if (has_dependants) FM_RETURN_IF_ERROR(CascadeTerminal(c.job_id, JobState::kSkipped, "not_applicable",
                                              "a dependency was skipped", now));
           ++stats.skipped;
           break;
@@ -520,20 +530,19 @@ Result<CompleteStats> SqliteJobStore::Complete(const std::vector<Completion>& ba
           if (again) {
             double unit = std::uniform_real_distribution<double>(0, 1)(rng_);
             int64_t at = now + options_.retry.DelayMs(attempts, unit);
-            FM_PREPARE(up, "UPDATE jobs SET state = ?, next_run_at = ?, lease_owner = NULL,"
-                           " lease_token = NULL, lease_expires_at = NULL, error_class = ?,"
-                           " last_error = ? WHERE id = ?");
-            FM_RETURN_IF_ERROR(up.Bind(1, kPending).Bind(2, at).Bind(3, c.error.CodeName())
-                                   .Bind(4, c.error.message()).Bind(5, c.job_id).Run());
-            ++stats.retried;
-          } else {
-            FM_PREPARE(up, "UPDATE jobs SET state = ?, finished_at = ?, device = ?,"
+            FM_PREPARE(up, "UPDATE jobs SET state = " S_PENDING ", next_run_at = ?,"
                            " lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,"
                            " error_class = ?, last_error = ? WHERE id = ?");
-            FM_RETURN_IF_ERROR(up.Bind(1, kFailed).Bind(2, now).Bind(3, c.device)
-                                   .Bind(4, c.error.CodeName()).Bind(5, c.error.message())
-                                   .Bind(6, c.job_id).Run());
-            FM_RETURN_IF_ERROR(CascadeTerminal(c.job_id, JobState::kFailed,
+            FM_RETURN_IF_ERROR(up.Bind(1, at).Bind(2, c.error.CodeName())
+                                   .Bind(3, c.error.message()).Bind(4, c.job_id).Run());
+            ++stats.retried;
+          } else {
+            FM_PREPARE(up, "UPDATE jobs SET state = " S_FAILED ", finished_at = ?, device = ?,"
+                           " lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,"
+                           " error_class = ?, last_error = ? WHERE id = ?");
+            FM_RETURN_IF_ERROR(up.Bind(1, now).Bind(2, c.device).Bind(3, c.error.CodeName())
+                                   .Bind(4, c.error.message()).Bind(5, c.job_id).Run());
+            if (has_dependants) FM_RETURN_IF_ERROR(CascadeTerminal(c.job_id, JobState::kFailed,
                                                "dependency_failed", "a dependency failed", now));
             ++stats.failed;
             ++per_worker[worker].second;
@@ -559,11 +568,10 @@ Result<int> SqliteJobStore::Release(const std::vector<ClaimedJob>& jobs) {
   Status s = db_->Transaction(SqliteDb::TxnKind::kWrite, [&]() -> Status {
     n = 0;
     for (const ClaimedJob& j : jobs) {
-      FM_PREPARE(up, "UPDATE jobs SET state = ?, attempts = max(attempts - 1, 0),"
+      FM_PREPARE(up, "UPDATE jobs SET state = " S_PENDING ", attempts = max(attempts - 1, 0),"
                      " lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,"
-                     " started_at = NULL WHERE id = ? AND state = ? AND lease_token = ?");
-      FM_RETURN_IF_ERROR(
-          up.Bind(1, kPending).Bind(2, j.id).Bind(3, kRunning).Bind(4, j.lease_token).Run());
+                     " started_at = NULL WHERE id = ? AND state = " S_RUNNING " AND lease_token = ?");
+      FM_RETURN_IF_ERROR(up.Bind(1, j.id).Bind(2, j.lease_token).Run());
       n += db_->Changes();
     }
     return Status::OK();
@@ -576,14 +584,12 @@ Result<JobStore::Outstanding> SqliteJobStore::CountOutstanding(
     const std::vector<std::string>& stages) {
   Outstanding o;
   if (stages.empty()) return o;
-  std::string sql = "SELECT state, count(*), min(next_run_at) FROM jobs WHERE state IN (?, ?)"
-                    " AND stage IN (" + Placeholders(stages.size()) + ") GROUP BY state";
+  std::string sql = "SELECT state, count(*), min(next_run_at) FROM jobs WHERE state IN (" S_PENDING
+                    "," S_RUNNING ") AND stage IN (" + Placeholders(stages.size()) + ") GROUP BY state";
   Status s = db_->Transaction(SqliteDb::TxnKind::kRead, [&]() -> Status {
     o = Outstanding();
     FM_PREPARE(q, sql);
     int i = 1;
-    q.Bind(i++, kPending);
-    q.Bind(i++, kRunning);
     for (const std::string& st : stages) q.Bind(i++, st);
     for (;;) {
       FM_STEP(row, q.Step());

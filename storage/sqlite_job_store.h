@@ -4,6 +4,8 @@
 
 #include <memory>
 #include <random>
+#include <set>
+#include <string>
 
 #include "storage/job_store.h"
 #include "storage/sqlite_db.h"
@@ -61,6 +63,9 @@ class SqliteJobStore : public JobStore {
   const Clock* clock_;
   StoreOptions options_;
   std::mt19937_64 rng_;
+  // Stages some other stage depends on: only their outcomes need promotion or
+  // cascade queries, which keeps completing a leaf stage's job to three statements.
+  std::set<std::string> stages_with_dependants_;
 };
 
 }  // namespace framemill

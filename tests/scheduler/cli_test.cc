@@ -312,6 +312,25 @@ TEST_F(CliTest, EnqueueOfAMissingSourceOrAUrlListIsAUsageError) {
 
 // ----------------------------------------------------------------- signals
 
+// Waits (up to 5 s) until `sig` is no longer pending for pid, i.e. its handler has
+// been entered. Two kill()s in a row would otherwise merge into one delivery.
+bool WaitUntilDelivered(pid_t pid, int sig) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  const unsigned long long bit = 1ULL << (sig - 1);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::istringstream status(ReadFile("/proc/" + std::to_string(pid) + "/status"));
+    std::string line;
+    bool pending = false;
+    while (std::getline(status, line)) {
+      if (line.rfind("SigPnd:", 0) == 0 || line.rfind("ShdPnd:", 0) == 0)
+        pending |= (std::stoull(line.substr(7), nullptr, 16) & bit) != 0;
+    }
+    if (!pending) return true;
+    std::this_thread::yield();
+  }
+  return false;
+}
+
 constexpr int kSignalImages = 300;
 
 // One set of ~300 real 600px images shared by the signal tests (each has its own store).
@@ -415,6 +434,7 @@ TEST_F(CliSignalTest, SecondSigintStopsAtOnceAndExpiredLeasesAreRescuedByTheReru
   ASSERT_GT(sup, 0);
   auto workers = ChildPids(sup);
   ASSERT_EQ(kill(sup, SIGINT), 0);
+  ASSERT_TRUE(WaitUntilDelivered(sup, SIGINT));
   ASSERT_EQ(kill(sup, SIGINT), 0);
   int code = WaitProcess(sup);
   EXPECT_EQ(code, 130) << ReadFile(log_);
@@ -426,9 +446,13 @@ TEST_F(CliSignalTest, SecondSigintStopsAtOnceAndExpiredLeasesAreRescuedByTheReru
     EXPECT_FALSE(Alive(w)) << "worker " << w << " still alive";
   }
   EXPECT_LT(Int("SELECT count(*) FROM jobs WHERE state = 2"), kSignalImages);
+  // No graceful release: the batches in hand are still leased to the dead workers.
+  const long long leased = Int("SELECT count(*) FROM jobs WHERE state = 1 AND lease_token IS NOT NULL");
+  EXPECT_GT(leased, 0);
 
   // Leases are left to expire (FRAMEMILL_LEASE_MS=1000); the rerun rescues them.
   ExpectRerunFinishesEverythingOnce();
+  EXPECT_EQ(Int("SELECT count(*) FROM job_errors WHERE error_class = 'aborted'"), leased);
   EXPECT_EQ(Int("SELECT count(*) FROM jobs WHERE attempts > max_attempts"), 0);
 }
 
