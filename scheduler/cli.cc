@@ -79,10 +79,15 @@ Result<std::vector<std::string>> ResolveStages(const Env& env) {
 }
 
 Result<std::unique_ptr<JobStore>> OpenStore(const Env& env) {
-  StoreOptions so;
-  so.retry.base_delay_ms = env.config.run.retry_base_ms;
-  so.retry.max_delay_ms = env.config.run.retry_max_ms;
-  return OpenSqliteJobStore(env.config.db, &env.registry->graph(), SystemClock(), so);
+  return OpenConfiguredStore(env.config, *env.registry);
+}
+
+// A `--stage S` flag must name a stage of this build; the error lists the valid ones.
+Status CheckStageFlag(const Env& env, const std::string& stage) {
+  if (stage.empty() || env.registry->graph().Find(stage) != nullptr) return Status::OK();
+  std::string err;
+  env.registry->graph().Closure({stage}, &err);
+  return Status::InvalidArgument("--stage: " + err);
 }
 
 int StoreError(const Status& s) {
@@ -232,11 +237,7 @@ int CmdStatus(const Flags& f) {
 int CmdRetry(const Flags& f) {
   auto env = Resolve(f);
   if (!env.ok()) return UsageError(env.status().message());
-  if (!f.stage.empty() && env->registry->graph().Find(f.stage) == nullptr) {
-    std::string err;
-    env->registry->graph().Closure({f.stage}, &err);
-    return UsageError("--stage: " + err);
-  }
+  if (Status st = CheckStageFlag(*env, f.stage); !st.ok()) return UsageError(st.message());
   auto store = OpenStore(*env);
   if (!store.ok()) return StoreError(store.status());
   auto n = (*store)->RetryFailed(f.stage);
@@ -259,11 +260,7 @@ int CmdExport(const Flags& f) {
   if (!env.ok()) return UsageError(env.status().message());
   if (f.format != "jsonl" && f.format != "csv")
     return UsageError("--format: expected jsonl or csv, got '" + f.format + "'");
-  if (!f.stage.empty() && env->registry->graph().Find(f.stage) == nullptr) {
-    std::string err;
-    env->registry->graph().Closure({f.stage}, &err);
-    return UsageError("--stage: " + err);
-  }
+  if (Status st = CheckStageFlag(*env, f.stage); !st.ok()) return UsageError(st.message());
   auto store = OpenStore(*env);
   if (!store.ok()) return StoreError(store.status());
   std::ofstream file;

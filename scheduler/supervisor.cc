@@ -54,11 +54,8 @@ int WorkerMain(const Config& config, const StageRegistry& registry, const RunReq
                int64_t run_id, int index) {
   std::string id = Hostname() + ":" + std::to_string(getpid()) + ":" +
                    std::to_string(SystemClock()->NowMs());
-  StoreOptions so;
-  so.retry.base_delay_ms = config.run.retry_base_ms;
-  so.retry.max_delay_ms = config.run.retry_max_ms;
-  auto store = OpenSqliteJobStore(config.db, &registry.graph(), SystemClock(), so);
-  auto hb = OpenSqliteJobStore(config.db, &registry.graph(), SystemClock(), so);
+  auto store = OpenConfiguredStore(config, registry);
+  auto hb = OpenConfiguredStore(config, registry);
   if (!store.ok() || !hb.ok()) {
     spdlog::error("worker {}: cannot open the job store: {}", index,
                   (!store.ok() ? store.status() : hb.status()).ToString());
@@ -112,8 +109,16 @@ pid_t SpawnWorker(const Config& config, const StageRegistry& registry, const Run
 
 }  // namespace
 
+Result<std::unique_ptr<JobStore>> OpenConfiguredStore(const Config& config,
+                                                      const StageRegistry& registry) {
+  StoreOptions so;
+  so.retry.base_delay_ms = config.run.retry_base_ms;
+  so.retry.max_delay_ms = config.run.retry_max_ms;
+  return OpenSqliteJobStore(config.db, &registry.graph(), SystemClock(), so);
+}
+
 int RunWorkers(const Config& config, const StageRegistry& registry, const RunRequest& req) {
-  auto store = OpenSqliteJobStore(config.db, &registry.graph(), SystemClock());
+  auto store = OpenConfiguredStore(config, registry);
   if (!store.ok()) {
     spdlog::error("cannot open the job store {}: {}", config.db, store.status().ToString());
     return 1;
