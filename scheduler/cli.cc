@@ -82,6 +82,14 @@ Result<std::unique_ptr<JobStore>> OpenStore(const Env& env) {
   return OpenConfiguredStore(env.config, *env.registry);
 }
 
+// Only `enqueue` creates a store: elsewhere a missing file is a mistyped path, and an
+// empty store made there would hide it.
+Status CheckStoreExists(const Env& env) {
+  if (std::filesystem::exists(env.config.db)) return Status::OK();
+  return Status::InvalidArgument("no job store at " + env.config.db +
+                                 " (set by --db or FRAMEMILL_DB; `framemill enqueue` creates one)");
+}
+
 // A `--stage S` flag must name a stage of this build; the error lists the valid ones.
 Status CheckStageFlag(const Env& env, const std::string& stage) {
   if (stage.empty() || env.registry->graph().Find(stage) != nullptr) return Status::OK();
@@ -142,6 +150,7 @@ int CmdRun(const Flags& f) {
   if (!env.ok()) return UsageError(env.status().message());
   auto stages = ResolveStages(*env);
   if (!stages.ok()) return UsageError(stages.status().message());
+  if (Status st = CheckStoreExists(*env); !st.ok()) return UsageError(st.message());
   RunRequest req;
   req.stages = *stages;
   req.forever = f.forever;
@@ -157,6 +166,7 @@ int CmdRun(const Flags& f) {
 int CmdStatus(const Flags& f) {
   auto env = Resolve(f);
   if (!env.ok()) return UsageError(env.status().message());
+  if (Status st = CheckStoreExists(*env); !st.ok()) return UsageError(st.message());
   auto store = OpenStore(*env);
   if (!store.ok()) return StoreError(store.status());
   auto items = (*store)->ItemCount();
@@ -237,6 +247,7 @@ int CmdStatus(const Flags& f) {
 int CmdRetry(const Flags& f) {
   auto env = Resolve(f);
   if (!env.ok()) return UsageError(env.status().message());
+  if (Status st = CheckStoreExists(*env); !st.ok()) return UsageError(st.message());
   if (Status st = CheckStageFlag(*env, f.stage); !st.ok()) return UsageError(st.message());
   auto store = OpenStore(*env);
   if (!store.ok()) return StoreError(store.status());
@@ -258,6 +269,7 @@ std::string CsvField(const std::string& s) {
 int CmdExport(const Flags& f) {
   auto env = Resolve(f);
   if (!env.ok()) return UsageError(env.status().message());
+  if (Status st = CheckStoreExists(*env); !st.ok()) return UsageError(st.message());
   if (f.format != "jsonl" && f.format != "csv")
     return UsageError("--format: expected jsonl or csv, got '" + f.format + "'");
   if (Status st = CheckStageFlag(*env, f.stage); !st.ok()) return UsageError(st.message());

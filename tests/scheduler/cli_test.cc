@@ -222,10 +222,26 @@ TEST_F(CliTest, ConfigJsonShowsEachValueAndWhereItCameFrom) {
 
 TEST_F(CliTest, FlagOverridesTheEnvironment) {
   const std::string other = dir_ / "other.db";
+  ASSERT_EQ(Fm({"enqueue", "--db", other, GoodMedia()}).exit_code, 0);
+  EXPECT_TRUE(fs::exists(other));
+  EXPECT_FALSE(fs::exists(db_));
   auto r = Fm({"status", "--json", "--db", other});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["db"], other);
-  EXPECT_TRUE(fs::exists(other));
+}
+
+// Only enqueue creates a store: a mistyped --db elsewhere is an error, not a new
+// empty store that reports "nothing to do".
+TEST_F(CliTest, CommandsOtherThanEnqueueRefuseAMissingStore) {
+  const std::string typo = dir_ / "typo.db";
+  for (std::vector<std::string> args : std::vector<std::vector<std::string>>{
+           {"status", "--db", typo}, {"run", "--db", typo}, {"retry", "--db", typo},
+           {"export", "--db", typo}}) {
+    auto r = Fm(args);
+    EXPECT_EQ(r.exit_code, 2) << args[0] << ": " << r.err;
+    EXPECT_NE(r.err.find("no job store at " + typo), std::string::npos) << r.err;
+  }
+  EXPECT_FALSE(fs::exists(typo));
 }
 
 TEST_F(CliTest, RetryFailedPutsFailedJobsBackAndAFixedFileThenSucceeds) {
