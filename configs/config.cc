@@ -1,5 +1,7 @@
 #include "configs/config.h"
 
+#include "gpu/operations.h"
+
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -70,6 +72,14 @@ Result<Tristate> ParseTristate(const std::string& raw, const std::string& where)
   auto b = ParseBool(raw, where);
   if (!b.ok()) return Bad(where, raw, "true/false/1/0/yes/no or auto");
   return *b ? Tristate::kOn : Tristate::kOff;
+}
+
+// 1.5 -> "1.5", 2.0 -> "2": as a user would write it in YAML.
+std::string FormatNumber(double d) {
+  std::string s = std::to_string(d);
+  s.erase(s.find_last_not_of('0') + 1);
+  if (s.back() == '.') s.pop_back();
+  return s;
 }
 
 std::string TristateName(Tristate t) {
@@ -209,16 +219,19 @@ const std::vector<Setting>& Settings() {
                           c.gpu.memory_limit_gb = *d;
                           return Status::OK();
                         },
-                        [](const Config& c) {
-                          std::string s = std::to_string(c.gpu.memory_limit_gb);
-                          s.erase(s.find_last_not_of('0') + 1);
-                          if (s.back() == '.') s.pop_back();
-                          return s;
-                        }});
+                        [](const Config& c) { return FormatNumber(c.gpu.memory_limit_gb); }});
     t.push_back(Int("gpu.batch_size", "GPU_BATCH_SIZE", "",
                     [](Config& c) -> int& { return c.gpu.batch_size; }, 0, 65536));
     t.push_back(Int("gpu.sim_vram_mb", "FRAMEMILL_SIM_VRAM_MB", "",
                     [](Config& c) -> int& { return c.gpu.sim_vram_mb; }, 1, 10'000'000));
+    t.push_back(Setting{"gpu.sim_cost", "FRAMEMILL_SIM_COST", "",
+                        [](Config& c, const std::string& v, const std::string& where) -> Status {
+                          auto d = ParseDouble(v, 0.001, 1e6, where);
+                          if (!d.ok()) return d.status();
+                          c.gpu.sim_cost = *d;
+                          return Status::OK();
+                        },
+                        [](const Config& c) { return FormatNumber(c.gpu.sim_cost); }});
     return t;
   }();
   return table;
@@ -248,12 +261,7 @@ Status Flatten(const YAML::Node& node, const std::string& prefix,
 
 }  // namespace
 
-const std::vector<std::string>& GpuOperations() {
-  static const std::vector<std::string> ops = {
-      "LIGHTING", "PREPROCESS", "CATEGORIZE", "FACE_DETECTION", "FACE_EMBEDDING",
-      "FACE_CLUSTERING", "SEGMENTATION", "INPAINTING", "POSE", "MOTION", "AUDIO_SYNC"};
-  return ops;
-}
+const std::vector<std::string>& GpuOperations() { return gpu::Operations(); }
 
 std::vector<std::string> SettingKeys() {
   std::vector<std::string> keys;

@@ -39,6 +39,7 @@ struct GpuConfig {
   double memory_limit_gb = 0;           // 0: no limit beyond the device's
   int batch_size = 0;                   // 0: tune to free VRAM
   int sim_vram_mb = 8192;
+  double sim_cost = 1.0;                // multiplies each item's bytes on the sim device
 };
 
 struct Config {

@@ -12,7 +12,10 @@
 #include <nlohmann/json.hpp>
 
 #include "configs/config.h"
+#include "gpu/compute_backend.h"
+#include "gpu/policy.h"
 #include "scheduler/enqueue.h"
+#include "scheduler/gpu_runtime.h"
 #include "scheduler/progress.h"
 #include "scheduler/supervisor.h"
 #include "stages/registry.h"
@@ -209,6 +212,7 @@ int CmdStatus(const Flags& f) {
                        {"finished_at_ms", r.finished_at ? nlohmann::json(r.finished_at) : nlohmann::json(nullptr)},
                        {"workers", r.workers}, {"jobs_done", r.jobs_done},
                        {"jobs_failed", r.jobs_failed},
+                       {"oom_events", r.oom_events}, {"cpu_fallbacks", r.cpu_fallbacks},
                        {"exit_code", r.exit_code < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.exit_code)}};
     }
     std::cout << j.dump(2) << "\n";
@@ -234,11 +238,13 @@ int CmdStatus(const Flags& f) {
   }
   if (*last) {
     const RunRecord& r = **last;
-    std::printf("\nlast run #%lld: %d worker(s), %s, %lld done, %lld failed\n",
+    std::printf("\nlast run #%lld: %d worker(s), %s, %lld done, %lld failed, "
+                "%lld out-of-memory event(s), %lld item(s) fell back to the CPU\n",
                 static_cast<long long>(r.id), r.workers,
                 r.finished_at == 0 ? "unfinished or running"
                                    : ("exit " + std::to_string(r.exit_code)).c_str(),
-                static_cast<long long>(r.jobs_done), static_cast<long long>(r.jobs_failed));
+                static_cast<long long>(r.jobs_done), static_cast<long long>(r.jobs_failed),
+                static_cast<long long>(r.oom_events), static_cast<long long>(r.cpu_fallbacks));
   }
   return kExitOk;
 }
@@ -338,6 +344,59 @@ int CmdConfig(const Flags& f) {
   return kExitOk;
 }
 
+// ------------------------------------------------------------------ gpu
+int CmdGpu(const Flags& f) {
+  auto env = Resolve(f);
+  if (!env.ok()) return UsageError(env.status().message());
+  const GpuConfig& g = env->config.gpu;
+  gpu::GpuPlan plan = PlanFromConfig(g);
+  // Free/total of the device the plan uses (sim reports its budget).
+  std::vector<gpu::DeviceInfo> shown = plan.devices;
+  if (plan.backend == "sim") {
+    auto sim = gpu::MakeSimBackend(g.sim_vram_mb);
+    if (auto i = sim->Info(); i.ok()) shown.push_back(*i);
+  }
+  if (f.json) {
+    nlohmann::json j;
+    j["cuda_compiled_in"] = gpu::CudaCompiledIn();
+    j["backend"] = plan.backend;
+    j["devices"] = nlohmann::json::array();
+    for (const auto& d : shown)
+      j["devices"].push_back({{"index", d.index}, {"name", d.name}, {"free_bytes", d.free_bytes},
+                              {"total_bytes", d.total_bytes},
+                              {"compute_capability", std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor)}});
+    if (!plan.no_device_reason.empty()) j["no_device_reason"] = plan.no_device_reason;
+    j["memory_limit_gb"] = g.memory_limit_gb;
+    j["batch_size"] = g.batch_size == 0 ? nlohmann::json("tuned") : nlohmann::json(g.batch_size);
+    j["operations"] = nlohmann::json::object();
+    for (const auto& d : plan.ops)
+      j["operations"][d.op] = {{"device", d.device}, {"gpu", d.use_gpu}, {"reason", d.reason},
+                               {"gpu_implemented", d.gpu_implemented}};
+    j["warnings"] = plan.warnings;
+    std::cout << j.dump(2) << "\n";
+    return kExitOk;
+  }
+  std::printf("CUDA built in: %s\n", gpu::CudaCompiledIn() ? "yes" : "no");
+  if (shown.empty()) {
+    std::printf("devices: none (%s)\n", plan.no_device_reason.empty() ? "GPU_BACKEND=cpu"
+                                                                        : plan.no_device_reason.c_str());
+  }
+  for (const auto& d : shown) {
+    std::printf("device %s%d: %s, %.1f GiB free of %.1f GiB", plan.backend == "sim" ? "sim:" : "cuda:",
+                d.index, d.name.c_str(), d.free_bytes / 1073741824.0, d.total_bytes / 1073741824.0);
+    if (d.cc_major > 0) std::printf(", compute capability %d.%d", d.cc_major, d.cc_minor);
+    std::printf("\n");
+  }
+  std::printf("memory limit: %s; batch size: %s\n\n",
+              g.memory_limit_gb > 0 ? (std::to_string(g.memory_limit_gb) + " GB").c_str() : "none",
+              g.batch_size > 0 ? std::to_string(g.batch_size).c_str() : "tuned to free memory");
+  std::printf("%-16s %-8s %s\n", "operation", "device", "why");
+  for (const auto& d : plan.ops) std::printf("%-16s %-8s %s\n", d.op.c_str(), d.device.c_str(), d.reason.c_str());
+  for (const auto& w : plan.warnings) std::printf("\nwarning: %s", w.c_str());
+  if (!plan.warnings.empty()) std::printf("\n");
+  return kExitOk;
+}
+
 }  // namespace
 
 int RunCli(int argc, char** argv) {
@@ -363,6 +422,7 @@ int RunCli(int argc, char** argv) {
       {"retry", "Put failed jobs back to pending", CmdRetry},
       {"export", "Results of done jobs as JSON lines or CSV", CmdExport},
       {"config", "The effective configuration and where each value came from", CmdConfig},
+      {"gpu", "Devices, free/total VRAM, and for every operation: GPU or CPU, and why", CmdGpu},
   };
   for (Command& c : commands) c.app = app.add_subcommand(c.name, c.help);
   CLI::App* enqueue = commands[0].app;
@@ -391,6 +451,8 @@ int RunCli(int argc, char** argv) {
   exp->add_option("-o,--output", f.output, "write to FILE instead of standard output");
   CLI::App* config = commands[5].app;
   config->add_flag("--json", f.json, "machine-readable output");
+  CLI::App* gpu_cmd = commands[6].app;
+  gpu_cmd->add_flag("--json", f.json, "machine-readable output");
 
   try {
     app.parse(argc, argv);

@@ -14,6 +14,7 @@
 #include <opencv2/core.hpp>
 #include <thread>
 
+#include "scheduler/gpu_runtime.h"
 #include "scheduler/progress.h"
 #include "scheduler/worker.h"
 #include "storage/job_store.h"
@@ -63,6 +64,18 @@ int WorkerMain(const Config& config, const StageRegistry& registry, const RunReq
   }
   Status reg = (*store)->RegisterWorker(id, run_id, getpid(), Hostname());
   if (!reg.ok()) spdlog::warn("worker {}: {}", index, reg.ToString());
+  std::vector<std::string> warnings;
+  auto gpu = MakeGpuRuntime(config.gpu, store->get(), SystemClock(), &warnings);
+  // Every worker reaches the same verdict; one of them says it.
+  if (index == 0) {
+    for (const auto& w : warnings) spdlog::warn("{}", w);
+    if (gpu->gpu != nullptr) {
+      std::string on;
+      for (const auto& d : gpu->plan.ops)
+        if (d.use_gpu) on += (on.empty() ? "" : ",") + d.op;
+      spdlog::info("device {}: {}", gpu->gpu->device(), on);
+    }
+  }
   WorkerOptions wo;
   wo.id = id;
   wo.stages = req.stages;
@@ -70,12 +83,15 @@ int WorkerMain(const Config& config, const StageRegistry& registry, const RunReq
   wo.lease_ms = config.run.lease_ms;
   wo.poll_ms = config.run.poll_ms;
   wo.forever = req.forever;
+  wo.ladder = gpu->ladder.get();
   Worker worker(store->get(), hb->get(), &registry, SystemClock(), wo, &g_stop);
   Status s = worker.Run();
   (*store)->WorkerStopped(id);
   const WorkerStats& st = worker.stats();
-  spdlog::debug("worker {} ({}) finished: {} done, {} failed, {} retried, {} stale, {} released",
-                index, id, st.done, st.failed, st.retried, st.stale, st.released);
+  spdlog::debug("worker {} ({}) finished: {} done, {} failed, {} retried, {} stale, {} released,"
+                " {} out-of-memory events, {} CPU fallbacks",
+                index, id, st.done, st.failed, st.retried, st.stale, st.released, st.oom_events,
+                st.cpu_fallbacks);
   if (s.IsAborted()) return kExitInterrupted;
   if (!s.ok()) {
     spdlog::error("worker {}: {}", index, s.ToString());

@@ -79,7 +79,16 @@ Worker::Worker(JobStore* store, JobStore* heartbeat_store, const StageRegistry* 
       registry_(registry),
       clock_(clock),
       options_(std::move(options)),
-      stop_(stop) {}
+      stop_(stop) {
+  ladder_ = options_.ladder;
+  if (ladder_ == nullptr) {
+    own_cpu_ = gpu::MakeCpuBackend();
+    own_tuner_ = std::make_unique<gpu::BatchTuner>(gpu::TunerOptions{}, nullptr);
+    own_ladder_ = std::make_unique<gpu::OomLadder>(nullptr, own_cpu_.get(), own_tuner_.get(),
+                                                   clock_, gpu::LadderOptions{});
+    ladder_ = own_ladder_.get();
+  }
+}
 
 void Worker::SleepFor(int64_t ms) {
   // In slices, so a stop request is noticed promptly.
@@ -117,18 +126,32 @@ Status Worker::RunBatch(std::vector<ClaimedJob> jobs) {
   ++stats_.batches;
   std::vector<Completion> outcomes;
   outcomes.reserve(jobs.size());
+  const gpu::LadderStats before = ladder_->stats();
+  StageContext ctx{ladder_, stop_};
+  // Claims come in id order, so one item's stages are apart; a run of equal stages
+  // goes to its stage as one batch.
   size_t next = 0;
-  for (; next < jobs.size() && !stop_->load(); ++next) {
-    const ClaimedJob& job = jobs[next];
-    Stage* stage = registry_->Find(job.stage);
-    StageOutput out = stage != nullptr
-                          ? stage->Run(job)
-                          : StageOutput::Failed(Status::Unsupported(
-                                "stage " + job.stage + " is not in this build"));
-    if (out.kind == StageOutput::Kind::kFailed) {
-      spdlog::debug("{} {} failed: {}", job.stage, job.source, out.error.ToString());
+  while (next < jobs.size() && !stop_->load()) {
+    size_t end = next;
+    while (end < jobs.size() && jobs[end].stage == jobs[next].stage) ++end;
+    std::vector<ClaimedJob> group(jobs.begin() + static_cast<long>(next),
+                                  jobs.begin() + static_cast<long>(end));
+    Stage* stage = registry_->Find(group.front().stage);
+    std::vector<StageOutput> outs;
+    if (stage != nullptr) {
+      outs = stage->RunBatch(group, ctx);
+    } else {
+      for (size_t k = 0; k < group.size(); ++k)
+        outs.push_back(StageOutput::Failed(
+            Status::Unsupported("stage " + group.front().stage + " is not in this build")));
     }
-    outcomes.push_back(ToCompletion(job, std::move(out)));
+    for (size_t k = 0; k < outs.size(); ++k) {
+      if (outs[k].kind == StageOutput::Kind::kFailed)
+        spdlog::debug("{} {} failed: {}", group[k].stage, group[k].source, outs[k].error.ToString());
+      outcomes.push_back(ToCompletion(group[k], std::move(outs[k])));
+    }
+    next += outs.size();
+    if (outs.size() < group.size()) break;  // stopped inside the group
   }
   if (!outcomes.empty()) {
     auto st = store_->Complete(outcomes);
@@ -140,6 +163,15 @@ Status Worker::RunBatch(std::vector<ClaimedJob> jobs) {
     stats_.stale += st->stale;
     if (st->stale > 0)
       spdlog::warn("{} result(s) discarded: their lease was lost to another worker", st->stale);
+  }
+  const gpu::LadderStats& after = ladder_->stats();
+  const int64_t ooms = after.oom_events - before.oom_events;
+  const int64_t fallbacks = after.cpu_fallback_items - before.cpu_fallback_items;
+  if (ooms > 0 || fallbacks > 0) {
+    stats_.oom_events += ooms;
+    stats_.cpu_fallbacks += fallbacks;
+    Status g = store_->AddGpuEvents(options_.id, ooms, fallbacks);
+    if (!g.ok()) spdlog::warn("could not record GPU events: {}", g.ToString());
   }
   if (next < jobs.size()) {
     std::vector<ClaimedJob> rest(jobs.begin() + static_cast<long>(next), jobs.end());

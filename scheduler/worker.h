@@ -5,10 +5,12 @@
 #pragma once
 
 #include <atomic>
+#include <memory>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "gpu/oom_ladder.h"
 #include "stages/registry.h"
 #include "storage/clock.h"
 #include "storage/job_store.h"
@@ -22,10 +24,13 @@ struct WorkerOptions {
   int64_t lease_ms = 30'000;
   int64_t poll_ms = 500;
   bool forever = false;             // keep polling when nothing is left
+  // Device operations go through this ladder (borrowed); null: a CPU-only one.
+  gpu::OomLadder* ladder = nullptr;
 };
 
 struct WorkerStats {
   int64_t done = 0, failed = 0, retried = 0, skipped = 0, stale = 0, released = 0, batches = 0;
+  int64_t oom_events = 0, cpu_fallbacks = 0;
 };
 
 class Worker {
@@ -52,6 +57,10 @@ class Worker {
   WorkerOptions options_;
   const std::atomic<bool>* stop_;
   WorkerStats stats_;
+  gpu::OomLadder* ladder_ = nullptr;
+  std::unique_ptr<gpu::ComputeBackend> own_cpu_;
+  std::unique_ptr<gpu::BatchTuner> own_tuner_;
+  std::unique_ptr<gpu::OomLadder> own_ladder_;
 };
 
 }  // namespace framemill

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "gpu/ops.h"
 #include <opencv2/core.hpp>
 
 namespace framemill::lighting {
@@ -47,6 +49,16 @@ struct LightingStats {
   double light_direction_strength = 0;  // 0 = flat/ambiguous .. 1 = one consistent direction
   int width = 0, height = 0;            // of the input image, not of the internal working copy
 };
+
+// The 8-bit BGR copy every statistic is measured on: longest side at most 512 px,
+// grey/BGRA converted. Throws std::invalid_argument for empty or unsupported images.
+cv::Mat WorkingImage(const cv::Mat& image);
+
+// The frame's statistics from its pixel statistics (computed by a ComputeBackend on
+// WorkingImage(image), on the CPU or a GPU) plus the light direction, which is
+// measured here on the working image. width/height: of the original image.
+LightingStats FromLumaStats(const gpu::LumaStats& stats, const cv::Mat& working_bgr, int width,
+                            int height);
 
 // Analyses one 8-bit BGR, BGRA (alpha ignored) or single-channel grey image. Images whose
 // longest side exceeds 512 px are area-downscaled first, so results do not depend on resolution.

@@ -2,10 +2,49 @@
 
 #include <exception>
 
+#include "gpu/compute_backend.h"
 #include "stages/lighting_analysis.h"
 #include "stages/media.h"
+#include "storage/clock.h"
 
 namespace framemill {
+namespace {
+
+// One decoded frame on its way through the batch: an image is one frame, a video
+// its sampled frames.
+struct Frame {
+  size_t job;
+  int64_t index;  // video frame number, -1 for an image
+  cv::Mat working;
+  int width, height;
+};
+
+// Reads one item into its working frames, or explains why not.
+Status Decode(const ClaimedJob& job, const MediaConfig& media, std::vector<Frame>* frames,
+              size_t j, nlohmann::json* media_info) {
+  if (job.kind == MediaKind::kImage) {
+    auto img = DecodeImageFile(job.source, media);
+    if (!img.ok()) return img.status();
+    frames->push_back({j, -1, lighting::WorkingImage(*img), img->cols, img->rows});
+    *media_info = {{"kind", "image"}};
+    return Status::OK();
+  }
+  if (job.kind == MediaKind::kVideo) {
+    auto sample = SampleVideoFrames(job.source, media.video_sample_frames);
+    if (!sample.ok()) return sample.status();
+    for (size_t k = 0; k < sample->frames.size(); ++k) {
+      const cv::Mat& f = sample->frames[k];
+      frames->push_back({j, sample->indices[k], lighting::WorkingImage(f), f.cols, f.rows});
+    }
+    const VideoInfo& vi = sample->info;
+    *media_info = {{"kind", "video"}, {"fps", vi.fps}, {"frames", vi.frames},
+                   {"width", vi.width}, {"height", vi.height}, {"codec", vi.codec}};
+    return Status::OK();
+  }
+  return Status::Unsupported("lighting applies to images and videos");
+}
+
+}  // namespace
 
 LightingStage::LightingStage(MediaConfig media) : media_(media) {
   spec_.name = "lighting";
@@ -14,40 +53,95 @@ LightingStage::LightingStage(MediaConfig media) : media_(media) {
 }
 
 StageOutput LightingStage::Run(const ClaimedJob& job) {
-  try {
-    if (job.kind == MediaKind::kImage) {
-      auto img = DecodeImageFile(job.source, media_);
-      if (!img.ok()) return StageOutput::Failed(img.status());
-      nlohmann::json r = lighting::ToJson(lighting::AnalyzeFrame(*img));
-      r["media"] = {{"kind", "image"}};
-      return StageOutput::Done(std::move(r));
+  auto cpu = gpu::MakeCpuBackend();
+  gpu::BatchTuner tuner(gpu::TunerOptions{}, nullptr);
+  gpu::OomLadder ladder(nullptr, cpu.get(), &tuner, SystemClock(), gpu::LadderOptions{});
+  return RunBatch({job}, StageContext{&ladder}).front();
+}
+
+std::vector<StageOutput> LightingStage::RunBatch(const std::vector<ClaimedJob>& jobs,
+                                                 const StageContext& ctx) {
+  std::vector<StageOutput> out(jobs.size());
+  std::vector<nlohmann::json> media(jobs.size());
+  std::vector<Frame> frames;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    try {
+      Status s = Decode(jobs[j], media_, &frames, j, &media[j]);
+      if (!s.ok()) out[j] = StageOutput::Failed(s);
+    } catch (const std::bad_alloc&) {
+      out[j] = StageOutput::Failed(Status::OutOfMemory("out of host memory decoding " + jobs[j].source));
+    } catch (const std::exception& e) {
+      // OpenCV throws on inputs it cannot handle: this item's failure, not ours.
+      out[j] = StageOutput::Failed(Status::Corruption(std::string("decoding failed: ") + e.what()));
     }
-    if (job.kind == MediaKind::kVideo) {
-      auto sample = SampleVideoFrames(job.source, media_.video_sample_frames);
-      if (!sample.ok()) return StageOutput::Failed(sample.status());
-      std::vector<lighting::LightingStats> per_frame;
-      for (const cv::Mat& f : sample->frames) per_frame.push_back(lighting::AnalyzeFrame(f));
-      nlohmann::json r = lighting::ToJson(lighting::Aggregate(per_frame));
-      const VideoInfo& vi = sample->info;
-      r["media"] = {{"kind", "video"}, {"fps", vi.fps}, {"frames", vi.frames},
-                    {"width", vi.width}, {"height", vi.height}, {"codec", vi.codec}};
-      r["frames_sampled"] = sample->indices;
-      nlohmann::json per = nlohmann::json::array();
-      for (size_t i = 0; i < per_frame.size(); ++i) {
-        per.push_back({{"frame", sample->indices[i]},
-                       {"exposure_ev", per_frame[i].exposure_ev},
-                       {"color_temperature_k", per_frame[i].cct_kelvin}});
-      }
-      r["per_frame"] = std::move(per);
-      return StageOutput::Done(std::move(r));
-    }
-    return StageOutput::Skipped("lighting applies to images and videos");
-  } catch (const std::bad_alloc&) {
-    return StageOutput::Failed(Status::OutOfMemory("out of host memory analysing " + job.source));
-  } catch (const std::exception& e) {
-    // OpenCV throws on inputs it cannot handle; that is this item's failure, not ours.
-    return StageOutput::Failed(Status::Corruption(std::string("analysis failed: ") + e.what()));
   }
+  if (frames.empty()) return out;
+
+  // The pixel statistics of every frame of the batch, on the device the ladder picks.
+  std::vector<cv::Mat> mats;
+  int64_t pixels = 0;
+  for (const Frame& f : frames) {
+    mats.push_back(f.working);
+    pixels += static_cast<int64_t>(f.working.total());
+  }
+  std::vector<gpu::LumaStats> stats(frames.size());
+  std::vector<std::string> device_of;
+  Status s = ctx.ladder->Run(
+      "LIGHTING", mats.size(), pixels / static_cast<int64_t>(mats.size()),
+      gpu::LumaStatsBytesPerItem(mats.front()),
+      [&](gpu::ComputeBackend& backend, size_t begin, size_t end) -> Status {
+        std::vector<cv::Mat> slice(mats.begin() + static_cast<long>(begin),
+                                   mats.begin() + static_cast<long>(end));
+        auto r = backend.LumaStatsBatch(slice);
+        if (!r.ok()) return r.status();
+        for (size_t k = begin; k < end; ++k) stats[k] = std::move((*r)[k - begin]);
+        return Status::OK();
+      },
+      &device_of);
+  if (!s.ok()) {
+    for (const Frame& f : frames) out[f.job] = StageOutput::Failed(s);
+    return out;
+  }
+
+  // Per item: frames back into one result, with the device that produced it.
+  std::vector<std::vector<size_t>> of_job(jobs.size());
+  for (size_t i = 0; i < frames.size(); ++i) of_job[frames[i].job].push_back(i);
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    if (of_job[j].empty()) continue;
+    try {
+      std::vector<lighting::LightingStats> per;
+      std::string device = device_of[of_job[j].front()];
+      bool mixed = false;
+      for (size_t i : of_job[j]) {
+        const Frame& f = frames[i];
+        per.push_back(lighting::FromLumaStats(stats[i], f.working, f.width, f.height));
+        mixed |= device_of[i] != device;
+      }
+      nlohmann::json r;
+      if (jobs[j].kind == MediaKind::kImage) {
+        r = lighting::ToJson(per.front());
+      } else {
+        r = lighting::ToJson(lighting::Aggregate(per));
+        nlohmann::json indices = nlohmann::json::array(), each = nlohmann::json::array();
+        for (size_t k = 0; k < of_job[j].size(); ++k) {
+          const Frame& f = frames[of_job[j][k]];
+          indices.push_back(f.index);
+          each.push_back({{"frame", f.index},
+                          {"exposure_ev", per[k].exposure_ev},
+                          {"color_temperature_k", per[k].cct_kelvin},
+                          {"device", device_of[of_job[j][k]]}});
+        }
+        r["frames_sampled"] = std::move(indices);
+        r["per_frame"] = std::move(each);
+      }
+      r["media"] = std::move(media[j]);
+      // Some frames fell back to the CPU: the CPU is what finished the result.
+      out[j] = StageOutput::Done(std::move(r), mixed ? std::string("cpu") : device);
+    } catch (const std::exception& e) {
+      out[j] = StageOutput::Failed(Status::Corruption(std::string("analysis failed: ") + e.what()));
+    }
+  }
+  return out;
 }
 
 }  // namespace framemill

@@ -1,6 +1,7 @@
 // The `lighting` stage: exposure, contrast, clipping, dynamic range, colour
-// temperature and light direction of an image, or of a video's sampled frames.
-// Stateless after construction; Run is thread-safe.
+// temperature and light direction of an image, or of a video's sampled frames. The
+// pixel statistics (operation LIGHTING) run on the device the GPU policy chose.
+// Stateless after construction; Run/RunBatch are thread-safe.
 #pragma once
 
 #include "configs/config.h"
@@ -13,6 +14,8 @@ class LightingStage : public Stage {
   explicit LightingStage(MediaConfig media);
   const StageSpec& spec() const override { return spec_; }
   StageOutput Run(const ClaimedJob& job) override;
+  std::vector<StageOutput> RunBatch(const std::vector<ClaimedJob>& jobs,
+                                    const StageContext& ctx) override;
 
  private:
   MediaConfig media_;

@@ -3,12 +3,14 @@
 // threads; Run must be thread-safe (stages keep no per-call state in members).
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "gpu/oom_ladder.h"
 #include "jobs/job.h"
 #include "jobs/stage_graph.h"
 #include "storage/status.h"
@@ -43,13 +45,33 @@ struct StageOutput {
   }
 };
 
+// What a worker lends its stages: the out-of-memory ladder, which owns the choice of
+// device and batch size for every device operation. Owned by the worker.
+struct StageContext {
+  gpu::OomLadder* ladder = nullptr;
+  const std::atomic<bool>* stop = nullptr;  // set: finish what is in hand, start nothing new
+};
+
 class Stage {
  public:
   virtual ~Stage() = default;
   virtual const StageSpec& spec() const = 0;
-  // Analyses one item. Bad input is a failed output with the reason, never a throw
-  // or a crash: the worker records it against this job and moves on.
+  // Analyses one item on the CPU. Bad input is a failed output with the reason, never
+  // a throw or a crash: the worker records it against this job and moves on.
   virtual StageOutput Run(const ClaimedJob& job) = 0;
+  // Analyses a claimed batch with device operations batched through ctx.ladder.
+  // Returns outputs for a prefix of `jobs`, in order: all of them unless ctx.stop was
+  // set, in which case the worker gives the rest back. The default runs each job
+  // alone, checking stop between jobs.
+  virtual std::vector<StageOutput> RunBatch(const std::vector<ClaimedJob>& jobs,
+                                            const StageContext& ctx) {
+    std::vector<StageOutput> out;
+    for (const ClaimedJob& j : jobs) {
+      if (ctx.stop != nullptr && ctx.stop->load()) break;
+      out.push_back(Run(j));
+    }
+    return out;
+  }
 };
 
 }  // namespace framemill

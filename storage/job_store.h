@@ -89,6 +89,14 @@ struct ExportRow {
 struct RunRecord {
   int64_t id = 0, started_at = 0, finished_at = 0, jobs_done = 0, jobs_failed = 0;
   int workers = 0, exit_code = -1;
+  int64_t oom_events = 0, cpu_fallbacks = 0;
+};
+
+// A batch size the GPU batch tuner settled on (see gpu/batch_tuner.h).
+struct TuningRecord {
+  std::string op, device;
+  int size_bucket = 0, batch = 0;
+  int64_t bytes_per_item = 0;
 };
 
 class JobStore {
@@ -130,6 +138,15 @@ class JobStore {
   virtual Status RegisterWorker(const std::string& worker, int64_t run_id, int pid,
                                 const std::string& host) = 0;
   virtual Status WorkerStopped(const std::string& worker) = 0;
+  // Adds to the worker's out-of-memory events and items that fell back to the CPU.
+  virtual Status AddGpuEvents(const std::string& worker, int64_t oom_events,
+                              int64_t cpu_fallbacks) = 0;
+
+  // --- the batch tuner's memory ---
+  virtual Result<std::optional<TuningRecord>> LoadTuning(const std::string& op,
+                                                         const std::string& device,
+                                                         int size_bucket) = 0;
+  virtual Status SaveTuning(const TuningRecord& record) = 0;
 
   // --- user commands ---
   virtual Result<int64_t> RetryFailed(const std::string& stage /* empty: all */) = 0;

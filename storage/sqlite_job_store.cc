@@ -625,10 +625,13 @@ Status SqliteJobStore::EndRun(int64_t run_id, int exit_code) {
   return db_->Transaction(SqliteDb::TxnKind::kWrite, [&]() -> Status {
     FM_PREPARE(up, "UPDATE runs SET finished_at = ?, exit_code = ?,"
                    " jobs_done = (SELECT coalesce(sum(jobs_done), 0) FROM workers WHERE run_id = ?),"
-                   " jobs_failed = (SELECT coalesce(sum(jobs_failed), 0) FROM workers WHERE run_id = ?)"
+                   " jobs_failed = (SELECT coalesce(sum(jobs_failed), 0) FROM workers WHERE run_id = ?),"
+                   " oom_events = (SELECT coalesce(sum(oom_events), 0) FROM workers WHERE run_id = ?),"
+                   " cpu_fallbacks = (SELECT coalesce(sum(cpu_fallbacks), 0) FROM workers"
+                   "                  WHERE run_id = ?)"
                    " WHERE id = ?");
     return up.Bind(1, clock_->NowMs()).Bind(2, exit_code).Bind(3, run_id).Bind(4, run_id)
-        .Bind(5, run_id).Run();
+        .Bind(5, run_id).Bind(6, run_id).Bind(7, run_id).Run();
   });
 }
 
@@ -648,6 +651,44 @@ Status SqliteJobStore::WorkerStopped(const std::string& worker) {
   return db_->Transaction(SqliteDb::TxnKind::kWrite, [&]() -> Status {
     FM_PREPARE(up, "UPDATE workers SET stopped_at = ? WHERE id = ?");
     return up.Bind(1, clock_->NowMs()).Bind(2, worker).Run();
+  });
+}
+
+Status SqliteJobStore::AddGpuEvents(const std::string& worker, int64_t oom_events,
+                                    int64_t cpu_fallbacks) {
+  if (oom_events == 0 && cpu_fallbacks == 0) return Status::OK();
+  return db_->Transaction(SqliteDb::TxnKind::kWrite, [&]() -> Status {
+    FM_PREPARE(up, "UPDATE workers SET oom_events = oom_events + ?,"
+                   " cpu_fallbacks = cpu_fallbacks + ? WHERE id = ?");
+    return up.Bind(1, oom_events).Bind(2, cpu_fallbacks).Bind(3, worker).Run();
+  });
+}
+
+Result<std::optional<TuningRecord>> SqliteJobStore::LoadTuning(const std::string& op,
+                                                               const std::string& device,
+                                                               int size_bucket) {
+  std::optional<TuningRecord> out;
+  Status s = db_->Transaction(SqliteDb::TxnKind::kRead, [&]() -> Status {
+    out.reset();
+    FM_PREPARE(q, "SELECT batch, bytes_per_item FROM batch_tuning"
+                  " WHERE op = ? AND device = ? AND size_bucket = ?");
+    q.Bind(1, op).Bind(2, device).Bind(3, size_bucket);
+    FM_STEP(row, q.Step());
+    if (row) out = TuningRecord{op, device, size_bucket, static_cast<int>(q.Int(0)), q.Int(1)};
+    return Status::OK();
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+Status SqliteJobStore::SaveTuning(const TuningRecord& r) {
+  return db_->Transaction(SqliteDb::TxnKind::kWrite, [&]() -> Status {
+    FM_PREPARE(up, "INSERT INTO batch_tuning (op, device, size_bucket, batch, bytes_per_item,"
+                   " updated_at) VALUES (?,?,?,?,?,?) ON CONFLICT (op, device, size_bucket)"
+                   " DO UPDATE SET batch = excluded.batch,"
+                   " bytes_per_item = excluded.bytes_per_item, updated_at = excluded.updated_at");
+    return up.Bind(1, r.op).Bind(2, r.device).Bind(3, r.size_bucket).Bind(4, r.batch)
+        .Bind(5, r.bytes_per_item).Bind(6, clock_->NowMs()).Run();
   });
 }
 
@@ -797,11 +838,12 @@ Result<std::optional<RunRecord>> SqliteJobStore::LastRun() {
   std::optional<RunRecord> out;
   Status s = db_->Transaction(SqliteDb::TxnKind::kRead, [&]() -> Status {
     FM_PREPARE(q, "SELECT id, started_at, coalesce(finished_at, 0), jobs_done, jobs_failed,"
-                  " workers, coalesce(exit_code, -1) FROM runs ORDER BY id DESC LIMIT 1");
+                  " workers, coalesce(exit_code, -1), oom_events, cpu_fallbacks"
+                  " FROM runs ORDER BY id DESC LIMIT 1");
     FM_STEP(row, q.Step());
     if (row) {
       out = RunRecord{q.Int(0), q.Int(1), q.Int(2), q.Int(3), q.Int(4),
-                      static_cast<int>(q.Int(5)), static_cast<int>(q.Int(6))};
+                      static_cast<int>(q.Int(5)), static_cast<int>(q.Int(6)), q.Int(7), q.Int(8)};
     }
     return Status::OK();
   });

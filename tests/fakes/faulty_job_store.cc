@@ -96,4 +96,17 @@ Status FaultyJobStore::ForEachResult(const std::string& stage,
   return real_->ForEachResult(stage, fn);
 }
 
+Status FaultyJobStore::AddGpuEvents(const std::string& worker, int64_t oom_events,
+                                    int64_t cpu_fallbacks) {
+  return real_->AddGpuEvents(worker, oom_events, cpu_fallbacks);
+}
+
+Result<std::optional<TuningRecord>> FaultyJobStore::LoadTuning(const std::string& op,
+                                                               const std::string& device,
+                                                               int size_bucket) {
+  return real_->LoadTuning(op, device, size_bucket);
+}
+
+Status FaultyJobStore::SaveTuning(const TuningRecord& record) { return real_->SaveTuning(record); }
+
 }  // namespace framemill::testing

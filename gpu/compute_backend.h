@@ -1,0 +1,67 @@
+// ComputeBackend: where an operation's arithmetic runs (CPU, a CUDA device, or the
+// simulated device of the tests). The interface has no CUDA types; the CUDA
+// implementation lives in gpu/cuda/ and is compiled only when CUDA is found.
+// A backend instance is used by one thread at a time (each worker owns its own).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpu/ops.h"
+#include "storage/status.h"
+
+namespace framemill::gpu {
+
+struct DeviceInfo {
+  int index = 0;
+  std::string name;
+  int64_t total_bytes = 0, free_bytes = 0;
+  int cc_major = 0, cc_minor = 0;
+  int multiprocessors = 0;
+};
+
+class ComputeBackend {
+ public:
+  virtual ~ComputeBackend() = default;
+  // As recorded in results: "cpu", "cuda:0", "sim:0".
+  virtual std::string device() const = 0;
+  virtual bool is_gpu() const = 0;
+  // Free and total memory of the device (host RAM for the CPU backend).
+  virtual Result<DeviceInfo> Info() = 0;
+  // Caps the device memory this backend allocates (GPU_MEMORY_LIMIT_GB on a shared
+  // card): a batch that would need more fails with OutOfMemory. 0 = no cap.
+  virtual void SetMemoryLimit(int64_t bytes) { memory_limit_ = bytes; }
+  int64_t memory_limit() const { return memory_limit_; }
+  // Device bytes the last successful batch needed (0 if unknown): what the batch
+  // tuner learns bytes-per-item from.
+  virtual int64_t LastBatchBytes() const { return 0; }
+
+  // Each returns one output per input image, or a typed error: OutOfMemory when the
+  // device could not hold the batch (its memory is released before returning, so the
+  // caller may retry smaller), InvalidArgument for unusable inputs.
+  virtual Result<std::vector<LumaStats>> LumaStatsBatch(const std::vector<cv::Mat>& images) = 0;
+  virtual Result<Tensor> PreprocessBatch(const std::vector<cv::Mat>& images,
+                                         const PreprocessSpec& spec) = 0;
+
+ protected:
+  int64_t memory_limit_ = 0;
+};
+
+// The CPU backend: the reference implementations, parallel over the batch.
+std::unique_ptr<ComputeBackend> MakeCpuBackend();
+
+// A simulated GPU for tests and CI: runs the CPU code but enforces a VRAM budget of
+// `vram_mb`, charging each batch the per-item bytes of gpu/ops.h (times
+// `cost_multiplier`); a batch over budget fails with OutOfMemory like a real device.
+std::unique_ptr<ComputeBackend> MakeSimBackend(int64_t vram_mb, double cost_multiplier = 1.0);
+
+// CUDA devices visible to this process; empty (with the reason in *why) when CUDA
+// is not built in, no driver is loaded, or no device is present.
+std::vector<DeviceInfo> CudaDevices(std::string* why);
+// The CUDA backend on device `index`; NotFound/Unsupported when unavailable.
+Result<std::unique_ptr<ComputeBackend>> MakeCudaBackend(int index);
+// True when this binary was built with CUDA.
+bool CudaCompiledIn();
+
+}  // namespace framemill::gpu

@@ -1,0 +1,103 @@
+#include <tbb/parallel_for.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <new>
+
+#include "gpu/compute_backend.h"
+
+namespace framemill::gpu {
+namespace {
+
+class CpuBackend : public ComputeBackend {
+ public:
+  std::string device() const override { return "cpu"; }
+  bool is_gpu() const override { return false; }
+  Result<DeviceInfo> Info() override {
+    DeviceInfo d;
+    d.name = "host CPU";
+    const int64_t page = sysconf(_SC_PAGESIZE);
+    d.total_bytes = sysconf(_SC_PHYS_PAGES) * page;
+    d.free_bytes = sysconf(_SC_AVPHYS_PAGES) * page;
+    return d;
+  }
+  Result<std::vector<LumaStats>> LumaStatsBatch(const std::vector<cv::Mat>& images) override {
+    for (const cv::Mat& m : images)
+      if (m.empty() || m.type() != CV_8UC3) return Status::InvalidArgument("LumaStats needs 8-bit BGR");
+    try {
+      std::vector<LumaStats> out(images.size());
+      tbb::parallel_for(size_t{0}, images.size(), [&](size_t i) { out[i] = LumaStatsCpu(images[i]); });
+      return out;
+    } catch (const std::bad_alloc&) {
+      return Status::OutOfMemory("host memory exhausted computing luminance statistics");
+    }
+  }
+  Result<Tensor> PreprocessBatch(const std::vector<cv::Mat>& images,
+                                 const PreprocessSpec& spec) override {
+    for (const cv::Mat& m : images)
+      if (m.empty() || m.type() != CV_8UC3) return Status::InvalidArgument("Preprocess needs 8-bit BGR");
+    try {
+      return PreprocessCpu(images, spec);
+    } catch (const std::bad_alloc&) {
+      return Status::OutOfMemory("host memory exhausted preprocessing a batch");
+    }
+  }
+};
+
+// The simulated device: CPU arithmetic behind a VRAM budget, so the batch tuner and
+// the out-of-memory ladder run in CI exactly as they would against a real card.
+class SimBackend : public ComputeBackend {
+ public:
+  SimBackend(int64_t vram_mb, double cost) : budget_(vram_mb << 20), cost_(cost) {}
+  std::string device() const override { return "sim:0"; }
+  bool is_gpu() const override { return true; }
+  int64_t LastBatchBytes() const override { return last_bytes_; }
+  Result<DeviceInfo> Info() override {
+    DeviceInfo d;
+    d.name = "simulated device";
+    d.total_bytes = budget_;
+    d.free_bytes = budget_;  // nothing stays allocated between batches
+    return d;
+  }
+  Result<std::vector<LumaStats>> LumaStatsBatch(const std::vector<cv::Mat>& images) override {
+    int64_t need = 0;
+    for (const cv::Mat& m : images) need += LumaStatsBytesPerItem(m);
+    FM_RETURN_IF_ERROR(Charge(need, images.size()));
+    last_bytes_ = static_cast<int64_t>(static_cast<double>(need) * cost_);
+    return cpu_.LumaStatsBatch(images);
+  }
+  Result<Tensor> PreprocessBatch(const std::vector<cv::Mat>& images,
+                                 const PreprocessSpec& spec) override {
+    int64_t need = 0;
+    for (const cv::Mat& m : images) need += PreprocessBytesPerItem(m, spec);
+    FM_RETURN_IF_ERROR(Charge(need, images.size()));
+    last_bytes_ = static_cast<int64_t>(static_cast<double>(need) * cost_);
+    return cpu_.PreprocessBatch(images, spec);
+  }
+
+ private:
+  Status Charge(int64_t bytes, size_t n) {
+    auto need = static_cast<int64_t>(static_cast<double>(bytes) * cost_);
+    const int64_t budget = memory_limit_ > 0 ? std::min(budget_, memory_limit_) : budget_;
+    if (need > budget) {
+      return Status::OutOfMemory("sim:0: batch of " + std::to_string(n) + " needs " +
+                                 std::to_string(need >> 20) + " MiB, device has " +
+                                 std::to_string(budget >> 20) + " MiB");
+    }
+    return Status::OK();
+  }
+  int64_t budget_;
+  double cost_;
+  int64_t last_bytes_ = 0;
+  CpuBackend cpu_;
+};
+
+}  // namespace
+
+std::unique_ptr<ComputeBackend> MakeCpuBackend() { return std::make_unique<CpuBackend>(); }
+
+std::unique_ptr<ComputeBackend> MakeSimBackend(int64_t vram_mb, double cost_multiplier) {
+  return std::make_unique<SimBackend>(vram_mb, cost_multiplier);
+}
+
+}  // namespace framemill::gpu

@@ -1,0 +1,68 @@
+// Device kernels of the CUDA backend and the plain structs the host shares with them.
+// Internal to gpu/cuda/ (includes the CUDA runtime); gpu/*.h never include it.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace framemill::gpu::cuda {
+
+// ---- LumaStats (luma_stats.cu) ----
+
+constexpr int kLumaBins = 4096;  // == LumaStats::kBins (checked in cuda_backend.cc)
+// Pixels one thread block reduces: enough to amortise merging its 4096-bin shared
+// histogram into the image's global one (128 pixels per thread).
+constexpr uint32_t kLumaChunkPixels = 32768;
+constexpr int kLumaThreads = 256;
+
+// A run of consecutive pixels of one image, packed BGR at `byte_offset` of the pixel
+// buffer. One thread block per chunk.
+struct LumaChunk {
+  uint64_t byte_offset = 0;
+  uint32_t pixels = 0;
+  uint32_t image = 0;  // index of the LumaOut it adds to
+};
+static_assert(sizeof(LumaChunk) == 16);
+
+// One image's accumulators on the device (zeroed before the kernels add to them).
+struct LumaOut {
+  uint32_t histogram[kLumaBins];
+  double sum_l, sum_l2, sum_log_l, sum_r, sum_g, sum_b;
+  unsigned long long clipped_shadows, clipped_highlights;
+};
+static_assert(sizeof(LumaOut) == kLumaBins * 4 + 64);
+
+// Copies the sRGB->linear table (256 floats) into the current device's constant memory.
+cudaError_t UploadSrgbToLinear(const float* lut256);
+
+// Adds chunks[0, n_chunks) of `pixels` into out[chunk.image]. Asynchronous on `stream`.
+cudaError_t LaunchLumaStats(const LumaChunk* chunks, int n_chunks, const uint8_t* pixels,
+                            LumaOut* out, cudaStream_t stream);
+
+// ---- Preprocess (preprocess.cu) ----
+
+struct PreprocessImage {
+  uint64_t byte_offset = 0;  // packed BGR rows of the source image in the pixel buffer
+  int32_t rows = 0, cols = 0;
+  double scale_x = 1, scale_y = 1;  // source/destination, computed as cv::resize does
+};
+static_assert(sizeof(PreprocessImage) == 32);
+
+struct PreprocessParams {
+  int32_t width = 0, height = 0;  // output size
+  int32_t to_rgb = 1;
+  int32_t fp16 = 0;
+  float scale = 1;
+  float mean[3] = {0, 0, 0};
+  float std[3] = {1, 1, 1};
+};
+
+// Resizes, reorders, normalises images[first, first + count) into `out`, an NCHW
+// tensor of the whole batch (image n at n*3*H*W elements; float or IEEE half).
+// Asynchronous on `stream`.
+cudaError_t LaunchPreprocess(const PreprocessImage* images, int first, int count,
+                             const uint8_t* pixels, void* out, const PreprocessParams& params,
+                             cudaStream_t stream);
+
+}  // namespace framemill::gpu::cuda

@@ -1,0 +1,79 @@
+#include "gpu/oom_ladder.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace framemill::gpu {
+
+OomLadder::OomLadder(ComputeBackend* gpu, ComputeBackend* cpu, BatchTuner* tuner,
+                     const Clock* clock, LadderOptions options)
+    : gpu_(gpu), cpu_(cpu), tuner_(tuner), clock_(clock), options_(std::move(options)) {
+  if (gpu_ != nullptr && options_.memory_limit_bytes > 0)
+    gpu_->SetMemoryLimit(options_.memory_limit_bytes);
+}
+
+bool OomLadder::CoolingDown(const std::string& op) const {
+  auto it = cool_until_.find(op);
+  return it != cool_until_.end() && clock_->NowMs() < it->second;
+}
+
+Status OomLadder::Run(const std::string& op, size_t items, int64_t pixels_per_item,
+                      int64_t guess_bytes_per_item, const SliceFn& run,
+                      std::vector<std::string>* device_of) {
+  device_of->assign(items, "");
+  auto on_cpu = [&](size_t begin, size_t end) -> Status {
+    FM_RETURN_IF_ERROR(run(*cpu_, begin, end));
+    for (size_t k = begin; k < end; ++k) (*device_of)[k] = cpu_->device();
+    return Status::OK();
+  };
+  const bool gpu_allowed = gpu_ != nullptr && options_.cpu_only_ops.count(op) == 0;
+  const TunerKey key{op, gpu_allowed ? gpu_->device() : cpu_->device(),
+                     SizeBucket(pixels_per_item)};
+  size_t i = 0;
+  int size = 0;  // 0: ask the tuner
+  while (i < items) {
+    if (!gpu_allowed || CoolingDown(op)) return on_cpu(i, items);
+    if (size == 0) {
+      int64_t budget = 0;
+      if (auto info = gpu_->Info(); info.ok()) budget = info->free_bytes;
+      if (options_.memory_limit_bytes > 0)
+        budget = budget > 0 ? std::min(budget, options_.memory_limit_bytes)
+                            : options_.memory_limit_bytes;
+      size = tuner_->Next(key, budget, guess_bytes_per_item);
+    }
+    size = std::max(1, std::min<int>(size, static_cast<int>(items - i)));
+    auto t0 = std::chrono::steady_clock::now();
+    Status s = run(*gpu_, i, i + static_cast<size_t>(size));
+    if (s.ok()) {
+      double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      tuner_->Observe(key, size, secs, gpu_->LastBatchBytes());
+      for (size_t k = i; k < i + static_cast<size_t>(size); ++k) (*device_of)[k] = gpu_->device();
+      i += static_cast<size_t>(size);
+      streak_[op] = 0;
+      size = 0;
+      continue;
+    }
+    if (!s.IsOutOfMemory()) return s;
+    // The backend has released the batch's memory: retry the same items smaller.
+    ++stats_.oom_events;
+    tuner_->ObserveOutOfMemory(key, size);
+    if (size > 1) {
+      size /= 2;
+      ++stats_.halvings;
+      continue;
+    }
+    // Not even one item fits: this one runs on the CPU.
+    FM_RETURN_IF_ERROR(on_cpu(i, i + 1));
+    ++stats_.cpu_fallback_items;
+    ++i;
+    size = 0;
+    if (++streak_[op] >= options_.max_oom_streak) {
+      cool_until_[op] = clock_->NowMs() + options_.cooldown_ms;
+      streak_[op] = 0;
+      ++stats_.cooldowns;
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace framemill::gpu

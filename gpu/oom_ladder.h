@@ -1,0 +1,66 @@
+// The out-of-memory ladder, the one place that decides what an OutOfMemory means:
+// release the batch, halve it and retry the same items; at batch size 1 run those
+// items on the CPU. After `max_oom_streak` consecutive CPU fallbacks an operation
+// stays on the CPU for a cool-down, then tries the GPU again. Every step is counted.
+// Thread-safety: one ladder per worker thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gpu/batch_tuner.h"
+#include "gpu/compute_backend.h"
+#include "storage/clock.h"
+
+namespace framemill::gpu {
+
+struct LadderStats {
+  int64_t oom_events = 0;      // OutOfMemory statuses seen
+  int64_t halvings = 0;
+  int64_t cpu_fallback_items = 0;
+  int64_t cooldowns = 0;       // times an operation was parked on the CPU
+};
+
+struct LadderOptions {
+  int max_oom_streak = 3;       // consecutive size-1 OOMs before a cool-down
+  int64_t cooldown_ms = 60'000;
+  int64_t memory_limit_bytes = 0;  // GPU_MEMORY_LIMIT_GB; 0 = the device's free memory
+  std::set<std::string> cpu_only_ops;  // operations the policy keeps on the CPU
+};
+
+class OomLadder {
+ public:
+  // `gpu` may be null (CPU only). `cpu` must not be null. All borrowed.
+  OomLadder(ComputeBackend* gpu, ComputeBackend* cpu, BatchTuner* tuner, const Clock* clock,
+            LadderOptions options);
+
+  // Runs `op` (named as in <OP>_GPU) over every item, in batches the tuner sizes,
+  // stepping down on OutOfMemory as above. `run` computes a contiguous slice
+  // [begin, end) of the items on a backend and stores its outputs; `bytes_per_item`
+  // is the tuner's first guess for item i. `device_of[i]` receives the device that
+  // produced item i. Errors other than OutOfMemory are returned as they are.
+  using SliceFn = std::function<Status(ComputeBackend& backend, size_t begin, size_t end)>;
+  Status Run(const std::string& op, size_t items, int64_t pixels_per_item,
+             int64_t guess_bytes_per_item, const SliceFn& run,
+             std::vector<std::string>* device_of);
+
+  const LadderStats& stats() const { return stats_; }
+  // True while `op` is parked on the CPU after repeated failures.
+  bool CoolingDown(const std::string& op) const;
+
+ private:
+  ComputeBackend* gpu_;
+  ComputeBackend* cpu_;
+  BatchTuner* tuner_;
+  const Clock* clock_;
+  LadderOptions options_;
+  LadderStats stats_;
+  std::map<std::string, int> streak_;
+  std::map<std::string, int64_t> cool_until_;
+};
+
+}  // namespace framemill::gpu

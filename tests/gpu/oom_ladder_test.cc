@@ -1,0 +1,174 @@
+#include "gpu/oom_ladder.h"
+
+#include <gtest/gtest.h>
+
+#include <opencv2/imgproc.hpp>
+
+namespace framemill::gpu {
+namespace {
+
+// Real-looking frames: a smooth gradient with noise, 320x240 (~230 KB each as BGR).
+std::vector<cv::Mat> Frames(int n, int w = 320, int h = 240) {
+  std::vector<cv::Mat> out;
+  cv::RNG rng(7);
+  for (int i = 0; i < n; ++i) {
+    cv::Mat m(h, w, CV_8UC3);
+    for (int y = 0; y < h; ++y)
+      for (int x = 0; x < w; ++x)
+        m.at<cv::Vec3b>(y, x) = cv::Vec3b(static_cast<uchar>((x + i * 7) % 256),
+                                          static_cast<uchar>((y * 255) / h),
+                                          static_cast<uchar>(rng.uniform(0, 256)));
+    out.push_back(m);
+  }
+  return out;
+}
+
+struct Harness {
+  explicit Harness(std::vector<cv::Mat> f) : frames(std::move(f)) {}
+  std::vector<cv::Mat> frames;
+  std::vector<LumaStats> out;
+  std::vector<std::string> device_of;
+  OomLadder::SliceFn fn() {
+    return [this](ComputeBackend& b, size_t begin, size_t end) -> Status {
+      std::vector<cv::Mat> slice(frames.begin() + static_cast<long>(begin),
+                                 frames.begin() + static_cast<long>(end));
+      auto r = b.LumaStatsBatch(slice);
+      if (!r.ok()) return r.status();
+      for (size_t k = begin; k < end; ++k) out[k] = (*r)[k - begin];
+      return Status::OK();
+    };
+  }
+  Status Run(OomLadder& ladder, const std::string& op = "LIGHTING") {
+    out.assign(frames.size(), {});
+    return ladder.Run(op, frames.size(), static_cast<int64_t>(frames[0].total()),
+                      LumaStatsBytesPerItem(frames[0]), fn(), &device_of);
+  }
+};
+
+void ExpectSameAsCpu(const Harness& h) {
+  for (size_t i = 0; i < h.frames.size(); ++i) {
+    LumaStats ref = LumaStatsCpu(h.frames[i]);
+    EXPECT_EQ(h.out[i].histogram, ref.histogram) << i;
+    EXPECT_EQ(h.out[i].sum_l, ref.sum_l) << i;
+    EXPECT_EQ(h.out[i].clipped_highlights, ref.clipped_highlights) << i;
+  }
+}
+
+TEST(OomLadderTest, FitsInMemoryRunsEverythingOnTheDeviceWithoutEvents) {
+  auto sim = MakeSimBackend(1024);
+  auto cpu = MakeCpuBackend();
+  BatchTuner tuner(TunerOptions{}, nullptr);
+  ManualClock clock;
+  OomLadder ladder(sim.get(), cpu.get(), &tuner, &clock, LadderOptions{});
+  Harness h(Frames(20));
+  ASSERT_TRUE(h.Run(ladder).ok());
+  for (const auto& d : h.device_of) EXPECT_EQ(d, "sim:0");
+  EXPECT_EQ(ladder.stats().oom_events, 0);
+  ExpectSameAsCpu(h);
+}
+
+TEST(OomLadderTest, HalvesOnOutOfMemoryAndFinishesEveryItemOnTheDevice) {
+  // 1 MiB holds four 320x240 frames (~246 KB each): a batch of 8 must step down.
+  auto sim = MakeSimBackend(1);
+  auto cpu = MakeCpuBackend();
+  TunerOptions to;
+  to.fixed_batch = 8;
+  BatchTuner tuner(to, nullptr);
+  ManualClock clock;
+  OomLadder ladder(sim.get(), cpu.get(), &tuner, &clock, LadderOptions{});
+  Harness h(Frames(16));
+  ASSERT_TRUE(h.Run(ladder).ok());
+  for (const auto& d : h.device_of) EXPECT_EQ(d, "sim:0");
+  EXPECT_GE(ladder.stats().oom_events, 1);
+  EXPECT_GE(ladder.stats().halvings, 1);
+  EXPECT_EQ(ladder.stats().cpu_fallback_items, 0);
+  ExpectSameAsCpu(h);
+}
+
+TEST(OomLadderTest, ItemsThatDoNotFitAloneRunOnTheCpu) {
+  // Each frame costs 10x its bytes on this device: ~2.4 MiB, over a 2 MiB budget.
+  auto sim = MakeSimBackend(2, 10.0);
+  auto cpu = MakeCpuBackend();
+  BatchTuner tuner(TunerOptions{}, nullptr);
+  ManualClock clock;
+  LadderOptions lo;
+  lo.max_oom_streak = 100;  // no cool-down here
+  OomLadder ladder(sim.get(), cpu.get(), &tuner, &clock, lo);
+  Harness h(Frames(5));
+  ASSERT_TRUE(h.Run(ladder).ok());
+  for (const auto& d : h.device_of) EXPECT_EQ(d, "cpu");
+  EXPECT_EQ(ladder.stats().cpu_fallback_items, 5);
+  EXPECT_GE(ladder.stats().oom_events, 5);
+  ExpectSameAsCpu(h);
+}
+
+TEST(OomLadderTest, RepeatedFallbacksParkTheOperationOnTheCpuForACooldown) {
+  auto sim = MakeSimBackend(2, 10.0);
+  auto cpu = MakeCpuBackend();
+  BatchTuner tuner(TunerOptions{}, nullptr);
+  ManualClock clock;
+  LadderOptions lo;
+  lo.max_oom_streak = 2;
+  lo.cooldown_ms = 60'000;
+  OomLadder ladder(sim.get(), cpu.get(), &tuner, &clock, lo);
+  Harness h(Frames(6));
+  ASSERT_TRUE(h.Run(ladder).ok());
+  // Two single-item OOMs, then the rest went straight to the CPU without trying.
+  EXPECT_EQ(ladder.stats().cooldowns, 1);
+  EXPECT_TRUE(ladder.CoolingDown("LIGHTING"));
+  EXPECT_FALSE(ladder.CoolingDown("PREPROCESS"));
+  const int64_t ooms = ladder.stats().oom_events;
+  ASSERT_TRUE(h.Run(ladder).ok());
+  EXPECT_EQ(ladder.stats().oom_events, ooms) << "cooling down: the GPU is not tried";
+  // After the cool-down the GPU is tried again.
+  clock.Advance(60'001);
+  EXPECT_FALSE(ladder.CoolingDown("LIGHTING"));
+  ASSERT_TRUE(h.Run(ladder).ok());
+  EXPECT_GT(ladder.stats().oom_events, ooms);
+  ExpectSameAsCpu(h);
+}
+
+TEST(OomLadderTest, MemoryLimitCapsADeviceThatWouldOtherwiseFit) {
+  auto sim = MakeSimBackend(1024);
+  auto cpu = MakeCpuBackend();
+  TunerOptions to;
+  to.fixed_batch = 16;
+  BatchTuner tuner(to, nullptr);
+  ManualClock clock;
+  LadderOptions lo;
+  lo.memory_limit_bytes = 1 << 20;  // as GPU_MEMORY_LIMIT_GB would, but 1 MiB
+  OomLadder ladder(sim.get(), cpu.get(), &tuner, &clock, lo);
+  Harness h(Frames(16));
+  ASSERT_TRUE(h.Run(ladder).ok());
+  EXPECT_GE(ladder.stats().halvings, 1);
+  for (const auto& d : h.device_of) EXPECT_EQ(d, "sim:0");
+  ExpectSameAsCpu(h);
+}
+
+TEST(OomLadderTest, CpuOnlyOperationsNeverTouchTheDevice) {
+  auto sim = MakeSimBackend(1024);
+  auto cpu = MakeCpuBackend();
+  BatchTuner tuner(TunerOptions{}, nullptr);
+  ManualClock clock;
+  LadderOptions lo;
+  lo.cpu_only_ops = {"LIGHTING"};
+  OomLadder ladder(sim.get(), cpu.get(), &tuner, &clock, lo);
+  Harness h(Frames(4));
+  ASSERT_TRUE(h.Run(ladder).ok());
+  for (const auto& d : h.device_of) EXPECT_EQ(d, "cpu");
+}
+
+TEST(OomLadderTest, OtherErrorsAreReturnedNotLaddered) {
+  auto sim = MakeSimBackend(1024);
+  auto cpu = MakeCpuBackend();
+  BatchTuner tuner(TunerOptions{}, nullptr);
+  ManualClock clock;
+  OomLadder ladder(sim.get(), cpu.get(), &tuner, &clock, LadderOptions{});
+  Harness h({cv::Mat(10, 10, CV_8UC1, cv::Scalar(0))});  // not BGR: InvalidArgument
+  Status s = h.Run(ladder);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_EQ(ladder.stats().oom_events, 0);
+}
+
+}  // namespace
+}  // namespace framemill::gpu

@@ -1,0 +1,123 @@
+#include "gpu/policy.h"
+
+#include <gtest/gtest.h>
+
+namespace framemill::gpu {
+namespace {
+
+std::vector<DeviceInfo> OneH100() {
+  DeviceInfo d;
+  d.index = 0;
+  d.name = "NVIDIA H100";
+  d.total_bytes = 80LL << 30;
+  d.free_bytes = 79LL << 30;
+  return {d};
+}
+
+GpuConfig Cfg(std::map<std::string, Tristate> ops = {}, Tristate all = Tristate::kAuto,
+              std::string backend = "auto") {
+  GpuConfig c;
+  c.ops = std::move(ops);
+  c.all = all;
+  c.backend = std::move(backend);
+  return c;
+}
+
+TEST(GpuPolicyTest, AutoUsesTheCudaDeviceForOperationsWithAGpuImplementation) {
+  GpuPlan p = PlanDevices(Cfg(), OneH100(), "");
+  EXPECT_EQ(p.backend, "cuda");
+  EXPECT_TRUE(p.For("LIGHTING").use_gpu);
+  EXPECT_EQ(p.For("LIGHTING").device, "cuda:0");
+  EXPECT_EQ(p.For("LIGHTING").reason, "auto: cuda:0 available");
+  EXPECT_TRUE(p.For("PREPROCESS").use_gpu);
+  EXPECT_FALSE(p.For("POSE").use_gpu);  // no GPU implementation yet
+  EXPECT_EQ(p.For("POSE").reason, "no GPU implementation of this operation in this build");
+  EXPECT_TRUE(p.warnings.empty());
+}
+
+TEST(GpuPolicyTest, AutoWithoutADeviceRunsOnTheCpuQuietly) {
+  GpuPlan p = PlanDevices(Cfg(), {}, "no CUDA driver");
+  EXPECT_EQ(p.backend, "cpu");
+  EXPECT_FALSE(p.AnyGpu());
+  EXPECT_EQ(p.For("LIGHTING").reason, "auto: no CUDA driver");
+  EXPECT_TRUE(p.warnings.empty());
+}
+
+TEST(GpuPolicyTest, OperationFlagOverridesAllGpu) {
+  GpuPlan off = PlanDevices(Cfg({{"LIGHTING", Tristate::kOff}}, Tristate::kOn), OneH100(), "");
+  EXPECT_FALSE(off.For("LIGHTING").use_gpu);
+  EXPECT_EQ(off.For("LIGHTING").reason, "LIGHTING_GPU=false");
+  EXPECT_TRUE(off.For("PREPROCESS").use_gpu);
+  EXPECT_EQ(off.For("PREPROCESS").reason, "ALL_GPU=true");
+
+  GpuPlan on = PlanDevices(Cfg({{"LIGHTING", Tristate::kOn}}, Tristate::kOff), OneH100(), "");
+  EXPECT_TRUE(on.For("LIGHTING").use_gpu);
+  EXPECT_EQ(on.For("LIGHTING").reason, "LIGHTING_GPU=true");
+  EXPECT_FALSE(on.For("PREPROCESS").use_gpu);
+  EXPECT_EQ(on.For("PREPROCESS").reason, "ALL_GPU=false");
+}
+
+TEST(GpuPolicyTest, AnExplicitOperationAutoDefersToAllGpu) {
+  GpuPlan p = PlanDevices(Cfg({{"LIGHTING", Tristate::kAuto}}, Tristate::kOff), OneH100(), "");
+  EXPECT_FALSE(p.For("LIGHTING").use_gpu);
+  EXPECT_EQ(p.For("LIGHTING").reason, "ALL_GPU=false");
+}
+
+TEST(GpuPolicyTest, AskingForAMissingGpuFallsBackToTheCpuWithOneWarning) {
+  GpuPlan p = PlanDevices(Cfg({{"LIGHTING", Tristate::kOn}}), {}, "no CUDA device found");
+  EXPECT_FALSE(p.For("LIGHTING").use_gpu);
+  EXPECT_EQ(p.For("LIGHTING").device, "cpu");
+  ASSERT_EQ(p.warnings.size(), 1u);
+  EXPECT_EQ(p.warnings[0], "LIGHTING_GPU=true but no CUDA device found: it runs on the CPU");
+
+  GpuPlan all = PlanDevices(Cfg({}, Tristate::kOn), {}, "no CUDA device found");
+  EXPECT_FALSE(all.AnyGpu());
+  // One line for ALL_GPU, plus one per operation that has no GPU implementation at all.
+  EXPECT_EQ(all.warnings.back(), "ALL_GPU=true but no CUDA device found: operations run on the CPU");
+}
+
+TEST(GpuPolicyTest, BackendCudaWithoutADeviceWarnsOnce) {
+  GpuPlan p = PlanDevices(Cfg({}, Tristate::kAuto, "cuda"), {}, "CUDA driver too old");
+  EXPECT_FALSE(p.AnyGpu());
+  ASSERT_EQ(p.warnings.size(), 1u);
+  EXPECT_NE(p.warnings[0].find("GPU_BACKEND=cuda but CUDA driver too old"), std::string::npos);
+}
+
+TEST(GpuPolicyTest, BackendCpuKeepsEverythingOnTheCpuEvenWithADevice) {
+  GpuPlan p = PlanDevices(Cfg({}, Tristate::kAuto, "cpu"), OneH100(), "");
+  EXPECT_FALSE(p.AnyGpu());
+  EXPECT_TRUE(p.devices.empty());
+  EXPECT_EQ(p.For("LIGHTING").reason, "auto: GPU_BACKEND=cpu");
+}
+
+TEST(GpuPolicyTest, SimIsUsedOnlyWhenAskedFor) {
+  GpuPlan sim = PlanDevices(Cfg({}, Tristate::kAuto, "sim"), {}, "");
+  EXPECT_EQ(sim.backend, "sim");
+  EXPECT_EQ(sim.For("LIGHTING").device, "sim:0");
+  // auto never picks the simulated device.
+  GpuPlan aut = PlanDevices(Cfg(), {}, "no CUDA device found");
+  EXPECT_NE(aut.backend, "sim");
+}
+
+TEST(GpuPolicyTest, DeviceIdBeyondTheDevicesFallsBackWithAWarning) {
+  GpuConfig c = Cfg();
+  c.device_id = 3;
+  GpuPlan p = PlanDevices(c, OneH100(), "");
+  EXPECT_FALSE(p.AnyGpu());
+  ASSERT_FALSE(p.warnings.empty());
+  EXPECT_NE(p.warnings[0].find("GPU_DEVICE_ID=3 but only 1 CUDA device(s)"), std::string::npos);
+  c.device_id = 0;
+  EXPECT_TRUE(PlanDevices(c, OneH100(), "").AnyGpu());
+}
+
+TEST(GpuPolicyTest, EveryContractOperationHasADecision) {
+  GpuPlan p = PlanDevices(Cfg(), OneH100(), "");
+  EXPECT_EQ(p.ops.size(), 11u);
+  for (const char* op : {"LIGHTING", "PREPROCESS", "CATEGORIZE", "FACE_DETECTION",
+                         "FACE_EMBEDDING", "FACE_CLUSTERING", "SEGMENTATION", "INPAINTING", "POSE",
+                         "MOTION", "AUDIO_SYNC"})
+    EXPECT_FALSE(p.For(op).reason.empty()) << op;
+}
+
+}  // namespace
+}  // namespace framemill::gpu
