@@ -164,7 +164,7 @@ TEST(OomLadderTest, OtherErrorsAreReturnedNotLaddered) {
   BatchTuner tuner(TunerOptions{}, nullptr);
   ManualClock clock;
   OomLadder ladder(sim.get(), cpu.get(), &tuner, &clock, LadderOptions{});
-  Harness h({cv::Mat(10, 10, CV_8UC1, cv::Scalar(0))});  // not BGR: InvalidArgument
+  Harness h(std::vector<cv::Mat>{cv::Mat(10, 10, CV_8UC1, cv::Scalar(0))});  // not BGR: InvalidArgument
   Status s = h.Run(ladder);
   EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
   EXPECT_EQ(ladder.stats().oom_events, 0);
