@@ -32,7 +32,12 @@ Status OomLadder::Run(const std::string& op, size_t items, int64_t pixels_per_it
   size_t i = 0;
   int size = 0;  // 0: ask the tuner
   while (i < items) {
-    if (!gpu_allowed || CoolingDown(op)) return on_cpu(i, items);
+    if (!gpu_allowed) return on_cpu(i, items);
+    if (CoolingDown(op)) {
+      // Parked after repeated failures: these would have run on the device.
+      stats_.cpu_fallback_items += static_cast<int64_t>(items - i);
+      return on_cpu(i, items);
+    }
     if (size == 0) {
       int64_t budget = 0;
       if (auto info = gpu_->Info(); info.ok()) budget = info->free_bytes;

@@ -21,7 +21,8 @@ namespace framemill::gpu {
 struct LadderStats {
   int64_t oom_events = 0;      // OutOfMemory statuses seen
   int64_t halvings = 0;
-  int64_t cpu_fallback_items = 0;
+  int64_t cpu_fallback_items = 0;  // items run on the CPU instead of the device
+                                   // (did not fit alone, or during a cool-down)
   int64_t cooldowns = 0;       // times an operation was parked on the CPU
 };
 

@@ -118,8 +118,11 @@ TEST(OomLadderTest, RepeatedFallbacksParkTheOperationOnTheCpuForACooldown) {
   EXPECT_TRUE(ladder.CoolingDown("LIGHTING"));
   EXPECT_FALSE(ladder.CoolingDown("PREPROCESS"));
   const int64_t ooms = ladder.stats().oom_events;
+  const int64_t fallbacks = ladder.stats().cpu_fallback_items;
+  EXPECT_EQ(fallbacks, 6);  // 2 that did not fit + 4 parked
   ASSERT_TRUE(h.Run(ladder).ok());
   EXPECT_EQ(ladder.stats().oom_events, ooms) << "cooling down: the GPU is not tried";
+  EXPECT_EQ(ladder.stats().cpu_fallback_items, fallbacks + 6);
   // After the cool-down the GPU is tried again.
   clock.Advance(60'001);
   EXPECT_FALSE(ladder.CoolingDown("LIGHTING"));
