@@ -37,7 +37,17 @@ class CpuBackend : public ComputeBackend {
     for (const cv::Mat& m : images)
       if (m.empty() || m.type() != CV_8UC3) return Status::InvalidArgument("Preprocess needs 8-bit BGR");
     try {
-      return PreprocessCpu(images, spec);
+      // One image per task, all cores: each writes its own slice of the tensor.
+      Tensor out;
+      out.type = spec.type;
+      out.shape = {static_cast<int64_t>(images.size()), 3, spec.height, spec.width};
+      const size_t per = 3ULL * spec.width * spec.height * out.ElementBytes();
+      out.data.resize(per * images.size());
+      tbb::parallel_for(size_t{0}, images.size(), [&](size_t i) {
+        Tensor one = PreprocessCpu({images[i]}, spec);
+        std::copy(one.data.begin(), one.data.end(), out.data.begin() + static_cast<long>(per * i));
+      });
+      return out;
     } catch (const std::bad_alloc&) {
       return Status::OutOfMemory("host memory exhausted preprocessing a batch");
     }

@@ -12,6 +12,7 @@
 // allocate returns OutOfMemory after releasing the pool's cached memory, so the OOM
 // ladder can retry smaller. Pinned staging is a constant 48 MiB per backend.
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
@@ -494,6 +495,52 @@ std::string NoCudaReason(cudaError_t err) {
   return why;
 }
 
+// Free device memory without a CUDA context: NVML, from the driver (libnvidia-ml.so.1),
+// loaded at run time and declared here (its ABI is stable; the toolkit here has no
+// nvml.h). cudaMemGetInfo would create a context (hundreds of MiB) on every device
+// just to list them. -1 when NVML or the device is not available.
+class Nvml {
+ public:
+  Nvml() {
+    lib_ = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib_ == nullptr) return;
+    init_ = reinterpret_cast<int (*)()>(dlsym(lib_, "nvmlInit_v2"));
+    shutdown_ = reinterpret_cast<int (*)()>(dlsym(lib_, "nvmlShutdown"));
+    by_bus_ = reinterpret_cast<int (*)(const char*, void**)>(dlsym(lib_, "nvmlDeviceGetHandleByPciBusId_v2"));
+    memory_ = reinterpret_cast<int (*)(void*, Memory*)>(dlsym(lib_, "nvmlDeviceGetMemoryInfo"));
+    ok_ = init_ != nullptr && shutdown_ != nullptr && by_bus_ != nullptr && memory_ != nullptr && init_() == 0;
+  }
+  ~Nvml() {
+    if (ok_) shutdown_();
+    if (lib_ != nullptr) dlclose(lib_);
+  }
+  Nvml(const Nvml&) = delete;
+  Nvml& operator=(const Nvml&) = delete;
+  int64_t FreeBytes(int cuda_index) {
+    if (!ok_) return -1;
+    char bus[64] = {0};
+    if (cudaDeviceGetPCIBusId(bus, sizeof bus, cuda_index) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return -1;
+    }
+    void* dev = nullptr;
+    Memory m{};
+    if (by_bus_(bus, &dev) != 0 || memory_(dev, &m) != 0) return -1;
+    return static_cast<int64_t>(m.free);
+  }
+
+ private:
+  struct Memory {  // nvmlMemory_t
+    unsigned long long total, free, used;
+  };
+  void* lib_ = nullptr;
+  bool ok_ = false;
+  int (*init_)() = nullptr;
+  int (*shutdown_)() = nullptr;
+  int (*by_bus_)(const char*, void**) = nullptr;
+  int (*memory_)(void*, Memory*) = nullptr;
+};
+
 }  // namespace
 
 bool CudaCompiledIn() { return true; }
@@ -511,6 +558,7 @@ std::vector<DeviceInfo> CudaDevices(std::string* why) {
   }
   std::vector<DeviceInfo> out;
   std::string errors;
+  Nvml nvml;
   for (int i = 0; i < count; ++i) {
     cudaDeviceProp p{};
     if (cudaError_t e = cudaGetDeviceProperties(&p, i); e != cudaSuccess) {
@@ -521,8 +569,8 @@ std::vector<DeviceInfo> CudaDevices(std::string* why) {
     d.index = i;
     d.name = p.name;
     d.total_bytes = static_cast<int64_t>(p.totalGlobalMem);
-    // free_bytes stays 0 (unknown): measuring it would create a CUDA context (hundreds
-    // of MiB) on every device. A backend's Info() reports it.
+    // From NVML; 0 (unknown) without it. A backend's Info() measures it exactly.
+    d.free_bytes = std::max<int64_t>(0, nvml.FreeBytes(i));
     d.cc_major = p.major;
     d.cc_minor = p.minor;
     d.multiprocessors = p.multiProcessorCount;

@@ -1,0 +1,518 @@
+// gpu_bench: throughput of the compute backends (gpu/compute_backend.h), CPU against
+// CUDA, after leveldb's db_bench: a plain executable with named workloads that prints
+// its setup first. It links gpu/ only (no image codecs), so it travels to a GPU machine
+// with just the NVIDIA driver (scripts/bundle-gpu.sh).
+//
+//   gpu_bench [--benchmarks=luma_stats,preprocess_fp32,preprocess_fp16,tuner_vs_sweep]
+//             [--data=FILE] [--min_time=S] [--cpu_batches=1,8,32,128]
+//             [--gpu_batches=1,8,32,128,512] [--sweep_max=512] [--device=N] [--frames=N]
+//
+// Inputs: --data=FILE is a raw file of real photos written by bench/gpu_bench_data.cc
+// (Debian's opencv-doc sample photos, decoded); without it, photo-sized synthetic
+// images are generated. Two input sets: "photos" (the photos as they are, mixed sizes)
+// and "frames_1080p" (1920x1080 frames cut and scaled from them). Batches cycle over
+// a set's images.
+//
+// luma_stats / preprocess_fp32 / preprocess_fp16: images/s per batch size, CPU backend
+// (MakeCpuBackend: TBB over the batch for LumaStats; PreprocessCpu as it is) and CUDA.
+// Each figure: one warm-up batch, then batches until --min_time seconds have passed.
+// Preprocess: 224x224, ImageNet mean/std, BGR->RGB.
+// tuner_vs_sweep: on frames_1080p, throughput at every batch size 1..--sweep_max
+// (powers of two) against the size BatchTuner settles on when driven as the OOM ladder
+// drives it (one timed batch per probe, bytes learned from LastBatchBytes()); goal:
+// chosen >= 90% of the best.
+// Without a CUDA device it says so, prints the CPU figures, and runs tuner_vs_sweep on
+// the CPU backend (sweep capped at 64) to exercise the tuner.
+#include <tbb/info.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <opencv2/imgproc.hpp>
+
+#include "gpu/batch_tuner.h"
+#include "gpu/compute_backend.h"
+#include "gpu/ops.h"
+
+namespace fg = framemill::gpu;
+using framemill::Status;
+
+namespace {
+
+enum class Op { kLuma, kPreFp32, kPreFp16 };
+
+const char* OpName(Op op) {
+  switch (op) {
+    case Op::kLuma: return "luma_stats";
+    case Op::kPreFp32: return "preprocess_fp32";
+    case Op::kPreFp16: return "preprocess_fp16";
+  }
+  return "?";
+}
+
+fg::PreprocessSpec Spec(Op op) {
+  fg::PreprocessSpec s;
+  s.width = 224;
+  s.height = 224;
+  s.to_rgb = true;
+  const float mean[3] = {0.485f, 0.456f, 0.406f}, stdv[3] = {0.229f, 0.224f, 0.225f};
+  for (int c = 0; c < 3; ++c) {
+    s.mean[c] = mean[c];
+    s.std[c] = stdv[c];
+  }
+  s.type = op == Op::kPreFp16 ? fg::TensorType::kFloat16 : fg::TensorType::kFloat32;
+  return s;
+}
+
+struct Options {
+  std::set<std::string> benchmarks = {"luma_stats", "preprocess_fp32", "preprocess_fp16", "tuner_vs_sweep"};
+  std::string data;
+  double min_time = 1.0;
+  std::vector<int> cpu_batches = {1, 8, 32, 128};
+  std::vector<int> gpu_batches = {1, 8, 32, 128, 512};
+  int sweep_max = 0;  // 0: 512 with a device, 64 without
+  int device = 0;
+  int frames = 16;
+};
+
+struct InputSet {
+  std::string name, description;
+  std::vector<cv::Mat> images;
+  double mean_bytes = 0;
+  int64_t mean_pixels = 0;
+};
+
+std::vector<cv::Mat> Batch(const InputSet& set, int n, size_t* cursor) {
+  std::vector<cv::Mat> b;
+  b.reserve(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) b.push_back(set.images[(*cursor)++ % set.images.size()]);
+  return b;
+}
+
+Status RunOp(fg::ComputeBackend& b, Op op, const std::vector<cv::Mat>& batch) {
+  if (op == Op::kLuma) return b.LumaStatsBatch(batch).status();
+  return b.PreprocessBatch(batch, Spec(op)).status();
+}
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+struct Measure {
+  Status status;
+  double images_per_s = 0, ms_per_batch = 0, mb_per_s = 0;
+  int batches = 0;
+};
+
+Measure Time(fg::ComputeBackend& b, Op op, const InputSet& set, int batch, double min_time) {
+  Measure m;
+  size_t cursor = 0;
+  m.status = RunOp(b, op, Batch(set, batch, &cursor));  // warm-up: pools, caches
+  if (!m.status.ok()) return m;
+  const double t0 = Now();
+  double t = t0;
+  int64_t images = 0;
+  double bytes = 0;
+  do {
+    std::vector<cv::Mat> in = Batch(set, batch, &cursor);
+    m.status = RunOp(b, op, in);
+    if (!m.status.ok()) return m;
+    for (const cv::Mat& x : in) bytes += static_cast<double>(x.total()) * 3;
+    images += batch;
+    ++m.batches;
+    t = Now();
+  } while (t - t0 < min_time);
+  m.images_per_s = static_cast<double>(images) / (t - t0);
+  m.ms_per_batch = 1e3 * (t - t0) / m.batches;
+  m.mb_per_s = bytes / 1e6 / (t - t0);
+  return m;
+}
+
+void PrintMeasure(Op op, const InputSet& set, const std::string& device, int batch, const Measure& m) {
+  if (!m.status.ok()) {
+    std::printf("%-16s %-13s %-7s batch %4d : %s\n", OpName(op), set.name.c_str(), device.c_str(), batch,
+                m.status.ToString().c_str());
+  } else {
+    std::printf("%-16s %-13s %-7s batch %4d : %10.1f img/s %9.1f MB/s %10.2f ms/batch (%d batches)\n", OpName(op),
+                set.name.c_str(), device.c_str(), batch, m.images_per_s, m.mb_per_s, m.ms_per_batch, m.batches);
+  }
+  std::fflush(stdout);
+}
+
+bool ParseFlag(const char* arg, const char* name, std::string* value) {
+  const size_t n = std::strlen(name);
+  if (std::strncmp(arg, name, n) != 0 || arg[n] != '=') return false;
+  *value = arg + n + 1;
+  return true;
+}
+
+std::vector<std::string> Split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+std::vector<int> Ints(const std::string& s) {
+  std::vector<int> out;
+  for (const std::string& x : Split(s)) out.push_back(std::max(1, std::stoi(x)));
+  return out;
+}
+
+uint32_t Get32(std::istream& in) {
+  uint8_t b[4] = {0, 0, 0, 0};
+  in.read(reinterpret_cast<char*>(b), 4);
+  return static_cast<uint32_t>(b[0]) | static_cast<uint32_t>(b[1]) << 8 | static_cast<uint32_t>(b[2]) << 16 |
+         static_cast<uint32_t>(b[3]) << 24;
+}
+
+// The raw photo file of bench/gpu_bench_data.cc.
+bool ReadData(const std::string& path, std::vector<cv::Mat>* out, std::string* error) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    *error = "cannot open " + path;
+    return false;
+  }
+  char magic[8];
+  in.read(magic, 8);
+  if (!in || std::memcmp(magic, "FMGBRAW1", 8) != 0) {
+    *error = path + ": not a gpu_bench_data file";
+    return false;
+  }
+  const uint32_t count = Get32(in);
+  if (!in || count == 0 || count > 100000) {
+    *error = path + ": bad image count";
+    return false;
+  }
+  for (uint32_t i = 0; i < count; ++i) {
+    const uint32_t rows = Get32(in), cols = Get32(in);
+    if (!in || rows == 0 || cols == 0 || rows > 30000 || cols > 30000) {
+      *error = path + ": bad image header at image " + std::to_string(i);
+      return false;
+    }
+    cv::Mat m(static_cast<int>(rows), static_cast<int>(cols), CV_8UC3);
+    in.read(reinterpret_cast<char*>(m.data), static_cast<std::streamsize>(m.total() * 3));
+    if (!in) {
+      *error = path + ": truncated at image " + std::to_string(i);
+      return false;
+    }
+    out->push_back(m);
+  }
+  return true;
+}
+
+// Photo-sized synthetic images: gradients, a wave, noise, a blown-out band, dark patches.
+std::vector<cv::Mat> SyntheticPhotos() {
+  const cv::Size sizes[] = {{1282, 1110}, {902, 770}, {868, 600}, {800, 640}, {751, 563}, {800, 600},
+                            {612, 459},   {640, 480}, {584, 388}, {535, 426}, {512, 512}, {493, 356}};
+  std::vector<cv::Mat> out;
+  cv::RNG rng(2024);
+  for (const cv::Size& s : sizes) {
+    cv::Mat m(s, CV_8UC3);
+    const double k = rng.uniform(0.4, 1.3);
+    for (int y = 0; y < s.height; ++y) {
+      auto* p = m.ptr<uint8_t>(y);
+      for (int x = 0; x < s.width; ++x) {
+        const double w = 30 * std::sin(x * 0.02) * std::cos(y * 0.015);
+        p[3 * x + 0] = cv::saturate_cast<uint8_t>(k * (50 + 120.0 * x / s.width + w));
+        p[3 * x + 1] = cv::saturate_cast<uint8_t>(k * (40 + 150.0 * y / s.height - w));
+        p[3 * x + 2] = cv::saturate_cast<uint8_t>(k * (30 + 100.0 * (x + y) / (s.width + s.height) + w));
+      }
+    }
+    cv::Mat noise(s, CV_8UC3);
+    rng.fill(noise, cv::RNG::UNIFORM, 0, 10);
+    m += noise;
+    m(cv::Rect(0, 0, s.width, s.height / 10)).setTo(cv::Scalar(255, 255, 255));
+    m(cv::Rect(s.width / 5, s.height / 2, s.width / 6, s.height / 6)).setTo(cv::Scalar(0, 0, 0));
+    out.push_back(m);
+  }
+  return out;
+}
+
+InputSet MakeSet(std::string name, std::string description, std::vector<cv::Mat> images) {
+  InputSet s;
+  s.name = std::move(name);
+  s.description = std::move(description);
+  s.images = std::move(images);
+  double bytes = 0;
+  int64_t px = 0;
+  for (const cv::Mat& m : s.images) {
+    bytes += static_cast<double>(m.total()) * 3;
+    px += static_cast<int64_t>(m.total());
+  }
+  s.mean_bytes = bytes / static_cast<double>(s.images.size());
+  s.mean_pixels = px / static_cast<int64_t>(s.images.size());
+  return s;
+}
+
+// 1920x1080 frames: a 16:9 centre crop of each photo, scaled (real content, video size).
+std::vector<cv::Mat> Frames1080p(const std::vector<cv::Mat>& photos, int n) {
+  std::vector<cv::Mat> out;
+  for (int i = 0; i < n; ++i) {
+    const cv::Mat& p = photos[static_cast<size_t>(i) % photos.size()];
+    int w = p.cols, h = p.cols * 9 / 16;
+    if (h > p.rows) {
+      h = p.rows;
+      w = p.rows * 16 / 9;
+    }
+    // Different crops of the same photo when there are fewer photos than frames.
+    const int shift = (i / static_cast<int>(photos.size())) * 7;
+    const int x0 = std::clamp((p.cols - w) / 2 + shift, 0, p.cols - w);
+    const int y0 = std::clamp((p.rows - h) / 2 + shift, 0, p.rows - h);
+    cv::Mat f;
+    cv::resize(p(cv::Rect(x0, y0, w, h)), f, cv::Size(1920, 1080), 0, 0, cv::INTER_LINEAR);
+    out.push_back(f);
+  }
+  return out;
+}
+
+std::string CpuModel() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const size_t c = line.find(':');
+      if (c != std::string::npos) return line.substr(c + 2);
+    }
+  }
+  return "unknown";
+}
+
+std::string Date() {
+  std::time_t t = std::time(nullptr);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", std::gmtime(&t));
+  return buf;
+}
+
+struct Best {
+  double ips = 0;
+  int batch = 0;
+};
+
+void RunThroughput(Op op, const std::vector<const InputSet*>& sets, fg::ComputeBackend& cpu,
+                   fg::ComputeBackend* gpu, const Options& o,
+                   std::vector<std::string>* summary) {
+  for (const InputSet* set : sets) {
+    Best best_cpu, best_gpu;
+    for (int b : o.cpu_batches) {
+      Measure m = Time(cpu, op, *set, b, o.min_time);
+      PrintMeasure(op, *set, cpu.device(), b, m);
+      if (m.status.ok() && m.images_per_s > best_cpu.ips) best_cpu = {m.images_per_s, b};
+    }
+    if (gpu != nullptr) {
+      for (int b : o.gpu_batches) {
+        Measure m = Time(*gpu, op, *set, b, o.min_time);
+        PrintMeasure(op, *set, gpu->device(), b, m);
+        if (m.status.ok() && m.images_per_s > best_gpu.ips) best_gpu = {m.images_per_s, b};
+      }
+    }
+    char line[256];
+    if (gpu != nullptr && best_gpu.batch > 0 && best_cpu.batch > 0) {
+      std::snprintf(line, sizeof line, "%-16s %-13s cpu %9.1f img/s (batch %d)   %s %10.1f img/s (batch %d)   x%.1f",
+                    OpName(op), set->name.c_str(), best_cpu.ips, best_cpu.batch, gpu->device().c_str(), best_gpu.ips,
+                    best_gpu.batch, best_gpu.ips / best_cpu.ips);
+    } else {
+      std::snprintf(line, sizeof line, "%-16s %-13s cpu %9.1f img/s (batch %d)   no CUDA figures", OpName(op),
+                    set->name.c_str(), best_cpu.ips, best_cpu.batch);
+    }
+    summary->push_back(line);
+    std::printf("------------------------------------------------\n");
+  }
+}
+
+void TunerVsSweep(Op op, const InputSet& set, fg::ComputeBackend& backend, const Options& o, int sweep_max,
+                  std::vector<std::string>* summary) {
+  std::printf("tuner_vs_sweep %s on %s, %s: sweep 1..%d\n", OpName(op), backend.device().c_str(), set.name.c_str(),
+              sweep_max);
+  std::map<int, double> sweep;
+  for (int b = 1; b <= sweep_max; b *= 2) {
+    Measure m = Time(backend, op, set, b, o.min_time);
+    PrintMeasure(op, set, backend.device(), b, m);
+    if (!m.status.ok()) break;  // out of memory: larger sizes will not fit either
+    sweep[b] = m.images_per_s;
+  }
+  if (sweep.empty()) return;
+  auto best = std::max_element(sweep.begin(), sweep.end(),
+                               [](const auto& a, const auto& b) { return a.second < b.second; });
+
+  fg::TunerOptions topt;
+  topt.max_batch = sweep_max;
+  fg::BatchTuner tuner(topt, nullptr);
+  const fg::TunerKey key{OpName(op), backend.device(), fg::SizeBucket(set.mean_pixels)};
+  const int64_t guess = op == Op::kLuma ? fg::LumaStatsBytesPerItem(set.images[0])
+                                        : fg::PreprocessBytesPerItem(set.images[0], Spec(op));
+  auto budget = [&]() -> int64_t {
+    auto info = backend.Info();
+    return info.ok() ? info->free_bytes : 0;
+  };
+  std::string trace;
+  size_t cursor = 0;
+  for (int iter = 0; iter < 40; ++iter) {
+    const int b = tuner.Next(key, budget(), guess);
+    if (tuner.Settled(key)) break;
+    std::vector<cv::Mat> in = Batch(set, b, &cursor);
+    const double t0 = Now();
+    Status s = RunOp(backend, op, in);
+    const double secs = Now() - t0;
+    if (s.IsOutOfMemory()) {
+      tuner.ObserveOutOfMemory(key, b);
+      trace += " " + std::to_string(b) + "(oom)";
+      continue;
+    }
+    if (!s.ok()) {
+      std::printf("  tuner probe failed: %s\n", s.ToString().c_str());
+      return;
+    }
+    tuner.Observe(key, b, secs, backend.LastBatchBytes());
+    char buf[64];
+    std::snprintf(buf, sizeof buf, " %d(%.0f/s)", b, b / secs);
+    trace += buf;
+  }
+  const int chosen = tuner.Next(key, budget(), guess);
+  double chosen_ips = 0;
+  if (auto it = sweep.find(chosen); it != sweep.end()) {
+    chosen_ips = it->second;
+  } else {
+    Measure m = Time(backend, op, set, chosen, o.min_time);
+    PrintMeasure(op, set, backend.device(), chosen, m);
+    chosen_ips = m.status.ok() ? m.images_per_s : 0;
+  }
+  const double ratio = chosen_ips / best->second;
+  std::printf("  tuner probes (%d):%s\n", tuner.probes(key), trace.c_str());
+  char line[320];
+  std::snprintf(line, sizeof line,
+                "tuner_vs_sweep %-16s %-7s chose %d: %.1f img/s; best of sweep: batch %d, %.1f img/s; %.1f%% (goal >= 90%%: %s)",
+                OpName(op), backend.device().c_str(), chosen, chosen_ips, best->first, best->second, 100 * ratio,
+                ratio >= 0.9 ? "met" : "not met");
+  std::printf("  %s\n------------------------------------------------\n", line);
+  summary->push_back(line);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string v;
+    if (ParseFlag(argv[i], "--benchmarks", &v)) {
+      o.benchmarks.clear();
+      for (const std::string& b : Split(v)) o.benchmarks.insert(b);
+    } else if (ParseFlag(argv[i], "--data", &v)) {
+      o.data = v;
+    } else if (ParseFlag(argv[i], "--min_time", &v)) {
+      o.min_time = std::stod(v);
+    } else if (ParseFlag(argv[i], "--cpu_batches", &v)) {
+      o.cpu_batches = Ints(v);
+    } else if (ParseFlag(argv[i], "--gpu_batches", &v)) {
+      o.gpu_batches = Ints(v);
+    } else if (ParseFlag(argv[i], "--sweep_max", &v)) {
+      o.sweep_max = std::max(1, std::stoi(v));
+    } else if (ParseFlag(argv[i], "--device", &v)) {
+      o.device = std::stoi(v);
+    } else if (ParseFlag(argv[i], "--frames", &v)) {
+      o.frames = std::max(1, std::stoi(v));
+    } else {
+      std::fprintf(stderr, "unknown flag %s\n", argv[i]);
+      return 2;
+    }
+  }
+  for (const std::string& b : o.benchmarks) {
+    if (b != "luma_stats" && b != "preprocess_fp32" && b != "preprocess_fp16" && b != "tuner_vs_sweep") {
+      std::fprintf(stderr, "unknown benchmark %s\n", b.c_str());
+      return 2;
+    }
+  }
+
+  std::vector<cv::Mat> photos;
+  std::string source;
+  if (!o.data.empty()) {
+    std::string error;
+    if (!ReadData(o.data, &photos, &error)) {
+      std::fprintf(stderr, "gpu_bench: %s\n", error.c_str());
+      return 1;
+    }
+    source = "real photos from " + o.data + " (bench/gpu_bench_data.cc: Debian opencv-doc samples)";
+  } else {
+    photos = SyntheticPhotos();
+    source = "synthetic photo-like images (no --data)";
+  }
+  const InputSet photo_set = MakeSet("photos", "photos as they are", photos);
+  const InputSet frame_set = MakeSet("frames_1080p", "1920x1080 crops of the photos", Frames1080p(photos, o.frames));
+
+  auto cpu = fg::MakeCpuBackend();
+  std::unique_ptr<fg::ComputeBackend> gpu;
+  std::string why;
+  std::vector<fg::DeviceInfo> devices = fg::CudaDevices(&why);
+  std::string device_line;
+  if (devices.empty()) {
+    device_line = std::string("none: no CUDA device found (") + why + "); CUDA compiled in: " +
+                  (fg::CudaCompiledIn() ? "yes" : "no");
+  } else {
+    auto g = fg::MakeCudaBackend(o.device);
+    if (!g.ok()) {
+      device_line = "none: cuda:" + std::to_string(o.device) + " unusable: " + g.status().ToString();
+    } else {
+      gpu = std::move(g).value();
+      auto info = gpu->Info();
+      char buf[256];
+      if (info.ok()) {
+        std::snprintf(buf, sizeof buf, "%s: %s, cc %d.%d, %d SMs, %.1f GiB VRAM (%.1f GiB free)",
+                      gpu->device().c_str(), info->name.c_str(), info->cc_major, info->cc_minor,
+                      info->multiprocessors, static_cast<double>(info->total_bytes) / (1 << 30),
+                      static_cast<double>(info->free_bytes) / (1 << 30));
+        device_line = buf;
+      } else {
+        device_line = gpu->device() + ": " + info.status().ToString();
+      }
+    }
+  }
+  const int sweep_max = o.sweep_max > 0 ? o.sweep_max : (gpu ? 512 : 64);
+
+  std::printf("framemill gpu_bench\n");
+  std::printf("Date:       %s\n", Date().c_str());
+  std::printf("CPU:        %u x %s (TBB concurrency %d)\n", std::thread::hardware_concurrency(), CpuModel().c_str(),
+              tbb::info::default_concurrency());
+  std::printf("CUDA:       %s\n", device_line.c_str());
+  std::printf("Data:       %s\n", source.c_str());
+  std::printf("Inputs:     photos: %zu images, mean %.2f MP (%.2f MB BGR); frames_1080p: %zu frames, 2.07 MP (6.2 MB)\n",
+              photo_set.images.size(), static_cast<double>(photo_set.mean_pixels) / 1e6, photo_set.mean_bytes / 1e6,
+              frame_set.images.size());
+  std::printf("Preprocess: 224x224, BGR->RGB, /255, ImageNet mean/std, NCHW\n");
+  std::printf("Timing:     1 warm-up batch, then batches for >= %.2f s; CPU batches", o.min_time);
+  for (int b : o.cpu_batches) std::printf(" %d", b);
+  std::printf("; CUDA batches");
+  for (int b : o.gpu_batches) std::printf(" %d", b);
+  std::printf("\n------------------------------------------------\n");
+  if (!gpu) std::printf("No CUDA device was found: CPU figures only.\n------------------------------------------------\n");
+  std::fflush(stdout);
+
+  std::vector<std::string> summary;
+  const std::vector<const InputSet*> sets = {&photo_set, &frame_set};
+  for (Op op : {Op::kLuma, Op::kPreFp32, Op::kPreFp16}) {
+    if (o.benchmarks.count(OpName(op))) RunThroughput(op, sets, *cpu, gpu.get(), o, &summary);
+  }
+  if (o.benchmarks.count("tuner_vs_sweep")) {
+    if (!gpu) std::printf("tuner_vs_sweep: no CUDA device, so on the CPU backend (the goal is about the GPU)\n");
+    fg::ComputeBackend& b = gpu ? *gpu : *cpu;
+    for (Op op : {Op::kLuma, Op::kPreFp16}) TunerVsSweep(op, frame_set, b, o, sweep_max, &summary);
+  }
+  std::printf("Summary\n");
+  for (const std::string& s : summary) std::printf("  %s\n", s.c_str());
+  return 0;
+}
