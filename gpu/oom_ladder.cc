@@ -17,6 +17,10 @@ bool OomLadder::CoolingDown(const std::string& op) const {
   return it != cool_until_.end() && clock_->NowMs() < it->second;
 }
 
+bool OomLadder::OnDevice(const std::string& op) const {
+  return gpu_ != nullptr && options_.cpu_only_ops.count(op) == 0 && !CoolingDown(op);
+}
+
 Status OomLadder::Run(const std::string& op, size_t items, int64_t pixels_per_item,
                       int64_t guess_bytes_per_item, const SliceFn& run,
                       std::vector<std::string>* device_of) {
@@ -26,7 +30,7 @@ Status OomLadder::Run(const std::string& op, size_t items, int64_t pixels_per_it
     for (size_t k = begin; k < end; ++k) (*device_of)[k] = cpu_->device();
     return Status::OK();
   };
-  const bool gpu_allowed = gpu_ != nullptr && options_.cpu_only_ops.count(op) == 0;
+  const bool gpu_allowed = gpu_ != nullptr && options_.cpu_only_ops.count(op) == 0;  // else CPU
   const TunerKey key{op, gpu_allowed ? gpu_->device() : cpu_->device(),
                      SizeBucket(pixels_per_item)};
   size_t i = 0;

@@ -52,6 +52,9 @@ class OomLadder {
   const LadderStats& stats() const { return stats_; }
   // True while `op` is parked on the CPU after repeated failures.
   bool CoolingDown(const std::string& op) const;
+  // Whether the next Run of `op` would try the device. Callers that only batch for
+  // the device's sake go item by item otherwise (better cache locality on a CPU).
+  bool OnDevice(const std::string& op) const;
 
  private:
   ComputeBackend* gpu_;

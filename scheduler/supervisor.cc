@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <spdlog/spdlog.h>
+#include <tbb/global_control.h>
 
 #include <atomic>
 #include <chrono>
@@ -117,9 +118,13 @@ pid_t SpawnWorker(const Config& config, const StageRegistry& registry, const Run
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   if (getppid() == 1) _exit(kExitInterrupted);  // supervisor already gone
-  // Parallelism comes from processes; OpenCV's own threads would oversubscribe.
-  cv::setNumThreads(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
-                                    std::max(1, config.workers)));
+  // Parallelism comes from processes; OpenCV's and TBB's own threads get this
+  // worker's share of the cores, or they would oversubscribe them.
+  const int share = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
+                                    std::max(1, config.workers));
+  cv::setNumThreads(share);
+  tbb::global_control tbb_threads(tbb::global_control::max_allowed_parallelism,
+                                  static_cast<size_t>(share));
   _exit(WorkerMain(config, registry, req, run_id, index));
 }
 

@@ -61,6 +61,19 @@ StageOutput LightingStage::Run(const ClaimedJob& job) {
 
 std::vector<StageOutput> LightingStage::RunBatch(const std::vector<ClaimedJob>& jobs,
                                                  const StageContext& ctx) {
+  if (ctx.ladder->OnDevice("LIGHTING") || jobs.size() <= 1) return RunTogether(jobs, ctx);
+  // On the CPU, batching buys nothing and costs cache: each decoded image would be
+  // evicted before its statistics are taken. One item at a time instead.
+  std::vector<StageOutput> out;
+  for (const ClaimedJob& job : jobs) {
+    if (ctx.stop != nullptr && ctx.stop->load()) break;
+    out.push_back(std::move(RunTogether({job}, ctx).front()));
+  }
+  return out;
+}
+
+std::vector<StageOutput> LightingStage::RunTogether(const std::vector<ClaimedJob>& jobs,
+                                                    const StageContext& ctx) {
   std::vector<StageOutput> out(jobs.size());
   std::vector<nlohmann::json> media(jobs.size());
   std::vector<Frame> frames;

@@ -18,6 +18,9 @@ class LightingStage : public Stage {
                                     const StageContext& ctx) override;
 
  private:
+  // Decodes every job, then takes all frames' statistics in one ladder run.
+  std::vector<StageOutput> RunTogether(const std::vector<ClaimedJob>& jobs,
+                                       const StageContext& ctx);
   MediaConfig media_;
   StageSpec spec_;
 };
