@@ -100,6 +100,18 @@ Setting Int(std::string key, std::string env, std::string flag, F ref, int64_t l
 }
 
 template <typename F>
+Setting Dbl(std::string key, std::string env, F ref, double lo, double hi) {
+  return {key, env, "",
+          [=](Config& c, const std::string& v, const std::string& where) -> Status {
+            auto d = ParseDouble(v, lo, hi, where);
+            if (!d.ok()) return d.status();
+            ref(c) = *d;
+            return Status::OK();
+          },
+          [=](const Config& c) { return FormatNumber(ref(const_cast<Config&>(c))); }};
+}
+
+template <typename F>
 Setting Str(std::string key, std::string env, std::string flag, F ref) {
   return {key, env, flag,
           [=](Config& c, const std::string& v, const std::string& where) -> Status {
@@ -212,26 +224,14 @@ const std::vector<Setting>& Settings() {
                       {"mps", "only CUDA is supported (use auto, cuda, cpu or sim)"}}));
     t.push_back(Int("gpu.device_id", "GPU_DEVICE_ID", "",
                     [](Config& c) -> int& { return c.gpu.device_id; }, 0, 1023));
-    t.push_back(Setting{"gpu.memory_limit_gb", "GPU_MEMORY_LIMIT_GB", "",
-                        [](Config& c, const std::string& v, const std::string& where) -> Status {
-                          auto d = ParseDouble(v, 0, 1e6, where);
-                          if (!d.ok()) return d.status();
-                          c.gpu.memory_limit_gb = *d;
-                          return Status::OK();
-                        },
-                        [](const Config& c) { return FormatNumber(c.gpu.memory_limit_gb); }});
+    t.push_back(Dbl("gpu.memory_limit_gb", "GPU_MEMORY_LIMIT_GB",
+                    [](Config& c) -> double& { return c.gpu.memory_limit_gb; }, 0, 1e6));
     t.push_back(Int("gpu.batch_size", "GPU_BATCH_SIZE", "",
                     [](Config& c) -> int& { return c.gpu.batch_size; }, 0, 65536));
     t.push_back(Int("gpu.sim_vram_mb", "FRAMEMILL_SIM_VRAM_MB", "",
                     [](Config& c) -> int& { return c.gpu.sim_vram_mb; }, 1, 10'000'000));
-    t.push_back(Setting{"gpu.sim_cost", "FRAMEMILL_SIM_COST", "",
-                        [](Config& c, const std::string& v, const std::string& where) -> Status {
-                          auto d = ParseDouble(v, 0.001, 1e6, where);
-                          if (!d.ok()) return d.status();
-                          c.gpu.sim_cost = *d;
-                          return Status::OK();
-                        },
-                        [](const Config& c) { return FormatNumber(c.gpu.sim_cost); }});
+    t.push_back(Dbl("gpu.sim_cost", "FRAMEMILL_SIM_COST",
+                    [](Config& c) -> double& { return c.gpu.sim_cost; }, 0.001, 1e6));
     return t;
   }();
   return table;
