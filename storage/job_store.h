@@ -113,7 +113,9 @@ class JobStore {
 
   // --- workers ---
   // Rescues expired leases, then leases up to `limit` claimable jobs of `stages` to
-  // `worker` under one fresh token. Empty when nothing is claimable now.
+  // `worker` under one fresh token. Empty when nothing is claimable now. A rescued job
+  // (its worker died holding it) comes back alone, ahead of the rest, until it is
+  // done: an input that kills workers then fails by itself, not with its batch.
   virtual Result<std::vector<ClaimedJob>> Claim(const std::string& worker,
                                                 const std::vector<std::string>& stages,
                                                 int limit, int64_t lease_ms) = 0;

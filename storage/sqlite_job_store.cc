@@ -357,7 +357,7 @@ Result<int> SqliteJobStore::RescueExpiredLocked(int64_t now) {
   FM_PREPARE(up,
              "UPDATE jobs SET state = CASE WHEN attempts >= max_attempts THEN " S_FAILED
              " ELSE " S_PENDING " END,"
-             " lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,"
+             " lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, suspect = 1,"
              " next_run_at = ?, error_class = 'lease_expired',"
              " last_error = 'worker ' || coalesce(lease_owner, '?') ||"
              "   ' stopped renewing its lease (crashed or hung)',"
@@ -409,6 +409,14 @@ Result<std::vector<ClaimedJob>> SqliteJobStore::Claim(const std::string& worker,
                                                       int limit, int64_t lease_ms) {
   std::vector<ClaimedJob> out;
   if (stages.empty() || limit <= 0) return out;
+  // A suspect (its last worker died holding it) is claimed alone, ahead of others.
+  const std::string suspect_sql =
+      "UPDATE jobs SET state = " S_RUNNING ", lease_token = ?, lease_owner = ?, lease_expires_at = ?,"
+      " attempts = attempts + 1, started_at = ?"
+      " WHERE id = (SELECT id FROM jobs WHERE state = " S_PENDING " AND suspect = 1"
+      "             AND next_run_at <= ? AND +stage IN (" + Placeholders(stages.size()) + ")"
+      "             ORDER BY priority DESC, id LIMIT 1)"
+      " RETURNING id, item_id, stage, attempts, max_attempts";
   const std::string sql =
       "UPDATE jobs SET state = " S_RUNNING ", lease_token = ?, lease_owner = ?, lease_expires_at = ?,"
       " attempts = attempts + 1, started_at = ?"
@@ -425,27 +433,32 @@ Result<std::vector<ClaimedJob>> SqliteJobStore::Claim(const std::string& worker,
     if (!rescued.ok()) return rescued.status();
     int64_t token = static_cast<int64_t>(rng_() >> 1);
     if (token == 0) token = 1;
-    FM_PREPARE(up, sql);
-    int i = 1;
-    up.Bind(i++, token);
-    up.Bind(i++, worker);
-    up.Bind(i++, now + lease_ms);
-    up.Bind(i++, now);
-    up.Bind(i++, now);
-    for (const std::string& st : stages) up.Bind(i++, st);
-    up.Bind(i++, limit);
-    for (;;) {
-      FM_STEP(row, up.Step());
-      if (!row) break;
-      ClaimedJob j;
-      j.id = up.Int(0);
-      j.item_id = up.Int(1);
-      j.stage = up.Text(2);
-      j.attempts = static_cast<int>(up.Int(3));
-      j.max_attempts = static_cast<int>(up.Int(4));
-      j.lease_token = token;
-      out.push_back(std::move(j));
-    }
+    auto claim = [&](const std::string& text, bool with_limit) -> Status {
+      FM_PREPARE(up, text);
+      int i = 1;
+      up.Bind(i++, token);
+      up.Bind(i++, worker);
+      up.Bind(i++, now + lease_ms);
+      up.Bind(i++, now);
+      up.Bind(i++, now);
+      for (const std::string& st : stages) up.Bind(i++, st);
+      if (with_limit) up.Bind(i++, limit);
+      for (;;) {
+        FM_STEP(row, up.Step());
+        if (!row) break;
+        ClaimedJob j;
+        j.id = up.Int(0);
+        j.item_id = up.Int(1);
+        j.stage = up.Text(2);
+        j.attempts = static_cast<int>(up.Int(3));
+        j.max_attempts = static_cast<int>(up.Int(4));
+        j.lease_token = token;
+        out.push_back(std::move(j));
+      }
+      return Status::OK();
+    };
+    FM_RETURN_IF_ERROR(claim(suspect_sql, false));
+    if (out.empty()) FM_RETURN_IF_ERROR(claim(sql, true));
     for (ClaimedJob& j : out) {
       FM_PREPARE(item, "SELECT source, kind, media_info FROM items WHERE id = ?");
       item.Bind(1, j.item_id);
@@ -501,7 +514,7 @@ Result<CompleteStats> SqliteJobStore::Complete(const std::vector<Completion>& ba
         case Completion::Outcome::kDone: {
           FM_PREPARE(up, "UPDATE jobs SET state = " S_DONE ", finished_at = ?, device = ?,"
                          " lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,"
-                         " error_class = NULL, last_error = NULL WHERE id = ?");
+                         " suspect = 0, error_class = NULL, last_error = NULL WHERE id = ?");
           FM_RETURN_IF_ERROR(up.Bind(1, now).Bind(2, c.device).Bind(3, c.job_id).Run());
           FM_PREPARE(res, "INSERT INTO results (job_id, device, result, artifacts, created_at)"
                           " VALUES (?,?,?,?,?) ON CONFLICT (job_id) DO UPDATE SET"

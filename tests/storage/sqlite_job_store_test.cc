@@ -520,8 +520,13 @@ TEST_F(SqliteJobStoreTest, ExpiredLeasesAreRescuedAndReclaimedByAnotherWorker) {
   auto a = Claim("A", {"a"}, 10, 1000);
   ASSERT_EQ(a.size(), 3u);
   clock_.Advance(2000);
-  auto b = Claim("B", {"a"}, 10, 1000);
-  ASSERT_EQ(b.size(), 3u);
+  // Rescued jobs are suspects: each comes back alone.
+  std::vector<ClaimedJob> b;
+  for (int k = 0; k < 3; ++k) {
+    auto one = Claim("B", {"a"}, 10, 1000);
+    ASSERT_EQ(one.size(), 1u);
+    b.push_back(one[0]);
+  }
   for (size_t i = 0; i < 3; ++i) {
     EXPECT_EQ(b[i].id, a[i].id);
     EXPECT_NE(b[i].lease_token, a[i].lease_token);
@@ -535,6 +540,40 @@ TEST_F(SqliteJobStoreTest, ExpiredLeasesAreRescuedAndReclaimedByAnotherWorker) {
     EXPECT_NE(msg.find("worker A"), std::string::npos) << msg;
     EXPECT_NE(msg.find("lease"), std::string::npos) << msg;
   }
+}
+
+// A worker that dies mid-batch (an input that crashes the decoder, say) must not take
+// its batch-mates' attempts with it again: rescued jobs run alone until done.
+TEST_F(SqliteJobStoreTest, RescuedJobsAreClaimedAloneAheadOfOthersUntilDone) {
+  AddStage(Stage("a"));
+  Open();
+  Enqueue(Images(6), {"a"});
+  auto a = Claim("A", {"a"}, 3, 1000);
+  ASSERT_EQ(a.size(), 3u);
+  clock_.Advance(2000);  // A died holding them
+  auto s1 = Claim("B", {"a"}, 10, 1000);
+  ASSERT_EQ(s1.size(), 1u);
+  EXPECT_EQ(s1[0].id, a[0].id);
+  EXPECT_EQ(JobCol("suspect", "/data/img0.png", "a"), 1);
+  // Done clears the suspicion; a transient failure keeps it (it is claimed alone again).
+  Complete({Done(s1[0], "{}")});
+  EXPECT_EQ(JobCol("suspect", "/data/img0.png", "a"), 0);
+  auto s2 = Claim("B", {"a"}, 10, 1000);
+  ASSERT_EQ(s2.size(), 1u);
+  EXPECT_EQ(s2[0].id, a[1].id);
+  Complete({Failed(s2[0], Status::IOError("disk hiccup"))});
+  clock_.Advance(10 * 60 * 1000);  // past the retry backoff
+  auto s3 = Claim("B", {"a"}, 10, 1000);
+  ASSERT_EQ(s3.size(), 1u);
+  EXPECT_EQ(s3[0].id, a[1].id);
+  Complete({Done(s3[0], "{}")});
+  auto s4 = Claim("B", {"a"}, 10, 1000);
+  ASSERT_EQ(s4.size(), 1u);
+  EXPECT_EQ(s4[0].id, a[2].id);
+  Complete({Done(s4[0], "{}")});
+  // No suspects left: the untouched jobs come as one batch again.
+  auto rest = Claim("B", {"a"}, 10, 1000);
+  EXPECT_EQ(rest.size(), 3u);
 }
 
 TEST_F(SqliteJobStoreTest, RescuedJobIsPendingAndRecordsWhyAndWhen) {
@@ -586,8 +625,12 @@ TEST_F(SqliteJobStoreTest, WorkerWhoseLeaseWasRescuedCannotCompleteItsJobs) {
   auto a = Claim("A", {"a"}, 10, 1000);
   ASSERT_EQ(a.size(), 3u);
   clock_.Advance(2000);
-  auto b = Claim("B", {"a"}, 10, 1000);
-  ASSERT_EQ(b.size(), 3u);
+  std::vector<ClaimedJob> b;
+  for (int k = 0; k < 3; ++k) {
+    auto one = Claim("B", {"a"}, 10, 1000);
+    ASSERT_EQ(one.size(), 1u);
+    b.push_back(one[0]);
+  }
 
   std::vector<Completion> late;
   for (const auto& j : a) late.push_back(Done(j, R"({"by":"A"})"));
