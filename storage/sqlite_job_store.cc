@@ -409,23 +409,19 @@ Result<std::vector<ClaimedJob>> SqliteJobStore::Claim(const std::string& worker,
                                                       int limit, int64_t lease_ms) {
   std::vector<ClaimedJob> out;
   if (stages.empty() || limit <= 0) return out;
-  // A suspect (its last worker died holding it) is claimed alone, ahead of others.
-  const std::string suspect_sql =
-      "UPDATE jobs SET state = " S_RUNNING ", lease_token = ?, lease_owner = ?, lease_expires_at = ?,"
-      " attempts = attempts + 1, started_at = ?"
-      " WHERE id = (SELECT id FROM jobs WHERE state = " S_PENDING " AND suspect = 1"
-      "             AND next_run_at <= ? AND +stage IN (" + Placeholders(stages.size()) + ")"
-      "             ORDER BY priority DESC, id LIMIT 1)"
-      " RETURNING id, item_id, stage, attempts, max_attempts";
-  const std::string sql =
-      "UPDATE jobs SET state = " S_RUNNING ", lease_token = ?, lease_owner = ?, lease_expires_at = ?,"
-      " attempts = attempts + 1, started_at = ?"
-      // Literal state and `+stage` so the planner walks jobs_claimable in order and
-      // stops after `limit` rows, instead of sorting every pending job of the stages.
+  // Both claims lease what a subquery picks: pending, due, of these stages, in order.
+  // Literal state and `+stage` so the planner walks the partial index in order and
+  // stops after LIMIT rows, instead of sorting every pending job of the stages.
+  const std::string lease =
+      "UPDATE jobs SET state = " S_RUNNING ", lease_token = ?, lease_owner = ?,"
+      " lease_expires_at = ?, attempts = attempts + 1, started_at = ?"
       " WHERE id IN (SELECT id FROM jobs WHERE state = " S_PENDING " AND next_run_at <= ?"
-      "              AND +stage IN (" + Placeholders(stages.size()) + ")"
-      "              ORDER BY priority DESC, id LIMIT ?)"
-      " RETURNING id, item_id, stage, attempts, max_attempts";
+      " AND +stage IN (" + Placeholders(stages.size()) + ")";
+  const std::string order = " ORDER BY priority DESC, id LIMIT ";
+  const std::string returning = ") RETURNING id, item_id, stage, attempts, max_attempts";
+  // A suspect (its last worker died holding it) is claimed alone, ahead of others.
+  const std::string suspect_sql = lease + " AND suspect = 1" + order + "1" + returning;
+  const std::string sql = lease + order + "?" + returning;
   Status s = db_->Transaction(SqliteDb::TxnKind::kWrite, [&]() -> Status {
     out.clear();
     const int64_t now = clock_->NowMs();
