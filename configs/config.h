@@ -45,7 +45,7 @@ struct GpuConfig {
 struct Config {
   std::string db = "./framemill.db";
   std::string out = "./framemill-out";
-  std::string models = "./models";
+  std::string models = "./framemill-models";
   std::string config_file;  // empty: none
   int workers = 1;          // default: number of cores, filled at load
   std::string log_level = "info";

