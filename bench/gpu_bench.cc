@@ -6,6 +6,7 @@
 //   gpu_bench [--benchmarks=luma_stats,preprocess_fp32,preprocess_fp16,tuner_vs_sweep]
 //             [--data=FILE] [--min_time=S] [--cpu_batches=1,8,32,128]
 //             [--gpu_batches=1,8,32,128,512] [--sweep_max=512] [--device=N] [--frames=N]
+//             [--models=DIR] [--engine_batches=1,2,4,8,16,32,64] [--engine_cpu=0|1]
 //
 // Inputs: --data=FILE is a raw file of real photos written by bench/gpu_bench_data.cc
 // (Debian's opencv-doc sample photos, decoded); without it, photo-sized synthetic
@@ -21,11 +22,21 @@
 // (powers of two) against the size BatchTuner settles on when driven as the OOM ladder
 // drives it (one timed batch per probe, bytes learned from LastBatchBytes()); goal:
 // chosen >= 90% of the best.
+// engine: our inference engine (gpu/engine/) on every converted model under --models
+// (default: $FRAMEMILL_MODELS; directories holding model.fmg.json), on CUDA kernels in
+// fp32 and fp16: images/s at each of --engine_batches (end to end: upload, all steps,
+// download; a deterministic synthetic input), device bytes per item from the plan
+// (Plan::BatchBytes() / batch, weights apart), the best batch of the sweep and the one
+// BatchTuner settles on when fed the same timings. Fixed-batch models run batch 1 only.
+// Without a device (or with --engine_cpu=1) the CPU reference kernels give ms/image at
+// batch 1 for comparison.
 // Without a CUDA device it says so, prints the CPU figures, and runs tuner_vs_sweep on
 // the CPU backend (sweep capped at 64) to exercise the tuner.
 #include <tbb/info.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -45,6 +56,9 @@
 
 #include "gpu/batch_tuner.h"
 #include "gpu/compute_backend.h"
+#include "gpu/engine/cpu_kernels.h"
+#include "gpu/engine/cuda_kernels_factory.h"
+#include "gpu/engine/engine.h"
 #include "gpu/ops.h"
 
 namespace fg = framemill::gpu;
@@ -78,7 +92,8 @@ fg::PreprocessSpec Spec(Op op) {
 }
 
 struct Options {
-  std::set<std::string> benchmarks = {"luma_stats", "preprocess_fp32", "preprocess_fp16", "tuner_vs_sweep"};
+  std::set<std::string> benchmarks = {"luma_stats", "preprocess_fp32", "preprocess_fp16", "tuner_vs_sweep",
+                                      "engine"};
   std::string data;
   double min_time = 1.0;
   std::vector<int> cpu_batches = {1, 8, 32, 128};
@@ -86,6 +101,9 @@ struct Options {
   int sweep_max = 0;  // 0: 512 with a device, 64 without
   int device = 0;
   int frames = 16;
+  std::string models;  // --models, else $FRAMEMILL_MODELS
+  std::vector<int> engine_batches = {1, 2, 4, 8, 16, 32, 64};
+  bool engine_cpu = false;
 };
 
 struct InputSet {
@@ -404,6 +422,182 @@ void TunerVsSweep(Op op, const InputSet& set, fg::ComputeBackend& backend, const
   summary->push_back(line);
 }
 
+
+// ---- engine ----
+
+namespace fe = framemill::gpu::engine;
+
+std::vector<std::filesystem::path> ModelDirs(const std::string& root) {
+  std::vector<std::filesystem::path> out;
+  if (root.empty()) return out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(root, ec)) {
+    if (e.is_directory() && e.path().extension() != ".tmp" && std::filesystem::exists(e.path() / "model.fmg.json"))
+      out.push_back(e.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// A deterministic input of `shape` (NCHW): smooth waves in the usual normalised range.
+fg::Tensor EngineInput(const std::vector<int64_t>& shape, fe::StorageType st) {
+  fg::Tensor t;
+  t.shape = shape;
+  t.type = st == fe::StorageType::kFloat16 ? fg::TensorType::kFloat16 : fg::TensorType::kFloat32;
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  const int64_t w = shape.back(), h = shape.size() >= 2 ? shape[shape.size() - 2] : 1;
+  t.data.resize(static_cast<size_t>(n) * t.ElementBytes());
+  for (int64_t i = 0; i < n; ++i) {
+    const double x = static_cast<double>(i % w) / w, y = static_cast<double>((i / w) % h) / h;
+    const float v = static_cast<float>(0.5 + 0.4 * std::sin(7 * x + 3 * y + static_cast<double>(i / (w * h))));
+    if (t.type == fg::TensorType::kFloat32) {
+      std::memcpy(t.data.data() + 4 * i, &v, 4);
+    } else {
+      const uint16_t hv = fg::FloatToHalf(v);
+      std::memcpy(t.data.data() + 2 * i, &hv, 2);
+    }
+  }
+  return t;
+}
+
+struct EngineMeasure {
+  Status status;
+  double images_per_s = 0, ms_per_batch = 0;
+  int runs = 0;
+};
+
+EngineMeasure TimeEngine(fe::Engine& e, const fg::Tensor& input, double min_time) {
+  EngineMeasure m;
+  m.status = e.Run(input).status();  // warm-up: arena, caches
+  if (!m.status.ok()) return m;
+  const double t0 = Now();
+  double t = t0;
+  do {
+    m.status = e.Run(input).status();
+    if (!m.status.ok()) return m;
+    ++m.runs;
+    t = Now();
+  } while (t - t0 < min_time);
+  m.ms_per_batch = 1e3 * (t - t0) / m.runs;
+  m.images_per_s = static_cast<double>(input.shape[0]) * m.runs / (t - t0);
+  return m;
+}
+
+void RunEngine(const Options& o, bool have_gpu, int64_t device_free_bytes, std::vector<std::string>* summary) {
+  const std::vector<std::filesystem::path> dirs = ModelDirs(o.models);
+  if (dirs.empty()) {
+    std::printf("engine: no converted models under '%s' (--models or FRAMEMILL_MODELS)\n"
+                "------------------------------------------------\n",
+                o.models.c_str());
+    summary->push_back("engine: no models");
+    return;
+  }
+  for (const auto& dir : dirs) {
+    const std::string model = dir.filename().string(), fmg = (dir / "model.fmg.json").string();
+    if (!have_gpu || o.engine_cpu) {
+      auto e = fe::Engine::Load(fmg, fe::MakeCpuKernels());
+      if (!e.ok()) {
+        std::printf("engine %-18s cpu   : %s\n", model.c_str(), e.status().ToString().c_str());
+        continue;
+      }
+      std::vector<int64_t> shape = (*e)->graph().inputs.at(0).shape;
+      shape[0] = 1;
+      EngineMeasure m = TimeEngine(**e, EngineInput(shape, fe::StorageType::kFloat32), o.min_time);
+      char line[256];
+      if (m.status.ok()) {
+        std::snprintf(line, sizeof line, "engine %-18s cpu kernels fp32 batch 1 : %10.2f ms/image (%d runs)",
+                      model.c_str(), m.ms_per_batch, m.runs);
+      } else {
+        std::snprintf(line, sizeof line, "engine %-18s cpu kernels fp32 batch 1 : %s", model.c_str(),
+                      m.status.ToString().c_str());
+      }
+      std::printf("%s\n", line);
+      summary->push_back(line);
+      std::fflush(stdout);
+    }
+    if (!have_gpu) continue;
+    for (fe::StorageType st : {fe::StorageType::kFloat32, fe::StorageType::kFloat16}) {
+      const char* tname = st == fe::StorageType::kFloat32 ? "fp32" : "fp16";
+      auto kernels = fe::MakeCudaKernels(o.device);
+      if (!kernels.ok()) {
+        std::printf("engine %-18s cuda %s: %s\n", model.c_str(), tname, kernels.status().ToString().c_str());
+        continue;
+      }
+      fe::EngineOptions eo;
+      eo.storage = st;
+      auto e = fe::Engine::Load(fmg, std::move(kernels).value(), eo);
+      if (!e.ok()) {
+        std::printf("engine %-18s cuda %s: %s\n", model.c_str(), tname, e.status().ToString().c_str());
+        continue;
+      }
+      std::vector<int64_t> shape = (*e)->graph().inputs.at(0).shape;
+      const bool batchable = !shape.empty() && shape[0] < 0;
+      auto plan1 = (*e)->PlanFor(1);
+      const int64_t weights = plan1.ok() ? (*plan1)->weight_bytes : 0;
+      std::map<int, double> sweep;
+      std::map<int, double> secs_per_batch;
+      std::map<int, int64_t> batch_bytes;
+      for (int b : o.engine_batches) {
+        if (!batchable && b != 1) continue;
+        auto plan = (*e)->PlanFor(b);
+        if (!plan.ok()) {
+          std::printf("engine %-18s cuda %s batch %3d : %s\n", model.c_str(), tname, b,
+                      plan.status().ToString().c_str());
+          break;
+        }
+        shape[0] = b;
+        EngineMeasure m = TimeEngine(**e, EngineInput(shape, st), o.min_time);
+        const int64_t bb = (*plan)->BatchBytes();
+        if (!m.status.ok()) {
+          std::printf("engine %-18s cuda %s batch %3d : %s\n", model.c_str(), tname, b, m.status.ToString().c_str());
+          break;  // out of memory: larger batches will not fit either
+        }
+        std::printf("engine %-18s cuda %s batch %3d : %10.1f img/s %9.2f ms/batch  %8.2f MiB/item (+%.1f MiB weights)\n",
+                    model.c_str(), tname, b, m.images_per_s, m.ms_per_batch,
+                    static_cast<double>(bb) / b / (1 << 20), static_cast<double>(weights) / (1 << 20));
+        std::fflush(stdout);
+        sweep[b] = m.images_per_s;
+        secs_per_batch[b] = m.ms_per_batch / 1e3;
+        batch_bytes[b] = bb;
+      }
+      if (sweep.empty()) continue;
+      auto best = std::max_element(sweep.begin(), sweep.end(),
+                                   [](const auto& a, const auto& b) { return a.second < b.second; });
+      // The tuner, fed the sweep's timings and the plan's bytes (sizes outside the sweep:
+      // the nearest measured one below).
+      int chosen = 1;
+      if (batchable) {
+        fg::TunerOptions topt;
+        topt.max_batch = o.engine_batches.empty() ? 64 : *std::max_element(o.engine_batches.begin(), o.engine_batches.end());
+        fg::BatchTuner tuner(topt, nullptr);
+        const fg::TunerKey key{"ENGINE_" + model + "_" + tname, "cuda:" + std::to_string(o.device), 0};
+        const int64_t guess = batch_bytes.begin()->second / batch_bytes.begin()->first;
+        const int64_t budget = device_free_bytes > 0 ? device_free_bytes - weights : 0;
+        for (int iter = 0; iter < 40; ++iter) {
+          const int b = tuner.Next(key, budget, guess);
+          if (tuner.Settled(key)) break;
+          auto it = secs_per_batch.upper_bound(b);
+          if (it == secs_per_batch.begin()) break;
+          --it;
+          const double secs = it->second * b / it->first;
+          tuner.Observe(key, b, secs, batch_bytes[it->first] / it->first * b);
+        }
+        chosen = tuner.Next(key, budget, guess);
+      }
+      auto below = sweep.upper_bound(chosen);
+      const double chosen_ips = below == sweep.begin() ? 0 : std::prev(below)->second;
+      char line[320];
+      std::snprintf(line, sizeof line,
+                    "engine %-18s cuda %s: best %8.1f img/s at batch %d; tuner chose %d (%.1f img/s); %.2f MiB/item",
+                    model.c_str(), tname, best->second, best->first, chosen, chosen_ips,
+                    static_cast<double>(batch_bytes[best->first]) / best->first / (1 << 20));
+      std::printf("%s\n------------------------------------------------\n", line);
+      summary->push_back(line);
+      std::fflush(stdout);
+    }
+  }
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -427,16 +621,29 @@ int main(int argc, char** argv) {
       o.device = std::stoi(v);
     } else if (ParseFlag(argv[i], "--frames", &v)) {
       o.frames = std::max(1, std::stoi(v));
+    } else if (ParseFlag(argv[i], "--models", &v)) {
+      o.models = v;
+    } else if (ParseFlag(argv[i], "--engine_batches", &v)) {
+      o.engine_batches = Ints(v);
+    } else if (ParseFlag(argv[i], "--engine_cpu", &v)) {
+      o.engine_cpu = v == "1" || v == "true";
     } else {
       std::fprintf(stderr, "unknown flag %s\n", argv[i]);
       return 2;
     }
   }
   for (const std::string& b : o.benchmarks) {
-    if (b != "luma_stats" && b != "preprocess_fp32" && b != "preprocess_fp16" && b != "tuner_vs_sweep") {
+    if (b != "luma_stats" && b != "preprocess_fp32" && b != "preprocess_fp16" && b != "tuner_vs_sweep" &&
+        b != "engine") {
       std::fprintf(stderr, "unknown benchmark %s\n", b.c_str());
       return 2;
     }
+  }
+
+  if (o.models.empty()) {
+    // A bench, like a test, may read the environment: the model directory the tests use.
+    const char* env = std::getenv("FRAMEMILL_MODELS");
+    if (env != nullptr) o.models = env;
   }
 
   std::vector<cv::Mat> photos;
@@ -494,6 +701,13 @@ int main(int argc, char** argv) {
               photo_set.images.size(), static_cast<double>(photo_set.mean_pixels) / 1e6, photo_set.mean_bytes / 1e6,
               frame_set.images.size());
   std::printf("Preprocess: 224x224, BGR->RGB, /255, ImageNet mean/std, NCHW\n");
+  if (o.benchmarks.count("engine")) {
+    const auto model_dirs = ModelDirs(o.models);
+    std::printf("Engine:     %zu model(s) under '%s'; batches", model_dirs.size(), o.models.c_str());
+    for (int b : o.engine_batches) std::printf(" %d", b);
+    std::printf("; own CUDA kernels (no cuDNN/cuBLAS), fp32 and fp16 storage, fp32 accumulation%s\n",
+                o.engine_cpu || !gpu ? "; CPU reference kernels at batch 1" : "");
+  }
   std::printf("Timing:     1 warm-up batch, then batches for >= %.2f s; CPU batches", o.min_time);
   for (int b : o.cpu_batches) std::printf(" %d", b);
   std::printf("; CUDA batches");
@@ -511,6 +725,14 @@ int main(int argc, char** argv) {
     if (!gpu) std::printf("tuner_vs_sweep: no CUDA device, so on the CPU backend (the goal is about the GPU)\n");
     fg::ComputeBackend& b = gpu ? *gpu : *cpu;
     for (Op op : {Op::kLuma, Op::kPreFp16}) TunerVsSweep(op, frame_set, b, o, sweep_max, &summary);
+  }
+  if (o.benchmarks.count("engine")) {
+    int64_t free_bytes = 0;
+    if (gpu) {
+      auto info = gpu->Info();
+      if (info.ok()) free_bytes = info->free_bytes;
+    }
+    RunEngine(o, gpu != nullptr, free_bytes, &summary);
   }
   std::printf("Summary\n");
   for (const std::string& s : summary) std::printf("  %s\n", s.c_str());

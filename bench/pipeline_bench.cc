@@ -111,6 +111,7 @@ Measure FramemillRun(const std::string& dir, const std::string& media, int worke
   std::string log = dir + "/run.log";
   setenv("FRAMEMILL_DB", db.c_str(), 1);
   setenv("LOG_LEVEL", "warn", 1);
+  setenv("FRAMEMILL_STAGES", "lighting", 1);  // the same work as PlainLoop
   if (Run({FRAMEMILL_BIN, "enqueue", media}, log) != 0) {
     std::fprintf(stderr, "enqueue failed, see %s\n", log.c_str());
     std::exit(1);

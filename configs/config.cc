@@ -196,6 +196,19 @@ const std::vector<Setting>& Settings() {
                     1'000'000'000'000));
     t.push_back(Int("media.video_sample_frames", "", "",
                     [](Config& c) -> int& { return c.media.video_sample_frames; }, 1, 10'000));
+    t.push_back(Int("media.model_frames", "FRAMEMILL_MODEL_FRAMES", "",
+                    [](Config& c) -> int& { return c.media.model_frames; }, 1, 1'000));
+    t.push_back(Dbl("categorize.min_score", "FRAMEMILL_CATEGORIZE_MIN_SCORE",
+                    [](Config& c) -> double& { return c.categorize.min_score; }, 0, 1));
+    t.push_back(Enum("faces.embedding_model", "FRAMEMILL_FACES_EMBEDDING_MODEL", "",
+                     [](Config& c) -> std::string& { return c.faces.embedding_model; },
+                     {"mobilefacenet", "faceres"}));
+    t.push_back(Enum("pose.model", "FRAMEMILL_POSE_MODEL", "",
+                     [](Config& c) -> std::string& { return c.pose.model; },
+                     {"movenet-lightning", "blazepose-full"}));
+    t.push_back(Enum("segment.model", "FRAMEMILL_SEGMENT_MODEL", "",
+                     [](Config& c) -> std::string& { return c.segment.model; },
+                     {"selfie", "isnet"}));
     t.push_back(Setting{"gpu.all", "ALL_GPU", "",
                         [](Config& c, const std::string& v, const std::string& where) -> Status {
                           auto t = ParseTristate(v, where);

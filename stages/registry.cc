@@ -1,6 +1,11 @@
 #include "stages/registry.h"
 
+#include "stages/categorize_stage.h"
+#include "stages/faces_stage.h"
 #include "stages/lighting_stage.h"
+#include "stages/model_pool.h"
+#include "stages/pose_stage.h"
+#include "stages/segment_stage.h"
 
 namespace framemill {
 
@@ -20,6 +25,13 @@ std::unique_ptr<StageRegistry> MakeDefaultRegistry(const Config& config) {
   auto r = std::make_unique<StageRegistry>();
   std::string error;
   r->Add(std::make_unique<LightingStage>(config.media), &error);
+  // One pool for the process: stages that share a model share its opened instances.
+  // Nothing is opened until a stage first runs.
+  auto pool = std::make_shared<ModelPool>(config.models);
+  r->Add(std::make_unique<CategorizeStage>(pool, config.media, config.categorize), &error);
+  r->Add(std::make_unique<FacesStage>(pool, config.media, config.faces), &error);
+  r->Add(std::make_unique<PoseStage>(pool, config.media, config.pose), &error);
+  r->Add(std::make_unique<SegmentStage>(pool, config.media, config.segment, config.out), &error);
   return r;
 }
 

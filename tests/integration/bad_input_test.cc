@@ -44,7 +44,8 @@ TEST(BadInputTest, EachBadFileFailsItsOwnJobWithTheReason) {
 
   const std::string db = dir / "fm.db";
   std::map<std::string, std::string> env = {{"FRAMEMILL_DB", db},
-                                            {"FRAMEMILL_MAX_IMAGE_PIXELS", "50000000"}};
+                                            {"FRAMEMILL_MAX_IMAGE_PIXELS", "50000000"},
+                                            {"FRAMEMILL_STAGES", "lighting"}};
   auto enq = RunProcess({FRAMEMILL_BIN, "enqueue", media}, env, dir.path());
   ASSERT_EQ(enq.exit_code, 0) << enq.err;
   EXPECT_NE(enq.out.find("skipped 1 file(s): not an image or video"), std::string::npos) << enq.out;

@@ -26,7 +26,8 @@ TEST(CrashTest, SigkillAtRandomMomentsLosesNothingAndDoesNothingTwice) {
   std::map<std::string, std::string> env = {
       {"FRAMEMILL_DB", db}, {"FRAMEMILL_LEASE_MS", "800"},
       {"FRAMEMILL_MAX_ATTEMPTS", std::to_string(kMaxAttempts)},
-      {"FRAMEMILL_RETRY_BASE_MS", "50"}, {"LOG_LEVEL", "info"}};
+      {"FRAMEMILL_RETRY_BASE_MS", "50"}, {"LOG_LEVEL", "info"},
+      {"FRAMEMILL_STAGES", "lighting"}};  // the scheduler is under test, not the models
   auto enq = RunProcess({FRAMEMILL_BIN, "enqueue", dir / "media"}, env, dir.path());
   ASSERT_EQ(enq.exit_code, 0) << enq.err;
   ASSERT_EQ(QueryInt(db, "SELECT count(*) FROM jobs"), kImages);

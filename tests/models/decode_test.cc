@@ -1,0 +1,198 @@
+// Host decoders on synthetic heads: no model files needed.
+#include "models/decode.h"
+
+#include <cmath>
+
+#include <gtest/gtest.h>
+#include <opencv2/imgproc.hpp>
+
+namespace framemill::models {
+namespace {
+
+float Logit(float p) { return std::log(p / (1 - p)); }
+
+TEST(L2NormalizeTest, UnitLengthAndDirection) {
+  Embedding e = L2Normalize({3.f, 0.f, -4.f});
+  EXPECT_FLOAT_EQ(e.norm, 5.f);
+  EXPECT_FLOAT_EQ(e.values[0], 0.6f);
+  EXPECT_FLOAT_EQ(e.values[2], -0.8f);
+  Embedding z = L2Normalize({0.f, 0.f});
+  EXPECT_EQ(z.values, std::vector<float>({0.f, 0.f}));
+}
+
+TEST(FaceResTest, AgeInterpolatesTowardsLargerNeighbour) {
+  std::vector<float> age(100, 0.f);
+  age[3] = 0.6f;
+  age[4] = 0.3f;
+  age[2] = 0.1f;
+  FaceDescription d = DecodeFaceRes({1.f, 1.f}, age, 0.75f);
+  EXPECT_NEAR(d.age, (10 * 3 + 100 * 0.3f) / 10.f, 1e-4);
+  EXPECT_EQ(d.gender, "male");
+  EXPECT_NEAR(d.gender_confidence, 0.5f, 1e-6);  // |p - 0.5| * 2, truncated to 0.01
+  EXPECT_EQ(DecodeFaceRes({1.f}, age, 0.2f).gender, "female");
+}
+
+TEST(BlazeFaceTest, AnchorsMatchTheTwoGrids) {
+  auto a = BlazeFaceAnchors(256);
+  ASSERT_EQ(a.size(), 896u);
+  EXPECT_EQ(a[0], cv::Point2f(8, 8));
+  EXPECT_EQ(a[1], cv::Point2f(8, 8));
+  EXPECT_EQ(a[2], cv::Point2f(24, 8));
+  EXPECT_EQ(a[512], cv::Point2f(16, 16));
+  EXPECT_EQ(a[517], cv::Point2f(16, 16));
+  EXPECT_EQ(a[518], cv::Point2f(48, 16));
+  EXPECT_EQ(a[895], cv::Point2f(240, 240));
+}
+
+TEST(BlazeFaceTest, DecodesOneFaceAndSuppressesItsNeighbour) {
+  std::vector<float> rows(896 * 17, 0.f);
+  for (int i = 0; i < 896; ++i) rows[i * 17] = -10.f;  // nothing
+  auto set = [&](int i, float p, float dx, float dy, float w, float h) {
+    float* r = &rows[i * 17];
+    r[0] = Logit(p); r[1] = dx; r[2] = dy; r[3] = w; r[4] = h;
+    for (int k = 0; k < 6; ++k) { r[5 + 2 * k] = k; r[6 + 2 * k] = -k; }
+  };
+  // Anchor 2 is centred at (24, 8); anchor 3 has the same centre, overlapping box.
+  set(2, 0.9f, 4.f, 2.f, 20.f, 10.f);
+  set(3, 0.8f, 5.f, 2.f, 20.f, 10.f);
+  // Anchor 895 at (240, 240): a separate face.
+  set(895, 0.7f, 0.f, 0.f, 16.f, 16.f);
+  auto faces = DecodeBlazeFace(rows, cv::Size(512, 256));
+  ASSERT_EQ(faces.size(), 2u);
+  EXPECT_NEAR(faces[0].score, 0.9f, 1e-5);
+  // centre (28, 10) in input pixels, x scaled by 2 for the 512-wide image.
+  EXPECT_NEAR(faces[0].x1, (28 - 10) * 2.f, 1e-4);
+  EXPECT_NEAR(faces[0].x2, (28 + 10) * 2.f, 1e-4);
+  EXPECT_NEAR(faces[0].y1, 5.f, 1e-4);
+  EXPECT_NEAR(faces[0].y2, 15.f, 1e-4);
+  EXPECT_NEAR(faces[0].keypoints[3].x, (3 + 24) * 2.f, 1e-4);
+  EXPECT_NEAR(faces[0].keypoints[3].y, -3 + 8.f, 1e-4);
+  EXPECT_NEAR(faces[1].score, 0.7f, 1e-5);
+
+  BlazeFaceOptions w;
+  w.weighted_nms = true;
+  auto blended = DecodeBlazeFace(rows, cv::Size(256, 256), w);
+  ASSERT_EQ(blended.size(), 2u);
+  // Weighted mean of centres 28 and 29 with weights 0.9, 0.8.
+  float cx = (0.9f * 28 + 0.8f * 29) / 1.7f;
+  EXPECT_NEAR((blended[0].x1 + blended[0].x2) / 2, cx, 1e-4);
+  EXPECT_NEAR(blended[0].score, 0.9f, 1e-5);
+}
+
+TEST(NmsTest, KeepsByScoreAndDropsOverlaps) {
+  std::vector<cv::Rect2f> b = {{0, 0, 10, 10}, {1, 1, 10, 10}, {20, 20, 5, 5}, {0, 0, 10, 10}};
+  std::vector<float> s = {0.5f, 0.9f, 0.6f, 0.1f};
+  EXPECT_EQ(Nms(b, s, 0.3f, 0.2f, 10), std::vector<int>({1, 2}));
+  EXPECT_EQ(Nms(b, s, 0.3f, 0.2f, 1), std::vector<int>({1}));
+  EXPECT_EQ(Nms(b, s, 0.99f, 0.0f, 10), std::vector<int>({1, 2, 0}));  // 3 duplicates 0
+}
+
+// A synthetic MoveNet: one person centred at cell (20, 30), keypoints spread around it.
+TEST(MoveNetTest, FollowsCentreRegressionAndOffsets) {
+  const int H = 48, W = 48, K = 17;
+  std::vector<float> heat(H * W * K, 0.01f), center(H * W, 0.01f), reg(H * W * 2 * K, 0.f),
+      off(H * W * 2 * K, 0.f);
+  center[20 * W + 30] = 0.9f;
+  center[24 * W + 24] = 0.3f;  // weaker, but at the frame centre: weight favours it x3.4
+  for (int k = 0; k < K; ++k) {
+    const int ky = 10 + k, kx = 5 + 2 * k;
+    reg[(20 * W + 30) * 2 * K + 2 * k] = ky - 20 + 0.3f;
+    reg[(20 * W + 30) * 2 * K + 2 * k + 1] = kx - 30 - 0.2f;
+    heat[(ky * W + kx) * K + k] = 0.8f;
+    heat[(ky * W + kx + 12) * K + k] = 0.85f;  // stronger but far from the regressed spot
+    off[(ky * W + kx) * 2 * K + 2 * k] = 0.25f;
+    off[(ky * W + kx) * 2 * K + 2 * k + 1] = -0.5f;
+  }
+  MoveNetHeads hd{H, W, K, heat.data(), center.data(), false, reg.data(), off.data()};
+  auto kps = DecodeMoveNet(hd);
+  ASSERT_EQ(kps.size(), 17u);
+  // Unweighted, the frame-centre cell wins (0.3 * 0.5557 > 0.9 / (sqrt(52) + 1.8)).
+  EXPECT_NE(kps[0].y * 48, 10 + 0.25f);
+  hd.center_weighted = true;  // same heads read as pre-weighted: the 0.9 cell wins
+  kps = DecodeMoveNet(hd);
+  for (int k = 0; k < K; ++k) {
+    EXPECT_NEAR(kps[k].y * 48, 10 + k + 0.25f, 0.02f) << k;
+    EXPECT_NEAR(kps[k].x * 48, 5 + 2 * k - 0.5f, 0.02f) << k;
+    EXPECT_FLOAT_EQ(kps[k].score, 0.8f);
+  }
+}
+
+TEST(MoveNetTest, CentreWeightFavoursTheMiddle) {
+  const int H = 48, W = 48, K = 17;
+  std::vector<float> heat(H * W * K, 0.f), center(H * W, 0.f), reg(H * W * 2 * K, 0.f),
+      off(H * W * 2 * K, 0.f);
+  center[2 * W + 2] = 0.9f;
+  center[24 * W + 24] = 0.3f;
+  for (int k = 0; k < K; ++k) heat[(2 * W + 2) * K + k] = heat[(24 * W + 24) * K + k] = 0.5f;
+  MoveNetHeads hd{H, W, K, heat.data(), center.data(), false, reg.data(), off.data()};
+  auto kps = DecodeMoveNet(hd);
+  // Regressing to (24,24) and scoring by distance, every keypoint lands in the middle.
+  EXPECT_NEAR(kps[0].y * 48, 24, 0.05f);
+  hd.center_weighted = true;
+  kps = DecodeMoveNet(hd);
+  EXPECT_NEAR(kps[0].y * 48, 2, 0.05f);
+}
+
+TEST(BlazePoseTest, SigmoidsVisibility) {
+  std::vector<float> ld(195, 0.f);
+  ld[5 * 3 + 0] = 100; ld[5 * 3 + 1] = 50; ld[5 * 3 + 3] = 0; ld[5 * 3 + 4] = Logit(0.75f);
+  auto l = DecodeBlazePose(ld);
+  ASSERT_EQ(l.size(), 39u);
+  EXPECT_FLOAT_EQ(l[3].x, 100);
+  EXPECT_FLOAT_EQ(l[3].visibility, 0.5f);
+  EXPECT_NEAR(l[3].presence, 0.75f, 1e-6);
+}
+
+TEST(CenterNetTest, PeaksTopKAndBoxes) {
+  const int h = 8, w = 8, c = 3;
+  std::vector<float> heat(h * w * c, 0.f), wh(h * w * 4, 1.f);
+  heat[(2 * w + 3) * c + 1] = 0.9f;   // a peak
+  heat[(2 * w + 4) * c + 1] = 0.8f;   // its neighbour: not a peak
+  heat[(6 * w + 6) * c + 2] = 0.5f;   // another peak
+  wh[(2 * w + 3) * 4 + 0] = 2; wh[(2 * w + 3) * 4 + 3] = 5;
+  auto d = CenterNetTopK(heat.data(), wh.data(), h, w, c, 4, 4.f);
+  ASSERT_EQ(d.size(), 4u);
+  EXPECT_FLOAT_EQ(d[0].score, 0.9f);
+  EXPECT_EQ(d[0].class_id, 1);
+  EXPECT_FLOAT_EQ(d[0].x1, 3 * 4 - 2);
+  EXPECT_FLOAT_EQ(d[0].y2, 2 * 4 + 5);
+  EXPECT_FLOAT_EQ(d[1].score, 0.5f);
+  EXPECT_EQ(d[1].class_id, 2);
+  EXPECT_FLOAT_EQ(d[2].score, 0.f);  // zeros follow in index order
+  auto f = FilterDetections(d, cv::Size(32, 32), cv::Size(64, 32));
+  ASSERT_EQ(f.size(), 2u);
+  EXPECT_FLOAT_EQ(f[0].x1, (3 * 4 - 2) * 2.f);
+  EXPECT_STREQ(CocoLabel(0), "person");
+}
+
+TEST(MaskTest, ResizesAndThresholds) {
+  OutputTensor t{"mask", {1, 4, 4, 1}, std::vector<float>(16, 0.1f)};
+  for (int y = 0; y < 2; ++y)
+    for (int x = 0; x < 2; ++x) t.data[y * 4 + x] = 0.9f;
+  auto m = DecodeMask(t, cv::Size(40, 40));
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->binary.size(), cv::Size(40, 40));
+  EXPECT_NEAR(m->coverage, 0.25, 0.03);
+  EXPECT_EQ(m->bbox.x, 0);
+  EXPECT_NEAR(m->bbox.width, 20, 1);
+  OutputTensor bad{"x", {1, 4, 4, 2}, std::vector<float>(32, 0.f)};
+  EXPECT_FALSE(DecodeMask(bad, cv::Size(4, 4)).ok());
+  EXPECT_FLOAT_EQ(MaskIoU(m->binary, m->binary), 1.f);
+}
+
+TEST(DecodeOutputsTest, ChoosesByPostprocessAndRefusesUnknown) {
+  ModelManifest m;
+  m.name = "x";
+  m.postprocess = "l2_normalize";
+  std::vector<OutputTensor> outs = {{"embedding", {1, 2}, {3.f, 4.f}}};
+  auto j = DecodeOutputs(m, outs, cv::Size(10, 10));
+  ASSERT_TRUE(j.ok());
+  EXPECT_FLOAT_EQ((*j)["embedding"][0].get<float>(), 0.6f);
+  m.postprocess = "nonsense";
+  EXPECT_FALSE(DecodeOutputs(m, outs, cv::Size(10, 10)).ok());
+  m.postprocess = "centernet";
+  EXPECT_FALSE(DecodeOutputs(m, outs, cv::Size(10, 10)).ok());
+}
+
+}  // namespace
+}  // namespace framemill::models

@@ -1,0 +1,139 @@
+// The categorize stage on real photos and a real video with the real CenterNet model.
+#include "stages/categorize_stage.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <tuple>
+#include <set>
+
+#include "tests/support/test_support.h"
+
+namespace framemill {
+namespace {
+
+std::string ModelsDir() {
+  const char* e = std::getenv("FRAMEMILL_MODELS");
+  return e != nullptr && *e != '\0' ? e : FRAMEMILL_SOURCE_DIR "/.cache/models";
+}
+
+// Skips (or, with FRAMEMILL_REQUIRE_MODELS=1, fails) when the model is not installed.
+#define REQUIRE_MODEL(name)                                                              \
+  do {                                                                                   \
+    auto m_ = models::ModelStore(ModelsDir()).Open(name);                                \
+    if (!m_.ok()) {                                                                      \
+      const char* r_ = std::getenv("FRAMEMILL_REQUIRE_MODELS");                          \
+      if (r_ != nullptr && std::string(r_) == "1") FAIL() << m_.status().ToString();     \
+      GTEST_SKIP() << "model " << name << " not installed in " << ModelsDir();           \
+    }                                                                                    \
+  } while (0)
+
+ClaimedJob JobFor(const std::string& stage, const std::string& path, MediaKind kind,
+                  int64_t item = 1) {
+  ClaimedJob j;
+  j.id = item;
+  j.item_id = item;
+  j.stage = stage;
+  j.source = path;
+  j.kind = kind;
+  return j;
+}
+
+std::set<std::string> Labels(const nlohmann::json& r) {
+  std::set<std::string> s;
+  for (const auto& c : r["categories"]) s.insert(c["label"].get<std::string>());
+  return s;
+}
+
+TEST(CategorizeStageTest, FindsPeopleInRealPhotosWithBoxesInsideTheImage) {
+  REQUIRE_MODEL("centernet");
+  auto pool = std::make_shared<ModelPool>(ModelsDir());
+  CategorizeStage stage(pool, MediaConfig{}, CategorizeConfig{});
+  for (const auto& [file, w, h] : std::vector<std::tuple<std::string, int, int>>{
+           {"messi5.jpg", 548, 342}, {"basketball1.png", 640, 480}}) {
+    StageOutput out = stage.Run(JobFor("categorize", testing::SampleData(file), MediaKind::kImage));
+    ASSERT_EQ(out.kind, StageOutput::Kind::kDone) << file << ": " << out.error.ToString();
+    EXPECT_EQ(out.device, "cpu");
+    EXPECT_EQ(out.result["model"], "centernet");
+    EXPECT_EQ(out.result["media"]["width"], w);
+    EXPECT_TRUE(Labels(out.result).count("person")) << file << ": " << out.result["categories"].dump();
+    // Categories are ranked by score, and every object is inside the image.
+    double prev = 2;
+    for (const auto& c : out.result["categories"]) {
+      EXPECT_LE(c["score"].get<double>(), prev);
+      prev = c["score"].get<double>();
+    }
+    for (const auto& o : out.result["objects"]) {
+      const auto& b = o["box"];
+      EXPECT_GE(o["score"].get<double>(), 0.2);
+      EXPECT_LE(b[0].get<double>(), b[2].get<double>());
+      EXPECT_LE(b[1].get<double>(), b[3].get<double>());
+      EXPECT_GE(b[0].get<double>(), 0);
+      EXPECT_LE(b[2].get<double>(), w);
+      EXPECT_LE(b[3].get<double>(), h);
+    }
+  }
+}
+
+TEST(CategorizeStageTest, MessiHasASportsBall) {
+  REQUIRE_MODEL("centernet");
+  CategorizeConfig c;
+  c.min_score = 0.1;
+  CategorizeStage stage(std::make_shared<ModelPool>(ModelsDir()), MediaConfig{}, c);
+  StageOutput out = stage.Run(JobFor("categorize", testing::SampleData("messi5.jpg"), MediaKind::kImage));
+  ASSERT_EQ(out.kind, StageOutput::Kind::kDone) << out.error.ToString();
+  EXPECT_TRUE(Labels(out.result).count("sports ball")) << out.result["categories"].dump();
+}
+
+TEST(CategorizeStageTest, BatchWithACorruptImageFailsOnlyThatJob) {
+  REQUIRE_MODEL("centernet");
+  testing::TempDir d;
+  testing::WriteTruncated(testing::SampleData("messi5.jpg"), d / "cut.jpg", 0.4);
+  CategorizeStage stage(std::make_shared<ModelPool>(ModelsDir()), MediaConfig{}, CategorizeConfig{});
+  std::vector<ClaimedJob> jobs = {
+      JobFor("categorize", testing::SampleData("basketball1.png"), MediaKind::kImage, 1),
+      JobFor("categorize", d / "cut.jpg", MediaKind::kImage, 2),
+      JobFor("categorize", testing::SampleData("messi5.jpg"), MediaKind::kImage, 3)};
+  std::atomic<bool> stop{false};
+  auto outs = stage.RunBatch(jobs, StageContext{nullptr, &stop});
+  ASSERT_EQ(outs.size(), 3u);
+  EXPECT_EQ(outs[0].kind, StageOutput::Kind::kDone) << outs[0].error.ToString();
+  ASSERT_EQ(outs[1].kind, StageOutput::Kind::kFailed);
+  EXPECT_TRUE(outs[1].error.IsCorruption()) << outs[1].error.ToString();
+  EXPECT_FALSE(outs[1].error.IsTransient());
+  EXPECT_EQ(outs[2].kind, StageOutput::Kind::kDone) << outs[2].error.ToString();
+  stop = true;  // a stopped worker gets nothing started
+  EXPECT_TRUE(stage.RunBatch(jobs, StageContext{nullptr, &stop}).empty());
+}
+
+TEST(CategorizeStageTest, VideoIsCategorisedOverSampledFrames) {
+  REQUIRE_MODEL("centernet");
+  MediaConfig m;
+  m.model_frames = 3;
+  CategorizeStage stage(std::make_shared<ModelPool>(ModelsDir()), m, CategorizeConfig{});
+  StageOutput out = stage.Run(JobFor("categorize", testing::SampleData("vtest.avi"), MediaKind::kVideo));
+  ASSERT_EQ(out.kind, StageOutput::Kind::kDone) << out.error.ToString();
+  ASSERT_EQ(out.result["frames"].size(), 3u);
+  EXPECT_EQ(out.result["media"]["kind"], "video");
+  EXPECT_TRUE(Labels(out.result).count("person")) << out.result["categories"].dump();  // pedestrians
+  for (const auto& f : out.result["frames"]) EXPECT_TRUE(f.contains("objects"));
+}
+
+TEST(CategorizeStageTest, MissingModelFailsEachJobWithTheInstallHint) {
+  testing::TempDir empty;
+  CategorizeStage stage(std::make_shared<ModelPool>(empty.path()), MediaConfig{}, CategorizeConfig{});
+  std::vector<ClaimedJob> jobs = {
+      JobFor("categorize", testing::SampleData("messi5.jpg"), MediaKind::kImage, 1),
+      JobFor("categorize", testing::SampleData("vtest.avi"), MediaKind::kVideo, 2)};
+  auto outs = stage.RunBatch(jobs, StageContext{});
+  ASSERT_EQ(outs.size(), 2u);
+  for (const auto& o : outs) {
+    ASSERT_EQ(o.kind, StageOutput::Kind::kFailed);
+    EXPECT_TRUE(o.error.IsNotFound());
+    EXPECT_NE(o.error.message().find("framemill models fetch"), std::string::npos) << o.error.ToString();
+  }
+}
+
+}  // namespace
+}  // namespace framemill

@@ -1,0 +1,132 @@
+// The segment stage on real photos with the real selfie and ISNet models: masks
+// written as PNG artifacts, coverage and bbox consistent with them.
+#include "stages/segment_stage.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include "tests/support/test_support.h"
+
+namespace framemill {
+namespace {
+
+std::string ModelsDir() {
+  const char* e = std::getenv("FRAMEMILL_MODELS");
+  return e != nullptr && *e != '\0' ? e : FRAMEMILL_SOURCE_DIR "/.cache/models";
+}
+
+// Skips (or, with FRAMEMILL_REQUIRE_MODELS=1, fails) when the model is not installed.
+#define REQUIRE_MODEL(name)                                                              \
+  do {                                                                                   \
+    auto m_ = models::ModelStore(ModelsDir()).Open(name);                                \
+    if (!m_.ok()) {                                                                      \
+      const char* r_ = std::getenv("FRAMEMILL_REQUIRE_MODELS");                          \
+      if (r_ != nullptr && std::string(r_) == "1") FAIL() << m_.status().ToString();     \
+      GTEST_SKIP() << "model " << name << " not installed in " << ModelsDir();           \
+    }                                                                                    \
+  } while (0)
+
+ClaimedJob JobFor(const std::string& stage, const std::string& path, MediaKind kind,
+                  int64_t item = 1) {
+  ClaimedJob j;
+  j.id = item;
+  j.item_id = item;
+  j.stage = stage;
+  j.source = path;
+  j.kind = kind;
+  return j;
+}
+
+// The PNG at the result's path agrees with the result and the image.
+void ExpectMaskMatches(const StageOutput& out, const cv::Size& image) {
+  ASSERT_EQ(out.kind, StageOutput::Kind::kDone) << out.error.ToString();
+  ASSERT_EQ(out.artifacts.size(), 1u);
+  EXPECT_EQ(out.artifacts[0], out.result["mask"].get<std::string>());
+  cv::Mat m = cv::imread(out.artifacts[0], cv::IMREAD_UNCHANGED);
+  ASSERT_FALSE(m.empty()) << out.artifacts[0];
+  ASSERT_EQ(m.type(), CV_8UC1);
+  ASSERT_EQ(m.size(), image);
+  EXPECT_EQ(cv::countNonZero(m) + cv::countNonZero(m == 0), static_cast<int>(m.total()));
+  EXPECT_EQ(cv::countNonZero(m == 255), cv::countNonZero(m));  // binary: 0 or 255
+  const double coverage = out.result["coverage"];
+  EXPECT_NEAR(coverage, cv::countNonZero(m) / static_cast<double>(m.total()), 1e-9);
+  const cv::Rect bb = cv::boundingRect(m);
+  ASSERT_TRUE(out.result["bbox"].is_array());
+  EXPECT_EQ(out.result["bbox"], (nlohmann::json{bb.x, bb.y, bb.width, bb.height}));
+}
+
+TEST(SegmentStageTest, SelfieMaskOfAPersonIsWrittenAsAPng) {
+  REQUIRE_MODEL("selfie");
+  testing::TempDir out;
+  SegmentStage stage(std::make_shared<ModelPool>(ModelsDir()), MediaConfig{}, SegmentConfig{},
+                     out.path());
+  for (const auto& [file, item] : std::vector<std::pair<std::string, int64_t>>{
+           {"messi5.jpg", 7}, {"basketball1.png", 8}}) {
+    StageOutput o = stage.Run(JobFor("segment", testing::SampleData(file), MediaKind::kImage, item));
+    const cv::Mat img = cv::imread(testing::SampleData(file));
+    ExpectMaskMatches(o, img.size());
+    EXPECT_EQ(o.result["model"], "selfie");
+    EXPECT_EQ(o.artifacts[0], stage.MaskPath(item, -1));
+    EXPECT_EQ(o.artifacts[0].rfind(out.path(), 0), 0u);
+    const double c = o.result["coverage"];
+    EXPECT_GT(c, 0.01) << file;
+    EXPECT_LT(c, 0.90) << file;
+  }
+}
+
+TEST(SegmentStageTest, VideoFramesEachGetAMask) {
+  REQUIRE_MODEL("selfie");
+  testing::TempDir out;
+  MediaConfig m;
+  m.model_frames = 3;
+  SegmentStage stage(std::make_shared<ModelPool>(ModelsDir()), m, SegmentConfig{}, out.path());
+  StageOutput o = stage.Run(JobFor("segment", testing::SampleData("vtest.avi"), MediaKind::kVideo, 4));
+  ASSERT_EQ(o.kind, StageOutput::Kind::kDone) << o.error.ToString();
+  ASSERT_EQ(o.result["frames"].size(), 3u);
+  ASSERT_EQ(o.artifacts.size(), 3u);
+  for (size_t k = 0; k < 3; ++k) {
+    const auto& f = o.result["frames"][k];
+    EXPECT_EQ(o.artifacts[k], stage.MaskPath(4, f["frame"].get<int64_t>()));
+    EXPECT_TRUE(std::filesystem::exists(o.artifacts[k]));
+  }
+  EXPECT_TRUE(o.result.contains("mean_coverage"));
+}
+
+TEST(SegmentStageTest, IsnetMaskOfMessi) {
+  REQUIRE_MODEL("isnet");
+  testing::TempDir out;
+  SegmentConfig c;
+  c.model = "isnet";
+  SegmentStage stage(std::make_shared<ModelPool>(ModelsDir()), MediaConfig{}, c, out.path());
+  StageOutput o = stage.Run(JobFor("segment", testing::SampleData("messi5.jpg"), MediaKind::kImage));
+  ExpectMaskMatches(o, cv::Size(548, 342));
+  EXPECT_EQ(o.result["model"], "isnet");
+  const double cov = o.result["coverage"];
+  EXPECT_GT(cov, 0.01);
+  EXPECT_LT(cov, 0.90);
+}
+
+TEST(SegmentStageTest, CorruptImageFailsAndMissingModelFailsWithTheHint) {
+  REQUIRE_MODEL("selfie");
+  testing::TempDir d;
+  testing::WriteFile(d / "x.png", "not a png at all");
+  SegmentStage stage(std::make_shared<ModelPool>(ModelsDir()), MediaConfig{}, SegmentConfig{}, d / "out");
+  StageOutput bad = stage.Run(JobFor("segment", d / "x.png", MediaKind::kImage));
+  ASSERT_EQ(bad.kind, StageOutput::Kind::kFailed);
+  EXPECT_FALSE(bad.error.IsTransient()) << bad.error.ToString();
+  EXPECT_FALSE(std::filesystem::exists(stage.MaskPath(1, -1)));
+
+  SegmentStage none(std::make_shared<ModelPool>(d / "no-models"), MediaConfig{}, SegmentConfig{}, d / "out");
+  StageOutput f = none.Run(JobFor("segment", testing::SampleData("messi5.jpg"), MediaKind::kImage));
+  ASSERT_EQ(f.kind, StageOutput::Kind::kFailed);
+  EXPECT_TRUE(f.error.IsNotFound());
+  EXPECT_NE(f.error.message().find("framemill models fetch"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace framemill
