@@ -13,6 +13,10 @@
 
 namespace framemill::gpu {
 
+namespace engine {
+class Kernels;
+}  // namespace engine
+
 struct DeviceInfo {
   int index = 0;
   std::string name;
@@ -36,6 +40,18 @@ class ComputeBackend {
   // Device bytes the last successful batch needed (0 if unknown): what the batch
   // tuner learns bytes-per-item from.
   virtual int64_t LastBatchBytes() const { return 0; }
+  // For work that runs on this backend's device outside its own operations (the
+  // inference engine): the bytes that batch needed, so the tuner learns from it.
+  virtual void SetLastBatchBytes(int64_t bytes) {}
+
+  // Kernels of the inference engine (gpu/engine) on this backend's device, for the
+  // neural operations: CUDA's own kernels on a CUDA device (capped by SetMemoryLimit),
+  // the reference kernels on the CPU, and on the simulated device the reference kernels
+  // behind its VRAM budget (an allocation past it is OutOfMemory). The caller owns them.
+  virtual Result<std::unique_ptr<engine::Kernels>> MakeEngineKernels() = 0;
+  // Whether the engine stores activations and weights in fp16 here (fp32 accumulation):
+  // on CUDA devices, to halve memory and traffic; elsewhere fp32.
+  virtual bool EngineFp16() const { return false; }
 
   // Each returns one output per input image, or a typed error: OutOfMemory when the
   // device could not hold the batch (its memory is released before returning, so the

@@ -5,6 +5,7 @@
 #include <new>
 
 #include "gpu/compute_backend.h"
+#include "gpu/engine/cpu_kernels.h"
 
 namespace framemill::gpu {
 namespace {
@@ -13,6 +14,9 @@ class CpuBackend : public ComputeBackend {
  public:
   std::string device() const override { return "cpu"; }
   bool is_gpu() const override { return false; }
+  Result<std::unique_ptr<engine::Kernels>> MakeEngineKernels() override {
+    return engine::MakeCpuKernels();
+  }
   Result<DeviceInfo> Info() override {
     DeviceInfo d;
     d.name = "host CPU";
@@ -62,6 +66,13 @@ class SimBackend : public ComputeBackend {
   std::string device() const override { return "sim:0"; }
   bool is_gpu() const override { return true; }
   int64_t LastBatchBytes() const override { return last_bytes_; }
+  void SetLastBatchBytes(int64_t bytes) override { last_bytes_ = bytes; }
+  Result<std::unique_ptr<engine::Kernels>> MakeEngineKernels() override {
+    // The engine keeps its weights and arena allocated between batches, so its kernels
+    // get the whole budget as a running total rather than per batch.
+    const int64_t budget = memory_limit_ > 0 ? std::min(budget_, memory_limit_) : budget_;
+    return engine::MakeCpuKernels(budget);
+  }
   Result<DeviceInfo> Info() override {
     DeviceInfo d;
     d.name = "simulated device";

@@ -55,6 +55,9 @@ class OomLadder {
   // Whether the next Run of `op` would try the device. Callers that only batch for
   // the device's sake go item by item otherwise (better cache locality on a CPU).
   bool OnDevice(const std::string& op) const;
+  // The device backend (null when CPU only): callers keep per-device state, such as an
+  // inference engine's loaded weights, keyed by it.
+  ComputeBackend* gpu() const { return gpu_; }
 
  private:
   ComputeBackend* gpu_;

@@ -8,7 +8,10 @@
 namespace framemill::gpu {
 
 bool HasGpuImplementation(const std::string& op) {
-  return op == "LIGHTING" || op == "PREPROCESS";
+  // The neural operations run on the inference engine (gpu/engine) on a device.
+  return op == "LIGHTING" || op == "PREPROCESS" || op == "CATEGORIZE" ||
+         op == "FACE_DETECTION" || op == "FACE_EMBEDDING" || op == "POSE" ||
+         op == "SEGMENTATION";
 }
 
 const OpDecision& GpuPlan::For(const std::string& op) const {

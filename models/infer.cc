@@ -12,6 +12,8 @@
 #include "models/catalog.h"
 #include "models/decode.h"
 #include "models/dnn_model.h"
+#include "models/engine_model.h"
+#include "gpu/compute_backend.h"
 #include "models/manifest.h"
 
 namespace framemill::models {
@@ -45,11 +47,7 @@ int RunInfer(const InferOptions& opts, const Config& cfg, std::ostream& out, std
     err << "infer: --model is required (one of: " << CatalogModelNames() << ")\n";
     return kExitUsage;
   }
-  if (opts.device == "gpu") {
-    err << "infer: --device gpu: GPU inference for models: not built yet (use --device cpu)\n";
-    return kExitUsage;
-  }
-  if (opts.device != "cpu") {
+  if (opts.device != "cpu" && opts.device != "gpu") {
     err << "infer: --device must be cpu or gpu, not '" << opts.device << "'\n";
     return kExitUsage;
   }
@@ -72,11 +70,40 @@ int RunInfer(const InferOptions& opts, const Config& cfg, std::ostream& out, std
           << ")\n";
     return kExitUsage;
   }
-  auto model = DnnModel::Open(*man);
-  if (!model.ok()) {
-    err << "infer: " << model.status().ToString() << "\n";
-    return kExitUsage;
+  // --device cpu: OpenCV DNN. --device gpu: our engine on CUDA device GPU_DEVICE_ID, with
+  // the fused preprocessing kernel and fp16 storage.
+  std::unique_ptr<DnnModel> dnn;
+  std::unique_ptr<gpu::ComputeBackend> backend;
+  std::unique_ptr<EngineModel> engine;
+  std::string device = "cpu";
+  if (opts.device == "cpu") {
+    auto model = DnnModel::Open(*man);
+    if (!model.ok()) {
+      err << "infer: " << model.status().ToString() << "\n";
+      return kExitUsage;
+    }
+    dnn = std::move(model).value();
+  } else {
+    auto b = gpu::MakeCudaBackend(cfg.gpu.device_id);
+    if (!b.ok()) {
+      err << "infer: --device gpu: no CUDA device " << cfg.gpu.device_id << ": "
+          << b.status().message() << "\n";
+      return kExitUsage;
+    }
+    backend = std::move(b).value();
+    if (cfg.gpu.memory_limit_gb > 0)
+      backend->SetMemoryLimit(static_cast<int64_t>(cfg.gpu.memory_limit_gb * (1LL << 30)));
+    auto e = EngineModel::Open(*man, *backend);
+    if (!e.ok()) {
+      err << "infer: --device gpu: " << e.status().ToString() << "\n";
+      return kExitSomeFailed;
+    }
+    engine = std::move(e).value();
+    device = backend->device();
   }
+  auto run = [&](const std::vector<cv::Mat>& mats) {
+    return dnn ? dnn->Run(mats) : engine->Run(mats);
+  };
 
   int rc = 0;
   nlohmann::json results = nlohmann::json::array();
@@ -98,7 +125,7 @@ int RunInfer(const InferOptions& opts, const Config& cfg, std::ostream& out, std
     }
     if (mats.empty()) continue;
     auto t0 = std::chrono::steady_clock::now();
-    auto res = (*model)->Run(mats);
+    auto res = run(mats);
     total_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (!res.ok()) {
       err << "infer: " << res.status().ToString() << "\n";
@@ -137,12 +164,12 @@ int RunInfer(const InferOptions& opts, const Config& cfg, std::ostream& out, std
   }
   if (opts.json) {
     nlohmann::json doc = {{"model", man->name.empty() ? opts.model : man->name},
-                          {"device", "cpu"},
+                          {"device", device},
                           {"ms_per_image", ran ? total_ms / ran : 0.0},
                           {"results", std::move(results)}};
     out << doc.dump() << "\n";
   } else if (ran) {
-    out << opts.model << " on cpu: " << std::fixed << std::setprecision(1) << total_ms / ran
+    out << opts.model << " on " << device << ": " << std::fixed << std::setprecision(1) << total_ms / ran
         << " ms per image (" << ran << " image(s))\n";
   }
   return rc;

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "models/decode.h"
+#include "stages/model_device.h"
 
 namespace framemill {
 namespace {
@@ -54,9 +55,8 @@ std::vector<StageOutput> CategorizeStage::RunBatch(const std::vector<ClaimedJob>
                      std::vector<FrameResult>* results, std::string* device) -> Status {
     std::vector<cv::Mat> images;
     for (const ModelFrame& f : frames) images.push_back(f.bgr);
-    auto outs = runner.Run(images);
+    auto outs = RunModel(runner, images, ctx, device);
     if (!outs.ok()) return outs.status();
-    *device = runner.device();
     const models::ModelManifest& m = runner.manifest();
     const cv::Size input(m.preprocess.width, m.preprocess.height);
     for (size_t i = 0; i < frames.size(); ++i) {

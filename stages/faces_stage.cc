@@ -1,4 +1,5 @@
 #include "stages/faces_stage.h"
+#include "stages/model_device.h"
 
 #include <algorithm>
 #include <cmath>
@@ -75,7 +76,8 @@ std::vector<StageOutput> FacesStage::RunBatch(const std::vector<ClaimedJob>& job
                      std::vector<FrameResult>* results, std::string* device) -> Status {
     std::vector<cv::Mat> images;
     for (const ModelFrame& f : frames) images.push_back(f.bgr);
-    auto heads = detector.Run(images);
+    std::string detector_device, embedder_device;
+    auto heads = RunModel(detector, images, ctx, &detector_device);
     if (!heads.ok()) return heads.status();
     models::BlazeFaceOptions opt;
     opt.input_size = detector.manifest().preprocess.width;
@@ -90,7 +92,7 @@ std::vector<StageOutput> FacesStage::RunBatch(const std::vector<ClaimedJob>& job
     }
     std::vector<std::vector<models::OutputTensor>> described;
     if (!crops.empty()) {
-      auto d = embedder.Run(crops);
+      auto d = RunModel(embedder, crops, ctx, &embedder_device);
       if (!d.ok()) return d.status();
       described = std::move(d).value();
     }
@@ -124,7 +126,8 @@ std::vector<StageOutput> FacesStage::RunBatch(const std::vector<ClaimedJob>& job
                               {"count", list.size()}, {"faces", std::move(list)}};
     }
     // Both models ran on the same kind of device; a mix would be reported as the CPU.
-    *device = detector.device() == embedder.device() ? detector.device() : std::string("cpu");
+    if (embedder_device.empty()) embedder_device = detector_device;  // no faces to embed
+    *device = detector_device == embedder_device ? detector_device : std::string("cpu");
     return Status::OK();
   };
   auto summarise = [](const std::vector<nlohmann::json>& frames, nlohmann::json* r) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "models/decode.h"
+#include "stages/model_device.h"
 
 namespace framemill {
 namespace {
@@ -71,9 +72,8 @@ std::vector<StageOutput> PoseStage::RunBatch(const std::vector<ClaimedJob>& jobs
                      std::vector<FrameResult>* results, std::string* device) -> Status {
     std::vector<cv::Mat> squares;
     for (const ModelFrame& f : frames) squares.push_back(PadToSquare(f.bgr));
-    auto outs = runner.Run(squares);
+    auto outs = RunModel(runner, squares, ctx, device);
     if (!outs.ok()) return outs.status();
-    *device = runner.device();
     for (size_t i = 0; i < frames.size(); ++i) {
       // The padding is at the bottom and right: square pixels are image pixels.
       auto decoded = models::DecodeOutputs(runner.manifest(), (*outs)[i], squares[i].size());

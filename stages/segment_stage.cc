@@ -8,6 +8,7 @@
 #include <opencv2/imgcodecs.hpp>
 
 #include "models/decode.h"
+#include "stages/model_device.h"
 
 namespace framemill {
 namespace {
@@ -67,9 +68,8 @@ std::vector<StageOutput> SegmentStage::RunBatch(const std::vector<ClaimedJob>& j
                      std::vector<FrameResult>* results, std::string* device) -> Status {
     std::vector<cv::Mat> images;
     for (const ModelFrame& f : frames) images.push_back(f.bgr);
-    auto outs = runner.Run(images);
+    auto outs = RunModel(runner, images, ctx, device);
     if (!outs.ok()) return outs.status();
-    *device = runner.device();
     for (size_t i = 0; i < frames.size(); ++i) {
       const models::OutputTensor* best = nullptr;  // the mask: the largest output
       for (const auto& o : (*outs)[i])

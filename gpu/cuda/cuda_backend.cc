@@ -22,6 +22,7 @@
 #include <string>
 
 #include "gpu/compute_backend.h"
+#include "gpu/engine/cuda_kernels_factory.h"
 #include "gpu/cuda/cuda_backend.h"
 #include "gpu/cuda/cuda_status.h"
 #include "gpu/cuda/device_pool.h"
@@ -94,6 +95,11 @@ class CudaBackend final : public ComputeBackend {
     device_pool_.SetLimit(memory_limit_);
   }
   int64_t LastBatchBytes() const override { return last_batch_bytes_; }
+  void SetLastBatchBytes(int64_t bytes) override { last_batch_bytes_ = bytes; }
+  Result<std::unique_ptr<engine::Kernels>> MakeEngineKernels() override {
+    return engine::MakeCudaKernels(index_, memory_limit_);
+  }
+  bool EngineFp16() const override { return true; }
 
   Result<std::vector<LumaStats>> LumaStatsBatch(const std::vector<cv::Mat>& images) override;
   Result<Tensor> PreprocessBatch(const std::vector<cv::Mat>& images,

@@ -30,8 +30,10 @@ TEST(GpuPolicyTest, AutoUsesTheCudaDeviceForOperationsWithAGpuImplementation) {
   EXPECT_EQ(p.For("LIGHTING").device, "cuda:0");
   EXPECT_EQ(p.For("LIGHTING").reason, "auto: cuda:0 available");
   EXPECT_TRUE(p.For("PREPROCESS").use_gpu);
-  EXPECT_FALSE(p.For("POSE").use_gpu);  // no GPU implementation yet
-  EXPECT_EQ(p.For("POSE").reason, "no GPU implementation of this operation in this build");
+  EXPECT_TRUE(p.For("POSE").use_gpu);  // the inference engine
+  EXPECT_EQ(p.For("POSE").device, "cuda:0");
+  EXPECT_FALSE(p.For("MOTION").use_gpu);  // no GPU implementation yet
+  EXPECT_EQ(p.For("MOTION").reason, "no GPU implementation of this operation in this build");
   EXPECT_TRUE(p.warnings.empty());
 }
 

@@ -6,6 +6,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
 
 #include "tests/support/test_support.h"
 
@@ -74,17 +77,18 @@ TEST(SimGpuTest, GpuCommandShowsDevicesAndEveryOperationsDecision) {
   TempDir dir;
   auto sim = RunProcess({FRAMEMILL_BIN, "gpu", "--json"},
                         {{"GPU_BACKEND", "sim"}, {"FRAMEMILL_SIM_VRAM_MB", "2048"},
-                         {"POSE_GPU", "true"}}, dir.path());
+                         {"MOTION_GPU", "true"}}, dir.path());
   ASSERT_EQ(sim.exit_code, 0) << sim.err;
   auto j = nlohmann::json::parse(sim.out);
   EXPECT_EQ(j["backend"], "sim");
   ASSERT_EQ(j["devices"].size(), 1u);
   EXPECT_EQ(j["devices"][0]["total_bytes"], 2048LL << 20);
   EXPECT_EQ(j["operations"]["LIGHTING"]["device"], "sim:0");
-  EXPECT_EQ(j["operations"]["POSE"]["device"], "cpu");
+  EXPECT_EQ(j["operations"]["POSE"]["device"], "sim:0");  // the inference engine
+  EXPECT_EQ(j["operations"]["MOTION"]["device"], "cpu");
   EXPECT_EQ(j["operations"].size(), 11u);
-  ASSERT_EQ(j["warnings"].size(), 1u);  // POSE_GPU=true, but pose has no GPU code yet
-  EXPECT_NE(j["warnings"][0].get<std::string>().find("POSE_GPU=true"), std::string::npos);
+  ASSERT_EQ(j["warnings"].size(), 1u);  // MOTION_GPU=true, but motion has no GPU code yet
+  EXPECT_NE(j["warnings"][0].get<std::string>().find("MOTION_GPU=true"), std::string::npos);
 
   auto cpu = RunProcess({FRAMEMILL_BIN, "gpu"}, {{"GPU_BACKEND", "cpu"}}, dir.path());
   ASSERT_EQ(cpu.exit_code, 0);
@@ -94,6 +98,89 @@ TEST(SimGpuTest, GpuCommandShowsDevicesAndEveryOperationsDecision) {
   auto rocm = RunProcess({FRAMEMILL_BIN, "gpu"}, {{"GPU_BACKEND", "rocm"}}, dir.path());
   EXPECT_EQ(rocm.exit_code, 2);
   EXPECT_NE(rocm.err.find("only CUDA is supported"), std::string::npos);
+}
+
+
+std::string ModelsDir() {
+  const char* e = std::getenv("FRAMEMILL_MODELS");
+  return e && *e ? e : std::string(FRAMEMILL_SOURCE_DIR) + "/.cache/models";
+}
+
+// The neural stages on the simulated device: the models run on our inference engine
+// (reference kernels behind the sim's VRAM budget) through the batch tuner and the
+// out-of-memory ladder, exactly the path a CUDA device takes.
+TEST(SimGpuTest, NeuralStagesRunOnTheEngineAndFallBackWhenTheModelDoesNotFit) {
+  for (const char* m : {"movenet-lightning", "selfie"}) {
+    if (!std::filesystem::exists(ModelsDir() + "/" + m + "/manifest.json")) {
+      const char* req = std::getenv("FRAMEMILL_REQUIRE_MODELS");
+      if (req != nullptr && std::string(req) == "1") FAIL() << m << " not installed in " << ModelsDir();
+      GTEST_SKIP() << m << " not installed in " << ModelsDir();
+    }
+  }
+  TempDir dir;
+  MakeRealImages(dir / "media", 6, 640);
+  auto env = [&](const std::string& db, const std::string& backend, const std::string& vram) {
+    return std::map<std::string, std::string>{{"FRAMEMILL_DB", dir / db},
+                                              {"FRAMEMILL_OUT", dir / (db + "-out")},
+                                              {"FRAMEMILL_MODELS", ModelsDir()},
+                                              {"GPU_BACKEND", backend},
+                                              {"FRAMEMILL_SIM_VRAM_MB", vram},
+                                              {"FRAMEMILL_STAGES", "pose,segment"}};
+  };
+  auto cpu_env = env("cpu.db", "cpu", "1");
+  // Room for both models.
+  auto roomy_env = env("roomy.db", "sim", "2048");
+  // 12 MiB: selfie (0.5 MB of weights, 4 MiB of activations) fits; movenet's 9 MB of
+  // weights load but its 13 MiB of activations do not, so pose falls back to the CPU.
+  auto tight_env = env("tight.db", "sim", "12");
+  for (auto* e : {&cpu_env, &roomy_env, &tight_env}) {
+    ASSERT_EQ(RunProcess({FRAMEMILL_BIN, "enqueue", dir / "media"}, *e, dir.path()).exit_code, 0);
+    auto run = RunProcess({FRAMEMILL_BIN, "run", "--workers", "1"}, *e, dir.path(), 600);
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+  }
+  auto key = [](const nlohmann::json& j) {
+    return j["item"].get<std::string>() + "|" + j["stage"].get<std::string>();
+  };
+  auto rows = [&](const std::map<std::string, std::string>& e) {
+    auto r = RunProcess({FRAMEMILL_BIN, "export", "--format", "jsonl"}, e, dir.path());
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::map<std::string, nlohmann::json> out;
+    std::istringstream in(r.out);
+    for (std::string line; std::getline(in, line);) {
+      auto j = nlohmann::json::parse(line);
+      out[key(j)] = j;
+    }
+    return out;
+  };
+  auto cpu = rows(cpu_env), roomy = rows(roomy_env), tight = rows(tight_env);
+  ASSERT_EQ(cpu.size(), 12u);
+  ASSERT_EQ(roomy.size(), 12u);
+  ASSERT_EQ(tight.size(), 12u);
+  double worst_px = 0;
+  for (const auto& [k, c] : cpu) {
+    EXPECT_EQ(c["device"], "cpu") << k;
+    EXPECT_EQ(roomy[k]["device"], "sim:0") << k;
+    const bool pose = c["stage"] == "pose";
+    EXPECT_EQ(tight[k]["device"], pose ? "cpu" : "sim:0") << k;
+    if (pose) {
+      // cv::dnn on the CPU and the engine on the device agree to float rounding.
+      const auto& a = c["result"]["keypoints"];
+      const auto& b = roomy[k]["result"]["keypoints"];
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t i = 0; i < a.size(); ++i) {
+        if (a[i]["score"].get<double>() < 0.3) continue;
+        worst_px = std::max({worst_px, std::fabs(a[i]["x"].get<double>() - b[i]["x"].get<double>()),
+                             std::fabs(a[i]["y"].get<double>() - b[i]["y"].get<double>())});
+      }
+    } else {
+      EXPECT_NEAR(c["result"]["coverage"].get<double>(), roomy[k]["result"]["coverage"].get<double>(), 0.002) << k;
+    }
+  }
+  std::printf("pose keypoints (score >= 0.3), engine on sim vs cv::dnn: worst %.4f px\n", worst_px);
+  EXPECT_LT(worst_px, 1.0);
+  EXPECT_EQ(QueryInt(dir / "roomy.db", "SELECT sum(oom_events) FROM workers"), 0);
+  EXPECT_GT(QueryInt(dir / "tight.db", "SELECT sum(oom_events) FROM workers"), 0);
+  EXPECT_EQ(QueryInt(dir / "tight.db", "SELECT sum(cpu_fallbacks) FROM workers"), 6);
 }
 
 }  // namespace

@@ -1,0 +1,80 @@
+#include "models/engine_model.h"
+
+#include <cstring>
+
+namespace framemill::models {
+
+Result<std::unique_ptr<EngineModel>> EngineModel::Open(const ModelManifest& m,
+                                                       gpu::ComputeBackend& backend) {
+  if (m.graph_file.empty())
+    return Status::NotFound("model " + m.name + " has no engine graph (model.fmg.json): run "
+                            "`framemill models fetch --force --only " + m.name + "`");
+  auto kernels = backend.MakeEngineKernels();
+  if (!kernels.ok()) return kernels.status();
+  gpu::engine::EngineOptions options;
+  options.storage = backend.EngineFp16() ? gpu::engine::StorageType::kFloat16
+                                         : gpu::engine::StorageType::kFloat32;
+  auto engine = gpu::engine::Engine::Load(m.graph_file, std::move(kernels).value(), options);
+  if (!engine.ok()) return engine.status();
+  return std::unique_ptr<EngineModel>(new EngineModel(m, backend, std::move(engine).value()));
+}
+
+int64_t EngineModel::BatchBytesPerImage() {
+  auto plan = engine_->PlanFor(1);
+  return plan.ok() ? (*plan)->BatchBytes() : 0;
+}
+
+Result<std::vector<std::vector<OutputTensor>>> EngineModel::Run(const std::vector<cv::Mat>& bgr) {
+  for (size_t i = 0; i < bgr.size(); ++i)
+    if (bgr[i].empty() || bgr[i].type() != CV_8UC3)
+      return Status::InvalidArgument("image " + std::to_string(i) + " is not 8-bit BGR");
+  std::vector<std::vector<OutputTensor>> out;
+  if (manifest_.batchable) {
+    FM_RETURN_IF_ERROR(RunBatch(bgr, &out));
+  } else {
+    // A graph fixed at batch 1 (a batch-1 reshape inside): image by image.
+    for (const cv::Mat& image : bgr) FM_RETURN_IF_ERROR(RunBatch({image}, &out));
+  }
+  return out;
+}
+
+Status EngineModel::RunBatch(const std::vector<cv::Mat>& images,
+                             std::vector<std::vector<OutputTensor>>* out) {
+  if (images.empty()) return Status::OK();
+  gpu::PreprocessSpec spec = manifest_.preprocess;
+  spec.type = engine_->storage() == gpu::engine::StorageType::kFloat16 ? gpu::TensorType::kFloat16
+                                                                       : gpu::TensorType::kFloat32;
+  auto input = backend_.PreprocessBatch(images, spec);
+  if (!input.ok()) return input.status();
+  auto result = engine_->Run(*input);
+  if (!result.ok()) return result.status();
+  const size_t n = images.size();
+  if (auto plan = engine_->PlanFor(static_cast<int>(n)); plan.ok())
+    backend_.SetLastBatchBytes((*plan)->BatchBytes() + static_cast<int64_t>(input->data.size()));
+  for (size_t b = 0; b < n; ++b) {
+    std::vector<OutputTensor> per_image;
+    for (const ModelOutputSpec& o : manifest_.outputs) {
+      auto it = result->find(o.name);
+      if (it == result->end())
+        return Status::Internal("engine gave no output '" + o.name + "' for model " + manifest_.name);
+      const gpu::Tensor& t = it->second;
+      const size_t total = t.data.size() / sizeof(float);
+      if (t.type != gpu::TensorType::kFloat32 || t.shape.empty() ||
+          t.shape[0] != static_cast<int64_t>(n) || total % n != 0)
+        return Status::Internal("engine output '" + o.name + "' of model " + manifest_.name +
+                                " does not hold the batch as fp32");
+      OutputTensor ot;
+      ot.name = o.name;
+      ot.shape = t.shape;
+      ot.shape[0] = 1;
+      const size_t each = total / n;
+      ot.data.resize(each);
+      std::memcpy(ot.data.data(), t.data.data() + b * each * sizeof(float), each * sizeof(float));
+      per_image.push_back(std::move(ot));
+    }
+    out->push_back(std::move(per_image));
+  }
+  return Status::OK();
+}
+
+}  // namespace framemill::models

@@ -1,0 +1,51 @@
+// A converted model run by our own inference engine (gpu/engine) on a backend's device:
+// the backend's fused preprocessing kernel, then the model's fmg graph with fp16 or fp32
+// storage as the backend prefers. The same outputs, per image, as DnnModel gives.
+// Holds the weights on the device for its lifetime. Not thread-safe: one per thread.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <opencv2/core.hpp>
+
+#include "gpu/compute_backend.h"
+#include "gpu/engine/engine.h"
+#include "models/dnn_model.h"
+#include "models/manifest.h"
+#include "storage/status.h"
+
+namespace framemill::models {
+
+class EngineModel {
+ public:
+  // `backend` is borrowed and must outlive the model. An OutOfMemory (the weights do not
+  // fit) comes back as the backend's kernels reported it.
+  static Result<std::unique_ptr<EngineModel>> Open(const ModelManifest& manifest,
+                                                   gpu::ComputeBackend& backend);
+
+  // result[b][i] = manifest.outputs[i] of image b. One engine run for the whole batch
+  // when the model is batchable, else image by image. Tells the backend the batch's
+  // device bytes (SetLastBatchBytes), for the batch tuner.
+  Result<std::vector<std::vector<OutputTensor>>> Run(const std::vector<cv::Mat>& bgr);
+
+  // Device bytes of one image's batch (activations + scratch, weights excluded).
+  int64_t BatchBytesPerImage();
+  std::string device() const { return backend_.device(); }
+  const ModelManifest& manifest() const { return manifest_; }
+  gpu::engine::Engine& engine() { return *engine_; }
+
+ private:
+  EngineModel(ModelManifest m, gpu::ComputeBackend& backend,
+              std::unique_ptr<gpu::engine::Engine> engine)
+      : manifest_(std::move(m)), backend_(backend), engine_(std::move(engine)) {}
+  Status RunBatch(const std::vector<cv::Mat>& images,
+                  std::vector<std::vector<OutputTensor>>* out);
+
+  ModelManifest manifest_;
+  gpu::ComputeBackend& backend_;
+  std::unique_ptr<gpu::engine::Engine> engine_;
+};
+
+}  // namespace framemill::models

@@ -1,0 +1,124 @@
+// EngineModel: a converted model through our own engine on a backend's device. Here the
+// backends are the CPU (reference kernels) and the simulated device (reference kernels
+// behind a VRAM budget); the CUDA backend runs the same code in framemill_gpu_tests'
+// engine tests on a GPU machine. Needs installed models (FRAMEMILL_MODELS); skips when
+// absent unless FRAMEMILL_REQUIRE_MODELS=1.
+#include "models/engine_model.h"
+
+#include <cmath>
+#include <cstdlib>
+
+#include <gtest/gtest.h>
+#include <opencv2/imgcodecs.hpp>
+
+#include "gpu/compute_backend.h"
+#include "models/decode.h"
+#include "models/dnn_model.h"
+#include "models/manifest.h"
+
+namespace framemill::models {
+namespace {
+
+std::string ModelsDir() {
+  const char* e = std::getenv("FRAMEMILL_MODELS");
+  return e && *e ? e : std::string(FRAMEMILL_SOURCE_DIR) + "/.cache/models";
+}
+bool RequireModels() {
+  const char* e = std::getenv("FRAMEMILL_REQUIRE_MODELS");
+  return e && std::string(e) == "1";
+}
+
+#define LOAD_OR_SKIP(var, name)                                                   \
+  auto var##_r = LoadManifest(ModelsDir() + "/" + (name));                        \
+  if (!var##_r.ok()) {                                                            \
+    if (RequireModels()) FAIL() << var##_r.status().ToString();                   \
+    GTEST_SKIP() << "model " << (name) << " not installed in " << ModelsDir()     \
+                 << ": " << var##_r.status().ToString();                          \
+  }                                                                               \
+  ModelManifest var = var##_r.value()
+
+cv::Mat Photo(const char* name) {
+  return cv::imread(std::string("/usr/share/doc/opencv-doc/examples/data/") + name, cv::IMREAD_COLOR);
+}
+
+// Max |a-b| over every output of every image, relative to the largest |b|.
+double RelMaxDiff(const std::vector<std::vector<OutputTensor>>& a,
+                  const std::vector<std::vector<OutputTensor>>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < b.size(); ++i)
+    for (size_t k = 0; k < b[i].size(); ++k) {
+      double d = 0, ref = 1e-6;
+      EXPECT_EQ(a[i][k].name, b[i][k].name);
+      EXPECT_EQ(a[i][k].shape, b[i][k].shape) << b[i][k].name;
+      if (a[i][k].data.size() != b[i][k].data.size()) return 1e9;
+      for (size_t j = 0; j < b[i][k].data.size(); ++j) {
+        d = std::max(d, double{std::fabs(a[i][k].data[j] - b[i][k].data[j])});
+        ref = std::max(ref, double{std::fabs(b[i][k].data[j])});
+      }
+      worst = std::max(worst, d / ref);
+    }
+  return worst;
+}
+
+TEST(EngineModelTest, CpuBackendMatchesOpenCvDnnPerImageInABatch) {
+  LOAD_OR_SKIP(m, "mobilefacenet");
+  auto cpu = gpu::MakeCpuBackend();
+  auto engine = EngineModel::Open(m, *cpu);
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  auto dnn = DnnModel::Open(m);
+  ASSERT_TRUE(dnn.ok()) << dnn.status().ToString();
+  std::vector<cv::Mat> faces = {Photo("messi5.jpg")(cv::Rect(206, 82, 56, 56)).clone(),
+                                Photo("basketball1.png")(cv::Rect(72, 88, 48, 48)).clone(),
+                                Photo("baboon.jpg")};
+  auto ours = (*engine)->Run(faces);
+  ASSERT_TRUE(ours.ok()) << ours.status().ToString();
+  auto ref = (*dnn)->Run(faces);
+  ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+  ASSERT_EQ(ours->size(), 3u);
+  double rel = RelMaxDiff(*ours, *ref);
+  std::printf("mobilefacenet, engine on the CPU backend vs cv::dnn, batch 3: rel max diff %.2e\n", rel);
+  EXPECT_LT(rel, 2e-4);
+  EXPECT_EQ((*engine)->device(), "cpu");
+  EXPECT_GT((*engine)->BatchBytesPerImage(), 0);
+}
+
+TEST(EngineModelTest, FixedBatchModelRunsImageByImageAndDecodesTheSame) {
+  LOAD_OR_SKIP(m, "selfie");
+  ASSERT_FALSE(m.batchable);
+  auto cpu = gpu::MakeCpuBackend();
+  auto engine = EngineModel::Open(m, *cpu);
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  auto dnn = DnnModel::Open(m);
+  ASSERT_TRUE(dnn.ok());
+  std::vector<cv::Mat> photos = {Photo("messi5.jpg"), Photo("basketball1.png")};
+  auto ours = (*engine)->Run(photos);
+  auto ref = (*dnn)->Run(photos);
+  ASSERT_TRUE(ours.ok() && ref.ok());
+  for (size_t i = 0; i < photos.size(); ++i) {
+    auto a = DecodeMask((*ours)[i][0], photos[i].size());
+    auto b = DecodeMask((*ref)[i][0], photos[i].size());
+    ASSERT_TRUE(a.ok() && b.ok());
+    const float iou = MaskIoU(a->binary, b->binary);
+    std::printf("selfie mask IoU, engine vs cv::dnn, image %zu: %.5f\n", i, iou);
+    EXPECT_GE(iou, 0.98f);
+  }
+}
+
+TEST(EngineModelTest, WeightsThatDoNotFitTheSimulatedDeviceAreOutOfMemory) {
+  LOAD_OR_SKIP(m, "centernet");  // 8 MB of weights, 34 MiB with its activations
+  auto sim = gpu::MakeSimBackend(/*vram_mb=*/4);
+  auto engine = EngineModel::Open(m, *sim);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_TRUE(engine.status().IsOutOfMemory()) << engine.status().ToString();
+
+  auto roomy = gpu::MakeSimBackend(/*vram_mb=*/256);
+  auto ok = EngineModel::Open(m, *roomy);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  auto out = (*ok)->Run({Photo("messi5.jpg")});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_GT(roomy->LastBatchBytes(), 0);  // what the batch tuner learns from
+  EXPECT_EQ((*ok)->device(), "sim:0");
+}
+
+}  // namespace
+}  // namespace framemill::models
