@@ -21,7 +21,7 @@ root=$PWD
 nvcc_version() { /usr/local/cuda/bin/nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p'; }
 bundle=${1:-.gpu-bundle}
 build=${BUILD_DIR:-build-gpu}
-photo_mb=${PHOTO_MB:-20}
+photo_mb=${PHOTO_MB:-8}
 
 # CMAKE_CUDA_STANDARD=17: CMake 3.25 knows no CUDA20 dialect for nvcc, and the .cu
 # files need only C++17 (the .cc files are still built as C++20).
@@ -76,6 +76,20 @@ else
   data_flag=''
 fi
 
+# Converted models for the engine's device tests and bench: the fmg graphs of the small
+# models (ISNet's 176 MB would not travel). framemill_gpu_tests and gpu_bench read them
+# from FRAMEMILL_MODELS, which run.sh points here.
+models_src=${MODELS_DIR:-.cache/models}
+for m in ${BUNDLE_MODELS:-blazeface selfie mobilefacenet movenet-lightning}; do
+  if [ -f "$models_src/$m/model.fmg.json" ]; then
+    mkdir -p "$bundle/models/$m"
+    cp "$models_src/$m/manifest.json" "$models_src/$m/model.fmg.json" \
+       "$models_src/$m/model.fmg.bin" "$bundle/models/$m/"
+  else
+    echo "bundle-gpu: model $m not in $models_src (run framemill models fetch): not bundled" >&2
+  fi
+done
+
 cat > "$bundle/run.sh" <<RUN
 #!/usr/bin/env bash
 # Runs the CUDA device tests, then the GPU benchmark, with the bundled libraries.
@@ -91,6 +105,7 @@ if [ -z "\$sys_cxx" ] || ! grep -qa "$glibcxx" "\$sys_cxx"; then
   lib="\$lib:\$here/lib/fallback"
 fi
 export LD_LIBRARY_PATH="\$lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
+[ -d "\$here/models" ] && export FRAMEMILL_MODELS="\$here/models"
 logs="\${LOG_DIR:-\$here/logs}"
 mkdir -p "\$logs"
 if command -v nvidia-smi >/dev/null; then
