@@ -1,5 +1,7 @@
 #include "models/dnn_model.h"
 
+#include <cmath>
+
 #include <cstring>
 #include <filesystem>
 
@@ -36,6 +38,14 @@ Result<std::unique_ptr<DnnModel>> DnnModel::Open(const ModelManifest& manifest) 
   return m;
 }
 
+void RoundIfIntegerInput(const ModelManifest& m, gpu::Tensor* t) {
+  // The original graph takes int32 pixels (MoveNet): the resized values are rounded to
+  // integers so that both implementations see the same input.
+  if (m.tfjs_input_dtype != "int32" || t->type != gpu::TensorType::kFloat32) return;
+  float* v = reinterpret_cast<float*>(t->data.data());
+  for (size_t i = 0, n = t->data.size() / sizeof(float); i < n; ++i) v[i] = std::nearbyint(v[i]);
+}
+
 Result<std::vector<std::vector<OutputTensor>>> DnnModel::Run(const std::vector<cv::Mat>& bgr) {
   if (bgr.empty()) return std::vector<std::vector<OutputTensor>>{};
   for (size_t i = 0; i < bgr.size(); ++i) {
@@ -46,6 +56,7 @@ Result<std::vector<std::vector<OutputTensor>>> DnnModel::Run(const std::vector<c
   gpu::PreprocessSpec spec = manifest_.preprocess;
   spec.type = gpu::TensorType::kFloat32;
   gpu::Tensor t = gpu::PreprocessCpu(bgr, spec);
+  RoundIfIntegerInput(manifest_, &t);
   int dims[4] = {static_cast<int>(t.shape[0]), 3, spec.height, spec.width};
   // Wraps t's memory; Forward copies it into the net before t goes away.
   cv::Mat blob(4, dims, CV_32F, t.data.data());

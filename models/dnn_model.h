@@ -10,6 +10,7 @@
 #include <opencv2/core.hpp>
 #include <opencv2/dnn.hpp>
 
+#include "gpu/ops.h"
 #include "models/manifest.h"
 #include "storage/status.h"
 
@@ -54,5 +55,9 @@ class DnnModel {
   std::vector<std::string> output_names_;
   bool batched_ = true;
 };
+
+// Rounds a preprocessed fp32 input to integers when the model's original graph takes
+// integer pixels (manifest input.tfjs_dtype "int32", MoveNet); otherwise leaves it.
+void RoundIfIntegerInput(const ModelManifest& m, gpu::Tensor* t);
 
 }  // namespace framemill::models

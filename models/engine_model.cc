@@ -46,6 +46,7 @@ Status EngineModel::RunBatch(const std::vector<cv::Mat>& images,
                                                                        : gpu::TensorType::kFloat32;
   auto input = backend_.PreprocessBatch(images, spec);
   if (!input.ok()) return input.status();
+  RoundIfIntegerInput(manifest_, &input.value());  // fp16 storage rounds through half anyway
   auto result = engine_->Run(*input);
   if (!result.ok()) return result.status();
   const size_t n = images.size();

@@ -112,6 +112,7 @@ TEST_P(GoldenTest, MatchesReference) {
 
     // 1. Our preprocessing vs the input the reference was fed.
     gpu::Tensor ours = gpu::PreprocessCpu({img}, man->preprocess);
+    RoundIfIntegerInput(*man, &ours);  // what DnnModel::Run feeds the net
     std::vector<float> raw_in;
     if (item["dtype"] == "int32") {
       std::ifstream f(in_dir / item["file"].get<std::string>(), std::ios::binary);
@@ -133,8 +134,8 @@ TEST_P(GoldenTest, MatchesReference) {
           in_diff = std::max(in_diff, double(std::fabs(ours.At(o) - r)));
         }
     Report(tag + ".input_max_abs", in_diff);
-    // The reference feeds movenet int32 pixels: our float resize differs by rounding.
-    EXPECT_LE(in_diff, item["dtype"] == "int32" ? 0.5 : 1e-5);
+    // movenet's reference takes int32 pixels; we round the resize to integers as it does.
+    EXPECT_LE(in_diff, 1e-5);
 
     // 2. Raw heads: ours from the image, and ours from the reference's own input.
     auto res = (*model)->Run({img});
@@ -193,9 +194,7 @@ TEST_P(GoldenTest, MatchesReference) {
       EXPECT_GE(c, 0.999);
     } else if (pp == "movenet") {
       const auto rd = RefData(dec["outputs"]["Identity"], ref_dir);
-      // Two runs: ours from the image, and ours from the reference's int32 input. The
-      // reference rounds pixels to integers (TF.js takes int32) and we feed the float
-      // resize, so a weak keypoint can move to another heatmap cell on our path.
+      // Two runs: ours from the image, and ours from the reference's own int32 input.
       for (int path = 0; path < 2; ++path) {
         const auto& outs = path == 0 ? (*res)[0] : (*res_ref_in)[0];
         std::map<std::string, const std::vector<float>*> h;
@@ -218,8 +217,8 @@ TEST_P(GoldenTest, MatchesReference) {
         Report(tag + p + ".keypoint_max_px", worst);
         Report(tag + p + ".keypoint_max_px_score_ge_0.3", worst_confident);
         Report(tag + p + ".keypoint_score_max_abs", worst_score);
-        if (path == 1) EXPECT_LE(worst, 1.0) << "decode differs from the graph's own";
-        else EXPECT_LE(worst_confident, 1.0);
+        EXPECT_LE(worst, 1.0) << (path == 1 ? "decode differs from the graph's own"
+                                            : "keypoints on our own input path");
       }
     } else if (pp == "blazepose") {
       const auto rd = RefData(dec["outputs"].contains("Identity_2") ? dec["outputs"]["Identity_2"]
