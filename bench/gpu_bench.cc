@@ -101,7 +101,7 @@ struct Options {
   int sweep_max = 0;  // 0: 512 with a device, 64 without
   int device = 0;
   int frames = 16;
-  std::string models;  // --models, else $FRAMEMILL_MODELS
+  std::string models;  // --models (run.sh passes the bundled models)
   std::vector<int> engine_batches = {1, 2, 4, 8, 16, 32, 64};
   bool engine_cpu = false;
 };
@@ -638,12 +638,6 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "unknown benchmark %s\n", b.c_str());
       return 2;
     }
-  }
-
-  if (o.models.empty()) {
-    // A bench, like a test, may read the environment: the model directory the tests use.
-    const char* env = std::getenv("FRAMEMILL_MODELS");
-    if (env != nullptr) o.models = env;
   }
 
   std::vector<cv::Mat> photos;

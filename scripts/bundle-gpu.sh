@@ -117,7 +117,7 @@ echo "== framemill_gpu_tests"
 "\$here/bin/framemill_gpu_tests" --gtest_color=no 2>&1 | tee "\$logs/gpu_tests.txt"
 tests=\${PIPESTATUS[0]}
 echo "== gpu_bench"
-"\$here/bin/gpu_bench" $data_flag "\$@" 2>&1 | tee "\$logs/gpu_bench.txt"
+"\$here/bin/gpu_bench" $data_flag \${FRAMEMILL_MODELS:+--models="\$FRAMEMILL_MODELS"} "\$@" 2>&1 | tee "\$logs/gpu_bench.txt"
 echo "== framemill_gpu_tests exit status \$tests (logs in \$logs)"
 exit "\$tests"
 RUN

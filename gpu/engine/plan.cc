@@ -157,6 +157,18 @@ class Builder {
     v.buf = static_cast<int>(plan_.buffers.size()) - 1;
     return v.buf;
   }
+  // The usual step: one output buffer for the node's first output, with `params`.
+  template <typename Params>
+  Status Emit(StepKind kind, std::vector<int> inputs, const Node& n,
+              const std::vector<int64_t>& out_shape, const Params& params) {
+    Step s;
+    s.kind = kind;
+    s.inputs = std::move(inputs);
+    s.output = NewBuffer(n.outputs[0], out_shape);
+    s.params = params;
+    AddStep(std::move(s), n);
+    return Status::OK();
+  }
   void AddStep(Step s, const Node& n) {
     s.node = n.name + " (" + n.op + ")";
     int idx = static_cast<int>(plan_.steps.size());
@@ -745,13 +757,7 @@ Status Builder::LowerReduce(size_t i) {
   p.reduce = Prod(x.shape, axes.front(), axes.back() + 1);
   p.inner = Prod(x.shape, axes.back() + 1);
   if (x.is_const) return Unsup(n, "constant folding of reductions");
-  Step s;
-  s.kind = StepKind::kReduce;
-  s.inputs = {x.buf};
-  s.output = NewBuffer(n.outputs[0], out);
-  s.params = p;
-  AddStep(std::move(s), n);
-  return Status::OK();
+  return Emit(StepKind::kReduce, {x.buf}, n, out, p);
 }
 
 Status Builder::LowerResize(size_t i) {
@@ -806,13 +812,7 @@ Status Builder::LowerResize(size_t i) {
   p.nearest = kNm.at(nm);
   p.planes = x.shape[0] * x.shape[1];
   p.h_in = x.shape[2]; p.w_in = x.shape[3]; p.h_out = out[2]; p.w_out = out[3];
-  Step s;
-  s.kind = StepKind::kResize;
-  s.inputs = {x.buf};
-  s.output = NewBuffer(n.outputs[0], out);
-  s.params = p;
-  AddStep(std::move(s), n);
-  return Status::OK();
+  return Emit(StepKind::kResize, {x.buf}, n, out, p);
 }
 
 Status Builder::LowerPad(size_t i) {
@@ -851,13 +851,7 @@ Status Builder::LowerPad(size_t i) {
     if (p.mode == PadMode::kReflect && (pads[d] >= x.shape[d] || pads[d + r] >= x.shape[d]))
       return Bad(n, "reflect pad wider than the input");
   }
-  Step s;
-  s.kind = StepKind::kPad;
-  s.inputs = {x.buf};
-  s.output = NewBuffer(n.outputs[0], out);
-  s.params = p;
-  AddStep(std::move(s), n);
-  return Status::OK();
+  return Emit(StepKind::kPad, {x.buf}, n, out, p);
 }
 
 Status Builder::LowerConcat(size_t i) {
@@ -947,13 +941,7 @@ Status Builder::LowerTranspose(size_t i) {
   TransposeParams p;
   p.rank = r;
   for (int k = 0; k < r; ++k) { p.in_dims[k] = x.shape[k]; p.perm[k] = static_cast<int32_t>(perm[k]); }
-  Step s;
-  s.kind = StepKind::kTranspose;
-  s.inputs = {x.buf};
-  s.output = NewBuffer(n.outputs[0], out);
-  s.params = p;
-  AddStep(std::move(s), n);
-  return Status::OK();
+  return Emit(StepKind::kTranspose, {x.buf}, n, out, p);
 }
 
 Status Builder::SliceStep(const Node& n, const std::string& in, const std::string& out,

@@ -11,27 +11,10 @@
 #include <opencv2/imgcodecs.hpp>
 
 #include "models/manifest.h"
+#include "tests/support/model_test_support.h"
 
 namespace framemill::models {
 namespace {
-
-std::string ModelsDir() {
-  const char* e = std::getenv("FRAMEMILL_MODELS");
-  return e && *e ? e : std::string(FRAMEMILL_SOURCE_DIR) + "/.cache/models";
-}
-bool RequireModels() {
-  const char* e = std::getenv("FRAMEMILL_REQUIRE_MODELS");
-  return e && std::string(e) == "1";
-}
-
-#define LOAD_OR_SKIP(var, name)                                                   \
-  auto var##_r = LoadManifest(ModelsDir() + "/" + (name));                        \
-  if (!var##_r.ok()) {                                                            \
-    if (RequireModels()) FAIL() << var##_r.status().ToString();                   \
-    GTEST_SKIP() << "model " << (name) << " not installed in " << ModelsDir()     \
-                 << ": " << var##_r.status().ToString();                          \
-  }                                                                               \
-  ModelManifest var = var##_r.value()
 
 const char* kData = "/usr/share/doc/opencv-doc/examples/data/";
 
@@ -53,7 +36,7 @@ TEST(DnnModelTest, CorruptOnnxIsCorruptionNamingTheFile) {
 }
 
 TEST(DnnModelTest, RejectsEmptyAndNonBgrImages) {
-  LOAD_OR_SKIP(m, "mobilefacenet");
+  FM_LOAD_MODEL_OR_SKIP(m, "mobilefacenet");
   auto model = DnnModel::Open(m);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   EXPECT_TRUE((*model)->Run({cv::Mat()}).status().IsInvalidArgument());
@@ -62,7 +45,7 @@ TEST(DnnModelTest, RejectsEmptyAndNonBgrImages) {
 
 // One batched forward gives each image what a forward of its own gives.
 TEST(DnnModelTest, BatchEqualsOneByOne) {
-  LOAD_OR_SKIP(m, "mobilefacenet");
+  FM_LOAD_MODEL_OR_SKIP(m, "mobilefacenet");
   auto model = DnnModel::Open(m);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   std::vector<cv::Mat> imgs;

@@ -15,27 +15,10 @@
 #include "models/decode.h"
 #include "models/dnn_model.h"
 #include "models/manifest.h"
+#include "tests/support/model_test_support.h"
 
 namespace framemill::models {
 namespace {
-
-std::string ModelsDir() {
-  const char* e = std::getenv("FRAMEMILL_MODELS");
-  return e && *e ? e : std::string(FRAMEMILL_SOURCE_DIR) + "/.cache/models";
-}
-bool RequireModels() {
-  const char* e = std::getenv("FRAMEMILL_REQUIRE_MODELS");
-  return e && std::string(e) == "1";
-}
-
-#define LOAD_OR_SKIP(var, name)                                                   \
-  auto var##_r = LoadManifest(ModelsDir() + "/" + (name));                        \
-  if (!var##_r.ok()) {                                                            \
-    if (RequireModels()) FAIL() << var##_r.status().ToString();                   \
-    GTEST_SKIP() << "model " << (name) << " not installed in " << ModelsDir()     \
-                 << ": " << var##_r.status().ToString();                          \
-  }                                                                               \
-  ModelManifest var = var##_r.value()
 
 cv::Mat Photo(const char* name) {
   return cv::imread(std::string("/usr/share/doc/opencv-doc/examples/data/") + name, cv::IMREAD_COLOR);
@@ -61,7 +44,7 @@ double RelMaxDiff(const std::vector<std::vector<OutputTensor>>& a,
 }
 
 TEST(EngineModelTest, CpuBackendMatchesOpenCvDnnPerImageInABatch) {
-  LOAD_OR_SKIP(m, "mobilefacenet");
+  FM_LOAD_MODEL_OR_SKIP(m, "mobilefacenet");
   auto cpu = gpu::MakeCpuBackend();
   auto engine = EngineModel::Open(m, *cpu);
   ASSERT_TRUE(engine.ok()) << engine.status().ToString();
@@ -83,7 +66,7 @@ TEST(EngineModelTest, CpuBackendMatchesOpenCvDnnPerImageInABatch) {
 }
 
 TEST(EngineModelTest, FixedBatchModelRunsImageByImageAndDecodesTheSame) {
-  LOAD_OR_SKIP(m, "selfie");
+  FM_LOAD_MODEL_OR_SKIP(m, "selfie");
   ASSERT_FALSE(m.batchable);
   auto cpu = gpu::MakeCpuBackend();
   auto engine = EngineModel::Open(m, *cpu);
@@ -105,7 +88,7 @@ TEST(EngineModelTest, FixedBatchModelRunsImageByImageAndDecodesTheSame) {
 }
 
 TEST(EngineModelTest, WeightsThatDoNotFitTheSimulatedDeviceAreOutOfMemory) {
-  LOAD_OR_SKIP(m, "centernet");  // 8 MB of weights, 34 MiB with its activations
+  FM_LOAD_MODEL_OR_SKIP(m, "centernet");  // 8 MB of weights, 34 MiB with its activations
   auto sim = gpu::MakeSimBackend(/*vram_mb=*/4);
   auto engine = EngineModel::Open(m, *sim);
   ASSERT_FALSE(engine.ok());

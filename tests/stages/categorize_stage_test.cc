@@ -8,37 +8,14 @@
 #include <tuple>
 #include <set>
 
+#include "tests/support/model_test_support.h"
 #include "tests/support/test_support.h"
 
 namespace framemill {
 namespace {
 
-std::string ModelsDir() {
-  const char* e = std::getenv("FRAMEMILL_MODELS");
-  return e != nullptr && *e != '\0' ? e : FRAMEMILL_SOURCE_DIR "/.cache/models";
-}
-
-// Skips (or, with FRAMEMILL_REQUIRE_MODELS=1, fails) when the model is not installed.
-#define REQUIRE_MODEL(name)                                                              \
-  do {                                                                                   \
-    auto m_ = models::ModelStore(ModelsDir()).Open(name);                                \
-    if (!m_.ok()) {                                                                      \
-      const char* r_ = std::getenv("FRAMEMILL_REQUIRE_MODELS");                          \
-      if (r_ != nullptr && std::string(r_) == "1") FAIL() << m_.status().ToString();     \
-      GTEST_SKIP() << "model " << name << " not installed in " << ModelsDir();           \
-    }                                                                                    \
-  } while (0)
-
-ClaimedJob JobFor(const std::string& stage, const std::string& path, MediaKind kind,
-                  int64_t item = 1) {
-  ClaimedJob j;
-  j.id = item;
-  j.item_id = item;
-  j.stage = stage;
-  j.source = path;
-  j.kind = kind;
-  return j;
-}
+using testing::JobFor;
+using testing::ModelsDir;
 
 std::set<std::string> Labels(const nlohmann::json& r) {
   std::set<std::string> s;
@@ -47,7 +24,7 @@ std::set<std::string> Labels(const nlohmann::json& r) {
 }
 
 TEST(CategorizeStageTest, FindsPeopleInRealPhotosWithBoxesInsideTheImage) {
-  REQUIRE_MODEL("centernet");
+  FM_REQUIRE_MODEL("centernet");
   auto pool = std::make_shared<ModelPool>(ModelsDir());
   CategorizeStage stage(pool, MediaConfig{}, CategorizeConfig{});
   for (const auto& [file, w, h] : std::vector<std::tuple<std::string, int, int>>{
@@ -77,7 +54,7 @@ TEST(CategorizeStageTest, FindsPeopleInRealPhotosWithBoxesInsideTheImage) {
 }
 
 TEST(CategorizeStageTest, MessiHasASportsBall) {
-  REQUIRE_MODEL("centernet");
+  FM_REQUIRE_MODEL("centernet");
   CategorizeConfig c;
   c.min_score = 0.1;
   CategorizeStage stage(std::make_shared<ModelPool>(ModelsDir()), MediaConfig{}, c);
@@ -87,7 +64,7 @@ TEST(CategorizeStageTest, MessiHasASportsBall) {
 }
 
 TEST(CategorizeStageTest, BatchWithACorruptImageFailsOnlyThatJob) {
-  REQUIRE_MODEL("centernet");
+  FM_REQUIRE_MODEL("centernet");
   testing::TempDir d;
   testing::WriteTruncated(testing::SampleData("messi5.jpg"), d / "cut.jpg", 0.4);
   CategorizeStage stage(std::make_shared<ModelPool>(ModelsDir()), MediaConfig{}, CategorizeConfig{});
@@ -108,7 +85,7 @@ TEST(CategorizeStageTest, BatchWithACorruptImageFailsOnlyThatJob) {
 }
 
 TEST(CategorizeStageTest, VideoIsCategorisedOverSampledFrames) {
-  REQUIRE_MODEL("centernet");
+  FM_REQUIRE_MODEL("centernet");
   MediaConfig m;
   m.model_frames = 3;
   CategorizeStage stage(std::make_shared<ModelPool>(ModelsDir()), m, CategorizeConfig{});

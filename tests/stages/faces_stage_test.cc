@@ -8,37 +8,14 @@
 
 #include <opencv2/imgcodecs.hpp>
 
+#include "tests/support/model_test_support.h"
 #include "tests/support/test_support.h"
 
 namespace framemill {
 namespace {
 
-std::string ModelsDir() {
-  const char* e = std::getenv("FRAMEMILL_MODELS");
-  return e != nullptr && *e != '\0' ? e : FRAMEMILL_SOURCE_DIR "/.cache/models";
-}
-
-// Skips (or, with FRAMEMILL_REQUIRE_MODELS=1, fails) when the model is not installed.
-#define REQUIRE_MODEL(name)                                                              \
-  do {                                                                                   \
-    auto m_ = models::ModelStore(ModelsDir()).Open(name);                                \
-    if (!m_.ok()) {                                                                      \
-      const char* r_ = std::getenv("FRAMEMILL_REQUIRE_MODELS");                          \
-      if (r_ != nullptr && std::string(r_) == "1") FAIL() << m_.status().ToString();     \
-      GTEST_SKIP() << "model " << name << " not installed in " << ModelsDir();           \
-    }                                                                                    \
-  } while (0)
-
-ClaimedJob JobFor(const std::string& stage, const std::string& path, MediaKind kind,
-                  int64_t item = 1) {
-  ClaimedJob j;
-  j.id = item;
-  j.item_id = item;
-  j.stage = stage;
-  j.source = path;
-  j.kind = kind;
-  return j;
-}
+using testing::JobFor;
+using testing::ModelsDir;
 
 double Dot(const std::vector<float>& a, const std::vector<float>& b) {
   double s = 0;
@@ -61,8 +38,8 @@ StageOutput FacesOf(const std::string& file, FacesConfig c = {}) {
 }
 
 TEST(FacesStageTest, FindsFacesInMessiWithUnitLengthEmbeddings) {
-  REQUIRE_MODEL("blazeface");
-  REQUIRE_MODEL("mobilefacenet");
+  FM_REQUIRE_MODEL("blazeface");
+  FM_REQUIRE_MODEL("mobilefacenet");
   StageOutput out = FacesOf("messi5.jpg");
   ASSERT_EQ(out.kind, StageOutput::Kind::kDone) << out.error.ToString();
   EXPECT_EQ(out.device, "cpu");
@@ -92,8 +69,8 @@ TEST(FacesStageTest, FindsFacesInMessiWithUnitLengthEmbeddings) {
 
 // The same face cropped a few pixels off is nearer to itself than another person is.
 TEST(FacesStageTest, EmbeddingIsStableUnderSmallShiftsAndTellsPeopleApart) {
-  REQUIRE_MODEL("blazeface");
-  REQUIRE_MODEL("mobilefacenet");
+  FM_REQUIRE_MODEL("blazeface");
+  FM_REQUIRE_MODEL("mobilefacenet");
   StageOutput a = FacesOf("messi5.jpg");
   ASSERT_EQ(a.kind, StageOutput::Kind::kDone) << a.error.ToString();
   ASSERT_GE(a.result["faces"].size(), 1u);
@@ -128,8 +105,8 @@ TEST(FacesStageTest, EmbeddingIsStableUnderSmallShiftsAndTellsPeopleApart) {
 }
 
 TEST(FacesStageTest, FaceresGivesA1024dEmbeddingWithAgeAndGender) {
-  REQUIRE_MODEL("blazeface");
-  REQUIRE_MODEL("faceres");
+  FM_REQUIRE_MODEL("blazeface");
+  FM_REQUIRE_MODEL("faceres");
   FacesConfig c;
   c.embedding_model = "faceres";
   StageOutput out = FacesOf("messi5.jpg", c);
@@ -145,8 +122,8 @@ TEST(FacesStageTest, FaceresGivesA1024dEmbeddingWithAgeAndGender) {
 }
 
 TEST(FacesStageTest, VideoFramesAndAPhotoWithoutFacesAreDone) {
-  REQUIRE_MODEL("blazeface");
-  REQUIRE_MODEL("mobilefacenet");
+  FM_REQUIRE_MODEL("blazeface");
+  FM_REQUIRE_MODEL("mobilefacenet");
   FacesStage stage(std::make_shared<ModelPool>(ModelsDir()), MediaConfig{}, FacesConfig{});
   std::vector<ClaimedJob> jobs = {
       JobFor("faces", testing::SampleData("Megamind.avi"), MediaKind::kVideo, 1),
@@ -161,7 +138,7 @@ TEST(FacesStageTest, VideoFramesAndAPhotoWithoutFacesAreDone) {
 }
 
 TEST(FacesStageTest, MissingEmbeddingModelFailsWithTheInstallHint) {
-  REQUIRE_MODEL("blazeface");
+  FM_REQUIRE_MODEL("blazeface");
   testing::TempDir dir;
   std::filesystem::create_directory_symlink(ModelsDir() + "/blazeface", dir / "blazeface");
   FacesStage stage(std::make_shared<ModelPool>(dir.path()), MediaConfig{}, FacesConfig{});

@@ -13,26 +13,15 @@
 
 #include <opencv2/imgcodecs.hpp>
 
+#include "tests/support/model_test_support.h"
 #include "tests/support/test_support.h"
 
 namespace framemill {
 namespace {
+
+using testing::JobFor;
+using testing::ModelsDir;
 namespace fs = std::filesystem;
-
-std::string ModelsDir() {
-  const char* e = std::getenv("FRAMEMILL_MODELS");
-  return e != nullptr && *e != '\0' ? e : FRAMEMILL_SOURCE_DIR "/.cache/models";
-}
-
-#define REQUIRE_MODEL(name)                                                              \
-  do {                                                                                   \
-    auto m_ = models::ModelStore(ModelsDir()).Open(name);                                \
-    if (!m_.ok()) {                                                                      \
-      const char* r_ = std::getenv("FRAMEMILL_REQUIRE_MODELS");                          \
-      if (r_ != nullptr && std::string(r_) == "1") FAIL() << m_.status().ToString();     \
-      GTEST_SKIP() << "model " << name << " not installed in " << ModelsDir();           \
-    }                                                                                    \
-  } while (0)
 
 TEST(ModelPoolTest, MissingModelFailsWithTheStoresMessageEveryTime) {
   testing::TempDir empty;
@@ -55,7 +44,7 @@ TEST(ModelPoolTest, MissingModelFailsWithTheStoresMessageEveryTime) {
 }
 
 TEST(ModelPoolTest, FailureIsCachedUntilTheRecheckThenAnInstalledModelIsUsed) {
-  REQUIRE_MODEL("selfie");
+  FM_REQUIRE_MODEL("selfie");
   testing::TempDir dir;
   ModelPool cached(dir.path(), OpenCpuRunner, std::chrono::hours(1));
   ModelPool fresh(dir.path(), OpenCpuRunner, std::chrono::milliseconds(0));
@@ -70,7 +59,7 @@ TEST(ModelPoolTest, FailureIsCachedUntilTheRecheckThenAnInstalledModelIsUsed) {
 }
 
 TEST(ModelPoolTest, DamagedModelFileIsCorruptionNotACrash) {
-  REQUIRE_MODEL("selfie");
+  FM_REQUIRE_MODEL("selfie");
   testing::TempDir dir;
   fs::create_directory(dir / "selfie");
   for (const char* f : {"manifest.json", "model.fmg.json", "model.fmg.bin"})
@@ -84,7 +73,7 @@ TEST(ModelPoolTest, DamagedModelFileIsCorruptionNotACrash) {
 }
 
 TEST(ModelPoolTest, ConcurrentBorrowersGetTheirOwnRunnersWithIdenticalResults) {
-  REQUIRE_MODEL("selfie");
+  FM_REQUIRE_MODEL("selfie");
   ModelPool pool(ModelsDir());
   const std::vector<cv::Mat> images = {cv::imread(testing::SampleData("messi5.jpg")),
                                        cv::imread(testing::SampleData("basketball1.png"))};
@@ -152,7 +141,7 @@ TEST(ModelPoolTest, SquareCropPadsOutsideTheImageWithBlack) {
 // The real binary with a model directory that lacks the segmentation model: every
 // segment job fails once with the store's message, the other stages finish, exit 3.
 TEST(ModelPoolTest, RunWithAMissingModelFailsThoseJobsAndExitsThree) {
-  REQUIRE_MODEL("movenet-lightning");
+  FM_REQUIRE_MODEL("movenet-lightning");
   testing::TempDir dir;
   fs::create_directory(dir / "models");
   fs::create_directory_symlink(ModelsDir() + "/movenet-lightning", dir / "models/movenet-lightning");

@@ -6,37 +6,14 @@
 #include <cstdlib>
 #include <map>
 
+#include "tests/support/model_test_support.h"
 #include "tests/support/test_support.h"
 
 namespace framemill {
 namespace {
 
-std::string ModelsDir() {
-  const char* e = std::getenv("FRAMEMILL_MODELS");
-  return e != nullptr && *e != '\0' ? e : FRAMEMILL_SOURCE_DIR "/.cache/models";
-}
-
-// Skips (or, with FRAMEMILL_REQUIRE_MODELS=1, fails) when the model is not installed.
-#define REQUIRE_MODEL(name)                                                              \
-  do {                                                                                   \
-    auto m_ = models::ModelStore(ModelsDir()).Open(name);                                \
-    if (!m_.ok()) {                                                                      \
-      const char* r_ = std::getenv("FRAMEMILL_REQUIRE_MODELS");                          \
-      if (r_ != nullptr && std::string(r_) == "1") FAIL() << m_.status().ToString();     \
-      GTEST_SKIP() << "model " << name << " not installed in " << ModelsDir();           \
-    }                                                                                    \
-  } while (0)
-
-ClaimedJob JobFor(const std::string& stage, const std::string& path, MediaKind kind,
-                  int64_t item = 1) {
-  ClaimedJob j;
-  j.id = item;
-  j.item_id = item;
-  j.stage = stage;
-  j.source = path;
-  j.kind = kind;
-  return j;
-}
+using testing::JobFor;
+using testing::ModelsDir;
 
 std::map<std::string, nlohmann::json> ByName(const nlohmann::json& r) {
   std::map<std::string, nlohmann::json> m;
@@ -77,7 +54,7 @@ void ExpectUprightPerson(const StageOutput& out, int w, int h, size_t count) {
 }
 
 TEST(PoseStageTest, MoveNetFindsAnUprightPersonInMessi) {
-  REQUIRE_MODEL("movenet-lightning");
+  FM_REQUIRE_MODEL("movenet-lightning");
   StageOutput out = PoseOf("messi5.jpg", "movenet-lightning");
   ExpectUprightPerson(out, 548, 342, 17);
   EXPECT_EQ(out.result["model"], "movenet-lightning");
@@ -85,19 +62,19 @@ TEST(PoseStageTest, MoveNetFindsAnUprightPersonInMessi) {
 }
 
 TEST(PoseStageTest, MoveNetFindsAnUprightPersonInBasketball) {
-  REQUIRE_MODEL("movenet-lightning");
+  FM_REQUIRE_MODEL("movenet-lightning");
   ExpectUprightPerson(PoseOf("basketball1.png", "movenet-lightning"), 640, 480, 17);
 }
 
 TEST(PoseStageTest, BlazePoseGives39LandmarksOfAnUprightPerson) {
-  REQUIRE_MODEL("blazepose-full");
+  FM_REQUIRE_MODEL("blazepose-full");
   StageOutput out = PoseOf("messi5.jpg", "blazepose-full");
   ExpectUprightPerson(out, 548, 342, 39);
   EXPECT_TRUE(out.result.contains("pose_score"));
 }
 
 TEST(PoseStageTest, VideoGivesPerFrameKeypointsAndAMissingModelFails) {
-  REQUIRE_MODEL("movenet-lightning");
+  FM_REQUIRE_MODEL("movenet-lightning");
   MediaConfig m;
   m.model_frames = 2;
   PoseStage stage(std::make_shared<ModelPool>(ModelsDir()), m, PoseConfig{});

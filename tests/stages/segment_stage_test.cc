@@ -10,37 +10,14 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "tests/support/model_test_support.h"
 #include "tests/support/test_support.h"
 
 namespace framemill {
 namespace {
 
-std::string ModelsDir() {
-  const char* e = std::getenv("FRAMEMILL_MODELS");
-  return e != nullptr && *e != '\0' ? e : FRAMEMILL_SOURCE_DIR "/.cache/models";
-}
-
-// Skips (or, with FRAMEMILL_REQUIRE_MODELS=1, fails) when the model is not installed.
-#define REQUIRE_MODEL(name)                                                              \
-  do {                                                                                   \
-    auto m_ = models::ModelStore(ModelsDir()).Open(name);                                \
-    if (!m_.ok()) {                                                                      \
-      const char* r_ = std::getenv("FRAMEMILL_REQUIRE_MODELS");                          \
-      if (r_ != nullptr && std::string(r_) == "1") FAIL() << m_.status().ToString();     \
-      GTEST_SKIP() << "model " << name << " not installed in " << ModelsDir();           \
-    }                                                                                    \
-  } while (0)
-
-ClaimedJob JobFor(const std::string& stage, const std::string& path, MediaKind kind,
-                  int64_t item = 1) {
-  ClaimedJob j;
-  j.id = item;
-  j.item_id = item;
-  j.stage = stage;
-  j.source = path;
-  j.kind = kind;
-  return j;
-}
+using testing::JobFor;
+using testing::ModelsDir;
 
 // The PNG at the result's path agrees with the result and the image.
 void ExpectMaskMatches(const StageOutput& out, const cv::Size& image) {
@@ -61,7 +38,7 @@ void ExpectMaskMatches(const StageOutput& out, const cv::Size& image) {
 }
 
 TEST(SegmentStageTest, SelfieMaskOfAPersonIsWrittenAsAPng) {
-  REQUIRE_MODEL("selfie");
+  FM_REQUIRE_MODEL("selfie");
   testing::TempDir out;
   SegmentStage stage(std::make_shared<ModelPool>(ModelsDir()), MediaConfig{}, SegmentConfig{},
                      out.path());
@@ -80,7 +57,7 @@ TEST(SegmentStageTest, SelfieMaskOfAPersonIsWrittenAsAPng) {
 }
 
 TEST(SegmentStageTest, VideoFramesEachGetAMask) {
-  REQUIRE_MODEL("selfie");
+  FM_REQUIRE_MODEL("selfie");
   testing::TempDir out;
   MediaConfig m;
   m.model_frames = 3;
@@ -98,7 +75,7 @@ TEST(SegmentStageTest, VideoFramesEachGetAMask) {
 }
 
 TEST(SegmentStageTest, IsnetMaskOfMessi) {
-  REQUIRE_MODEL("isnet");
+  FM_REQUIRE_MODEL("isnet");
   testing::TempDir out;
   SegmentConfig c;
   c.model = "isnet";
@@ -112,7 +89,7 @@ TEST(SegmentStageTest, IsnetMaskOfMessi) {
 }
 
 TEST(SegmentStageTest, CorruptImageFailsAndMissingModelFailsWithTheHint) {
-  REQUIRE_MODEL("selfie");
+  FM_REQUIRE_MODEL("selfie");
   testing::TempDir d;
   testing::WriteFile(d / "x.png", "not a png at all");
   SegmentStage stage(std::make_shared<ModelPool>(ModelsDir()), MediaConfig{}, SegmentConfig{}, d / "out");

@@ -1,0 +1,57 @@
+// What every test of the neural models shares: where the installed models are
+// (FRAMEMILL_MODELS, else <repo>/.cache/models, which scripts/test.sh fills) and the rule
+// for a missing one: skip with the reason, or fail when FRAMEMILL_REQUIRE_MODELS=1 (CI).
+// Header-only, so test binaries of any library can use it. Tests may read the environment.
+#pragma once
+
+#include <cstdlib>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "jobs/job.h"
+#include "models/manifest.h"
+
+namespace framemill::testing {
+
+inline std::string ModelsDir() {
+  const char* e = std::getenv("FRAMEMILL_MODELS");
+  return e != nullptr && *e != '\0' ? e : FRAMEMILL_SOURCE_DIR "/.cache/models";
+}
+
+inline bool ModelsRequired() {
+  const char* e = std::getenv("FRAMEMILL_REQUIRE_MODELS");
+  return e != nullptr && std::string(e) == "1";
+}
+
+// A job of `stage` on the file at `path`, as the worker would hand it to a stage.
+inline ClaimedJob JobFor(const std::string& stage, const std::string& path, MediaKind kind,
+                         int64_t item = 1) {
+  ClaimedJob j;
+  j.id = item;
+  j.item_id = item;
+  j.stage = stage;
+  j.source = path;
+  j.kind = kind;
+  return j;
+}
+
+}  // namespace framemill::testing
+
+// Declares `ModelManifest var` for installed model `name`, or skips (fails when required).
+#define FM_LOAD_MODEL_OR_SKIP(var, name)                                                   \
+  auto var##_r = ::framemill::models::LoadManifest(::framemill::testing::ModelsDir() + "/" + \
+                                                   (name));                                \
+  if (!var##_r.ok()) {                                                                     \
+    if (::framemill::testing::ModelsRequired()) FAIL() << var##_r.status().ToString();     \
+    GTEST_SKIP() << "model " << (name) << " not installed in "                             \
+                 << ::framemill::testing::ModelsDir() << ": " << var##_r.status().ToString(); \
+  }                                                                                        \
+  ::framemill::models::ModelManifest var = std::move(var##_r).value()
+
+// Skips (fails when required) unless model `name` is installed.
+#define FM_REQUIRE_MODEL(name)                     \
+  do {                                             \
+    FM_LOAD_MODEL_OR_SKIP(required_model_, name);  \
+    (void)required_model_;                         \
+  } while (0)
