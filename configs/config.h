@@ -37,7 +37,7 @@ struct CategorizeConfig {
   double min_score = 0.2;  // detections below are dropped (human's object.minConfidence)
 };
 struct FacesConfig {
-  std::string embedding_model = "mobilefacenet";  // mobilefacenet | faceres
+  std::string embedding_model = "faceres";  // faceres | mobilefacenet
 };
 struct PoseConfig {
   std::string model = "movenet-lightning";  // movenet-lightning | blazepose-full

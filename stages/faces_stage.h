@@ -1,6 +1,6 @@
 // The `faces` stage: faces found by BlazeFace on the whole image (operation
 // FACE_DETECTION), each described by an embedding of its crop (FACE_EMBEDDING):
-// mobilefacenet (192-d, default) or faceres (1024-d plus age and gender).
+// faceres (1024-d plus age and gender, default) or mobilefacenet (192-d).
 // Holds only configuration and the shared model pool; Run/RunBatch are thread-safe.
 #pragma once
 
