@@ -50,14 +50,13 @@ Result<Outputs> RunModel(ModelRunner& cpu_runner, const std::vector<cv::Mat>& bg
     return cpu_runner.Run(bgr);
   }
 
-  // First guess of a batch's device bytes per image: the engine's plan, when this thread
-  // has the engine loaded already (otherwise the tuner starts from its defaults and
-  // learns from the first batch's reported bytes).
+  // The batch tuner's first guess of device bytes per image is the engine's memory plan,
+  // known before anything runs: load the engine now if the device will be tried. A load
+  // that fails is left to the ladder (it fails again inside the slice, as OutOfMemory
+  // where the weights do not fit, and the ladder steps down).
   int64_t guess = 0;
-  if (gpu::ComputeBackend* gpu = ctx.ladder->gpu(); gpu != nullptr) {
-    auto& engines = ThreadEngines();
-    if (auto it = engines.find(EngineKey(*gpu, m)); it != engines.end())
-      guess = it->second->BatchBytesPerImage();
+  if (gpu::ComputeBackend* gpu = ctx.ladder->gpu(); gpu != nullptr && ctx.ladder->OnDevice(op)) {
+    if (auto engine = EngineFor(*gpu, m); engine.ok()) guess = (*engine)->BatchBytesPerImage();
   }
   const int64_t pixels = static_cast<int64_t>(m.preprocess.width) * m.preprocess.height;
 
