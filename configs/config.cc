@@ -209,6 +209,24 @@ const std::vector<Setting>& Settings() {
     t.push_back(Enum("segment.model", "FRAMEMILL_SEGMENT_MODEL", "",
                      [](Config& c) -> std::string& { return c.segment.model; },
                      {"selfie", "isnet"}));
+    t.push_back(Int("fetch.concurrency", "FRAMEMILL_FETCH_CONCURRENCY", "",
+                    [](Config& c) -> int& { return c.fetch.concurrency; }, 1, 4096));
+    t.push_back(Int("fetch.per_host", "FRAMEMILL_FETCH_PER_HOST", "",
+                    [](Config& c) -> int& { return c.fetch.per_host; }, 1, 4096));
+    t.push_back(Int("fetch.connect_timeout_ms", "FRAMEMILL_FETCH_CONNECT_TIMEOUT_MS", "",
+                    [](Config& c) -> int64_t& { return c.fetch.connect_timeout_ms; }, 1,
+                    3'600'000));
+    t.push_back(Int("fetch.timeout_ms", "FRAMEMILL_FETCH_TIMEOUT_MS", "",
+                    [](Config& c) -> int64_t& { return c.fetch.timeout_ms; }, 1, 86'400'000));
+    t.push_back(Int("fetch.max_bytes", "FRAMEMILL_FETCH_MAX_BYTES", "",
+                    [](Config& c) -> int64_t& { return c.fetch.max_bytes; }, 1,
+                    1'000'000'000'000));
+    t.push_back(Int("fetch.max_redirects", "FRAMEMILL_FETCH_MAX_REDIRECTS", "",
+                    [](Config& c) -> int& { return c.fetch.max_redirects; }, 0, 100));
+    t.push_back(Str("fetch.user_agent", "FRAMEMILL_FETCH_USER_AGENT", "",
+                    [](Config& c) -> std::string& { return c.fetch.user_agent; }));
+    t.push_back(Int("fetch.batch", "FRAMEMILL_FETCH_BATCH", "",
+                    [](Config& c) -> int& { return c.fetch.batch; }, 1, 4096));
     t.push_back(Setting{"gpu.all", "ALL_GPU", "",
                         [](Config& c, const std::string& v, const std::string& where) -> Status {
                           auto t = ParseTristate(v, where);

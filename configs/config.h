@@ -46,6 +46,18 @@ struct SegmentConfig {
   std::string model = "selfie";  // selfie | isnet
 };
 
+// The crawler's downloads (stages/fetch_stage.h, fetch/fetcher.h).
+struct FetchConfig {
+  int concurrency = 64;               // transfers in flight per worker process
+  int per_host = 16;                  // of those, to one host
+  int64_t connect_timeout_ms = 5'000;
+  int64_t timeout_ms = 30'000;        // whole transfer
+  int64_t max_bytes = 64LL << 20;     // enforced while streaming
+  int max_redirects = 5;
+  std::string user_agent = "framemill/0.1";
+  int batch = 64;  // jobs claimed per transaction while fetch jobs are outstanding
+};
+
 struct GpuConfig {
   Tristate all = Tristate::kAuto;
   std::map<std::string, Tristate> ops;  // operation name (LIGHTING, POSE...) -> choice
@@ -71,6 +83,7 @@ struct Config {
   FacesConfig faces;
   PoseConfig pose;
   SegmentConfig segment;
+  FetchConfig fetch;
   GpuConfig gpu;
 
   // Where each effective value came from, in settings-table order.

@@ -14,6 +14,7 @@
 #include "configs/config.h"
 #include "gpu/compute_backend.h"
 #include "gpu/policy.h"
+#include "fetch/fetcher.h"
 #include "models/fetch.h"
 #include "models/infer.h"
 #include "models/model_store.h"
@@ -129,13 +130,14 @@ int CmdEnqueue(const Flags& f) {
   const bool tty = isatty(STDERR_FILENO) != 0;
   auto report = EnqueueSources(**store, f.sources, eo, [&](const EnqueueProgress& p) {
     if (tty) {
-      std::fprintf(stderr, "\r\033[Kscanned %lld files, read %lld/%lld, written %lld%s",
+      std::fprintf(stderr, "\r\033[Kscanned %lld files, read %lld/%lld, %lld URLs, written %lld%s",
                    static_cast<long long>(p.files_seen), static_cast<long long>(p.files_read),
-                   static_cast<long long>(p.to_read), static_cast<long long>(p.items_written),
-                   p.done ? "\n" : "");
-    } else if (p.done) {
-      spdlog::info("scanned {} files, read {}/{}, written {}", p.files_seen, p.files_read,
-                   p.to_read, p.items_written);
+                   static_cast<long long>(p.to_read), static_cast<long long>(p.urls_read),
+                   static_cast<long long>(p.items_written), p.done ? "\n" : "");
+    } else if (p.done || (p.urls_read > 0 && p.urls_read % 100'000 == 0)) {
+      // Not a terminal: a line per 100k URLs, so a long list shows it is moving.
+      spdlog::info("scanned {} files, read {}/{}, {} URLs, written {}", p.files_seen,
+                   p.files_read, p.to_read, p.urls_read, p.items_written);
     }
   });
   if (!report.ok()) return StoreError(report.status());
@@ -151,6 +153,16 @@ int CmdEnqueue(const Flags& f) {
   for (const auto& [reason, n] : report->skipped)
     std::printf("  skipped %lld file(s): %s (e.g. %s)\n", static_cast<long long>(n),
                 reason.c_str(), report->skipped_example[reason].c_str());
+  if (report->url_lists > 0) {
+    int64_t rejected = 0;
+    for (const auto& [reason, n] : report->urls_rejected) rejected += n;
+    std::printf("  URL lists: %lld, %lld URLs accepted, %lld line(s) rejected\n",
+                static_cast<long long>(report->url_lists),
+                static_cast<long long>(report->urls_seen), static_cast<long long>(rejected));
+    for (const auto& [reason, n] : report->urls_rejected)
+      std::printf("    %lld: %s\n", static_cast<long long>(n), reason.c_str());
+    for (const std::string& e : report->rejected_examples) std::printf("    %s\n", e.c_str());
+  }
   return kExitOk;
 }
 
@@ -164,7 +176,30 @@ int CmdRun(const Flags& f) {
   RunRequest req;
   req.stages = *stages;
   req.forever = f.forever;
-  int code = RunWorkers(env->config, *env->registry, req);
+  Config config = env->config;
+  if (env->registry->Find(kFetchStage) != nullptr) {
+    // Whatever stages are asked for, a URL item's media arrive only through its fetch.
+    if (std::find(req.stages.begin(), req.stages.end(), kFetchStage) == req.stages.end())
+      req.stages.insert(req.stages.begin(), kFetchStage);
+    // Transfers overlap only within a claimed batch: claim more while there is fetching
+    // to do, unless the user chose the batch size.
+    bool batch_chosen = false;
+    for (const auto& p : config.provenance)
+      if (p.key == "run.batch") batch_chosen = p.source != "default";
+    if (!batch_chosen && config.fetch.batch > config.run.batch) {
+      auto store = OpenStore(*env);
+      if (!store.ok()) return StoreError(store.status());
+      auto left = (*store)->CountOutstanding({kFetchStage});
+      if (!left.ok()) return StoreError(left.status());
+      if (left->pending + left->running > 0) config.run.batch = config.fetch.batch;
+    }
+    // Named temporaries (only where O_TMPFILE is missing) of transfers that cannot still
+    // be running: every transfer ends within its total timeout.
+    const int64_t stale_s = std::max<int64_t>(60, 2 * config.fetch.timeout_ms / 1000);
+    Status tmp = fetch::RemoveStaleTempFiles(config.out, stale_s);
+    if (!tmp.ok()) spdlog::warn("could not clean fetch temporaries: {}", tmp.ToString());
+  }
+  int code = RunWorkers(config, *env->registry, req);
   if (code == kExitOk || code == kExitSomeFailed) {
     std::fprintf(stderr, "results: framemill export --db %s (artifacts under %s)\n",
                  env->config.db.c_str(), env->config.out.c_str());
@@ -196,9 +231,31 @@ int CmdStatus(const Flags& f) {
     double r = rate_of(c);
     return left == 0 ? 0.0 : (r > 0 ? left / r : -1.0);
   };
+  // The crawler's report, as img2dataset gives it: success rate and failures by class.
+  const StageCounts* fetch_counts = nullptr;
+  for (const StageCounts& c : *counts)
+    if (c.stage == kFetchStage) fetch_counts = &c;
+  std::vector<std::pair<std::string, int64_t>> fetch_failures;
+  for (const auto& e : *failures)
+    if (e.stage == kFetchStage) fetch_failures.emplace_back(e.error_class, e.count);
+  auto success_rate = [&]() -> std::optional<double> {
+    int64_t ended = fetch_counts->done + fetch_counts->failed;
+    if (ended == 0) return std::nullopt;
+    return static_cast<double>(fetch_counts->done) / static_cast<double>(ended);
+  };
   if (f.json) {
     nlohmann::json j;
     j["db"] = env->config.db;
+    if (fetch_counts != nullptr) {
+      auto rate = success_rate();
+      nlohmann::json fj;
+      fj["success_rate"] = rate ? nlohmann::json(*rate) : nlohmann::json(nullptr);
+      fj["done"] = fetch_counts->done;
+      fj["failed"] = fetch_counts->failed;
+      fj["failures"] = nlohmann::json::object();
+      for (const auto& [cls, n] : fetch_failures) fj["failures"][cls] = n;
+      j["fetch"] = fj;
+    }
     j["items"] = *items;
     j["stages"] = nlohmann::json::object();
     for (const StageCounts& c : *counts) {
@@ -236,6 +293,18 @@ int CmdStatus(const Flags& f) {
                 rate_of(c), FormatDuration(eta_of(c)).c_str());
   }
   if (counts->empty()) std::printf("(no jobs: run `framemill enqueue SOURCE...`)\n");
+  if (fetch_counts != nullptr) {
+    auto rate = success_rate();
+    std::printf("\nfetch: %lld downloaded, %lld failed", static_cast<long long>(fetch_counts->done),
+                static_cast<long long>(fetch_counts->failed));
+    if (rate) std::printf(", success rate %.1f%%", 100.0 * *rate);
+    std::printf("\n");
+    for (const auto& [cls, n] : fetch_failures)
+      std::printf("  %-14s %8lld  (%.1f%% of fetches that ended)\n", cls.c_str(),
+                  static_cast<long long>(n),
+                  100.0 * static_cast<double>(n) /
+                      static_cast<double>(fetch_counts->done + fetch_counts->failed));
+  }
   if (!failures->empty()) {
     std::printf("\nfailures by error class:\n");
     for (const auto& e : *failures)

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "scheduler/url_list.h"
 #include "stages/media.h"
 
 namespace framemill {
@@ -28,10 +29,7 @@ struct Candidate {
   NewItem item;
 };
 
-bool IsUrlList(const std::string& path) {
-  auto ext = fs::path(path).extension().string();
-  return ext == ".txt" || ext == ".csv" || ext == ".jsonl";
-}
+constexpr size_t kMaxRejectedExamples = 20;
 
 void ReadAndClassify(Candidate& c) {
   std::FILE* f = std::fopen(c.path.c_str(), "rb");
@@ -102,8 +100,9 @@ Result<EnqueueReport> EnqueueSources(JobStore& store, const std::vector<std::str
     if (progress) progress(prog);
   };
 
-  // 1. Expand sources into candidate files.
+  // 1. Expand sources into candidate files and URL lists.
   std::vector<Candidate> files;
+  std::vector<std::pair<std::string, UrlListFormat>> url_lists;
   auto add_file = [&](const fs::path& p) {
     struct stat sb;
     if (::stat(p.c_str(), &sb) != 0 || !S_ISREG(sb.st_mode)) return;
@@ -130,12 +129,14 @@ Result<EnqueueReport> EnqueueSources(JobStore& store, const std::vector<std::str
         if (it->is_regular_file(ec)) add_file(it->path());
       }
     } else if (fs::is_regular_file(status)) {
-      if (IsUrlList(p.string())) {
+      // Named like a list and not media by its bytes: a URL list. Only a source named
+      // on the command line is read as one; a .txt inside a directory is just a file.
+      if (auto format = UrlListFormatOf(p.string())) {
         auto head = ReadFileBytes(p.string(), 64);
-        if (head.ok() && !SniffMedia(*head))
-          return Status::InvalidArgument(
-              "source '" + src + "' is a URL list; URL sources need the fetch stage, "
-              "which this build does not have yet");
+        if (!head.ok() || !SniffMedia(*head)) {
+          url_lists.emplace_back(p.string(), *format);
+          continue;
+        }
       }
       add_file(p);
     } else {
@@ -202,6 +203,35 @@ Result<EnqueueReport> EnqueueSources(JobStore& store, const std::vector<std::str
     if (batch.size() >= kChunk) FM_RETURN_IF_ERROR(flush());
   }
   FM_RETURN_IF_ERROR(flush());
+
+  // 5. URL lists, streamed: memory stays bounded by one transaction's items.
+  for (const auto& [path, format] : url_lists) {
+    ++report.url_lists;
+    UrlListReport list;
+    Status s = ReadUrlList(
+        path, format,
+        [&](UrlEntry&& e) -> Status {
+          NewItem item;
+          item.source = std::move(e.url);
+          item.is_url = true;
+          // The fetch stage sees the metadata through media_info (and records it in its
+          // result); once fetched, media_info describes the file instead.
+          item.media_info = "{\"metadata\":" + e.metadata + "}";
+          item.metadata = std::move(e.metadata);
+          batch.push_back(std::move(item));
+          ++prog.urls_read;
+          if (batch.size() >= kChunk) return flush();
+          return Status::OK();
+        },
+        &list);
+    FM_RETURN_IF_ERROR(s);
+    FM_RETURN_IF_ERROR(flush());
+    report.urls_seen += list.urls;
+    for (const auto& [reason, n] : list.rejected) report.urls_rejected[reason] += n;
+    for (const BadLine& b : list.examples)
+      if (report.rejected_examples.size() < kMaxRejectedExamples)
+        report.rejected_examples.push_back(path + ":" + std::to_string(b.line) + ": " + b.reason);
+  }
   prog.done = true;
   tell();
   return report;

@@ -1,7 +1,9 @@
-// `framemill enqueue`: turns sources (directories, media files) into items and jobs.
-// Files are recognised by content; unchanged files (same size and mtime as stored)
-// are not read again; new or touched ones are hashed in parallel and written in
-// large transactions. Single-threaded caller; uses TBB internally.
+// `framemill enqueue`: turns sources (directories, media files, URL lists) into items
+// and jobs. Files are recognised by content; unchanged files (same size and mtime as
+// stored) are not read again; new or touched ones are hashed in parallel and written in
+// large transactions. A URL list (.txt/.csv/.jsonl named as a source, see url_list.h)
+// is streamed into URL items, 10k per transaction; a URL already stored adds nothing.
+// Single-threaded caller; uses TBB internally.
 #pragma once
 
 #include <cstdint>
@@ -20,10 +22,15 @@ struct EnqueueReport {
   std::map<std::string, int64_t> skipped;  // reason -> count
   std::map<std::string, std::string> skipped_example;  // reason -> one path
   EnqueueStats stats;
+  // URL lists
+  int64_t url_lists = 0, urls_seen = 0;
+  std::map<std::string, int64_t> urls_rejected;  // reason -> count
+  std::vector<std::string> rejected_examples;    // "file:line: reason", the first few
 };
 
 struct EnqueueProgress {
   int64_t files_seen = 0, files_read = 0, to_read = 0, items_written = 0;
+  int64_t urls_read = 0;
   bool done = false;
 };
 

@@ -2,6 +2,7 @@
 
 #include "stages/categorize_stage.h"
 #include "stages/faces_stage.h"
+#include "stages/fetch_stage.h"
 #include "stages/lighting_stage.h"
 #include "stages/model_pool.h"
 #include "stages/pose_stage.h"
@@ -24,6 +25,9 @@ Stage* StageRegistry::Find(const std::string& name) const {
 std::unique_ptr<StageRegistry> MakeDefaultRegistry(const Config& config) {
   auto r = std::make_unique<StageRegistry>();
   std::string error;
+  // URL items only (the store gives it no job on a local file); every media stage of a
+  // URL item waits on it.
+  r->Add(std::make_unique<FetchStage>(config.fetch, config.out), &error);
   r->Add(std::make_unique<LightingStage>(config.media), &error);
   // One pool for the process: stages that share a model share its opened instances.
   // Nothing is opened until a stage first runs.

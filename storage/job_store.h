@@ -30,13 +30,30 @@ struct ItemRecord {
 };
 
 struct NewItem {
-  std::string source;
+  std::string source;  // absolute path, or the URL for a URL item
   MediaKind kind = MediaKind::kImage;
   int64_t size = 0;
   int64_t mtime_ns = 0;
   std::string content_hash;
   std::string media_info = "{}";  // JSON
+  // A URL item gets a `fetch` job (the graph must have a stage named kFetchStage) and
+  // every other job waits on it; its kind is known only once fetched. Enqueueing the
+  // same URL again changes nothing but adds missing stage jobs.
+  bool is_url = false;
+  std::string metadata = "{}";  // JSON: the URL list's other columns or keys
 };
+
+// The stage that downloads URL items. Its done result (JSON) must carry "path",
+// "media" ("image"|"video"), "content_hash" and "bytes", and may carry "media_info":
+// completing it makes the item a local file for every later stage.
+inline constexpr char kFetchStage[] = "fetch";
+
+// A stage can name an error class finer than its Status code (which still decides
+// transient or permanent) by starting the message with a tag: "[timeout] ..." or
+// "[http_status retry_after_ms=2000] HTTP 429". The store records the class, strips the
+// tag from the message, and waits at least retry_after_ms before a retry.
+Status TagError(const Status& error, const std::string& error_class, int64_t retry_after_ms = -1);
+std::string ErrorClassOf(const Status& error);  // the tag's class, else CodeName()
 
 struct EnqueueOptions {
   std::vector<std::string> stages;  // already closed over dependencies
@@ -81,7 +98,7 @@ struct ErrorClassCount {
   int64_t count = 0;
 };
 
-struct ExportRow {
+struct ExportRow {  // source: the path, or the URL for URL items
   std::string source, stage, device, result_json, artifacts_json;
   int64_t attempts = 0, finished_at = 0;
 };

@@ -6,6 +6,8 @@
 #include <map>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "storage/migrations.h"
 
 #define FM_PREPARE(var, sql)                      \
@@ -47,7 +49,69 @@ std::string Placeholders(size_t n) {
   return s;
 }
 
+// A stage's error tag (see TagError): class, message without the tag, retry-after.
+struct ParsedError {
+  std::string error_class, message;
+  int64_t retry_after_ms = -1;
+};
+
+ParsedError ParseError(const Status& error) {
+  ParsedError p{std::string(error.CodeName()), error.message(), -1};
+  const std::string& m = error.message();
+  if (m.size() < 3 || m[0] != '[') return p;
+  size_t close = m.find(']');
+  if (close == std::string::npos || close > 80) return p;
+  std::string inside = m.substr(1, close - 1);
+  size_t sp = inside.find(' ');
+  std::string cls = inside.substr(0, sp);
+  if (cls.empty() || cls.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") !=
+                         std::string::npos)
+    return p;
+  p.error_class = cls;
+  if (sp != std::string::npos) {
+    std::string rest = inside.substr(sp + 1);
+    const std::string key = "retry_after_ms=";
+    if (rest.rfind(key, 0) == 0) {
+      try {
+        p.retry_after_ms = std::stoll(rest.substr(key.size()));
+      } catch (...) {
+      }
+    }
+  }
+  size_t body = close + 1;
+  while (body < m.size() && m[body] == ' ') ++body;
+  p.message = m.substr(body);
+  return p;
+}
+
+Status SameCode(const Status& s, const std::string& m) {
+  using C = Status::Code;
+  switch (s.code()) {
+    case C::kOk: return Status::OK();
+    case C::kNotFound: return Status::NotFound(m);
+    case C::kBusy: return Status::Busy(m);
+    case C::kOutOfMemory: return Status::OutOfMemory(m);
+    case C::kInvalidArgument: return Status::InvalidArgument(m);
+    case C::kCorruption: return Status::Corruption(m);
+    case C::kUnsupported: return Status::Unsupported(m);
+    case C::kIOError: return Status::IOError(m);
+    case C::kTooLarge: return Status::TooLarge(m);
+    case C::kAborted: return Status::Aborted(m);
+    case C::kInternal: return Status::Internal(m);
+  }
+  return Status::Internal(m);
+}
+
 }  // namespace
+
+Status TagError(const Status& error, const std::string& error_class, int64_t retry_after_ms) {
+  if (error.ok()) return error;
+  std::string tag = "[" + error_class;
+  if (retry_after_ms >= 0) tag += " retry_after_ms=" + std::to_string(retry_after_ms);
+  return SameCode(error, tag + "] " + ParseError(error).message);
+}
+
+std::string ErrorClassOf(const Status& error) { return ParseError(error).error_class; }
 
 Result<std::unique_ptr<JobStore>> OpenSqliteJobStore(const std::string& path,
                                                      const StageGraph* graph,
@@ -110,28 +174,59 @@ Result<int64_t> SqliteJobStore::JobState_(int64_t item_id, const std::string& st
 }
 
 Status SqliteJobStore::InsertJobsForItem(int64_t item_id, MediaKind kind,
-                                         const EnqueueOptions& options, EnqueueStats* stats) {
+                                         const EnqueueOptions& options, EnqueueStats* stats,
+                                         bool is_url) {
   const int64_t now = clock_->NowMs();
+  // A URL item's jobs all wait on its fetch job; what applies to it is known only
+  // once the fetch has found out whether it is an image or a video.
+  int64_t fetch_id = 0;
+  int fetch_state = kPending;
+  bool kind_known = true;
+  if (is_url) {
+    if (graph_->Find(kFetchStage) == nullptr)
+      return Status::InvalidArgument(
+          "URL items need the fetch stage, which this stage graph does not have");
+    FM_PREPARE(ins, "INSERT INTO jobs (item_id, stage, state, priority, max_attempts, created_at)"
+                    " VALUES (?, ?, " S_PENDING ", ?, ?, ?) ON CONFLICT (item_id, stage) DO NOTHING");
+    FM_RETURN_IF_ERROR(ins.Bind(1, item_id).Bind(2, kFetchStage).Bind(3, options.priority)
+                           .Bind(4, options.max_attempts).Bind(5, now).Run());
+    if (db_->Changes() > 0) ++stats->jobs_added;
+    auto id = JobState_(item_id, kFetchStage, &fetch_state);
+    if (!id.ok()) return id.status();
+    fetch_id = *id;
+    kind_known = fetch_state == kDone;
+  }
   for (const std::string& name : options.stages) {
+    if (name == kFetchStage) continue;  // URL items only, handled above
     const StageSpec* spec = graph_->Find(name);
     if (spec == nullptr) return Status::InvalidArgument("unknown stage " + name);
     if (spec->dataset_level) continue;
     // Dependencies come earlier in options.stages (dependency order), so they exist.
     std::vector<std::pair<int64_t, int>> deps;
-    std::string reason;
-    int state = spec->deps.empty() ? kPending : kWaiting;
+    std::string reason, error_class;
+    int state = spec->deps.empty() && !is_url ? kPending : kWaiting;
+    if (is_url) {
+      deps.emplace_back(fetch_id, fetch_state);
+      if (fetch_state == kSkipped || fetch_state == kFailed) {
+        state = kSkipped;
+        error_class = "fetch_failed";
+        reason = "the fetch of this URL failed";
+      }
+    }
     for (const std::string& d : spec->deps) {
       int dep_state = 0;
       auto dep_id = JobState_(item_id, d, &dep_state);
       if (!dep_id.ok()) return dep_id.status();
       deps.emplace_back(*dep_id, dep_state);
-      if (dep_state == kSkipped || dep_state == kFailed) {
+      if (state != kSkipped && (dep_state == kSkipped || dep_state == kFailed)) {
         state = dep_state == kSkipped ? kSkipped : kFailed;
+        error_class = state == kSkipped ? "not_applicable" : "dependency_failed";
         reason = "dependency " + d + (dep_state == kSkipped ? " was skipped" : " failed");
       }
     }
-    if (!spec->AppliesTo(kind)) {
+    if (kind_known && !spec->AppliesTo(kind)) {
       state = kSkipped;
+      error_class = "not_applicable";
       reason = name + " does not apply to " + std::string(MediaKindName(kind)) + " items";
     }
     if (state == kWaiting &&
@@ -146,8 +241,7 @@ Status SqliteJobStore::InsertJobsForItem(int64_t item_id, MediaKind kind,
     if (reason.empty()) {
       ins.BindNull(7).BindNull(8).BindNull(9);
     } else {
-      ins.Bind(7, state == kSkipped ? "not_applicable" : "dependency_failed")
-          .Bind(8, reason).Bind(9, now);
+      ins.Bind(7, error_class).Bind(8, reason).Bind(9, now);
     }
     FM_RETURN_IF_ERROR(ins.Run());
     if (db_->Changes() == 0) continue;
@@ -279,21 +373,33 @@ Result<EnqueueStats> SqliteJobStore::Enqueue(const std::vector<NewItem>& items,
     stats = EnqueueStats();
     const int64_t now = clock_->NowMs();
     for (const NewItem& it : items) {
-      FM_PREPARE(find, "SELECT id, coalesce(content_hash, ''), kind FROM items WHERE source = ?");
+      FM_PREPARE(find, "SELECT id, coalesce(content_hash, ''), kind, is_url FROM items"
+                       " WHERE source = ?");
       find.Bind(1, it.source);
       FM_STEP(exists, find.Step());
       if (!exists) {
         FM_PREPARE(ins, "INSERT INTO items (source, kind, size, mtime_ns, content_hash,"
-                        " media_info, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?)");
-        FM_RETURN_IF_ERROR(ins.Bind(1, it.source).Bind(2, static_cast<int>(it.kind))
-                               .Bind(3, it.size).Bind(4, it.mtime_ns).Bind(5, it.content_hash)
-                               .Bind(6, it.media_info).Bind(7, now).Bind(8, now).Run());
+                        " media_info, created_at, updated_at, is_url, metadata)"
+                        " VALUES (?,?,?,?,?,?,?,?,?,?)");
+        ins.Bind(1, it.source).Bind(2, static_cast<int>(it.kind)).Bind(3, it.size)
+            .Bind(4, it.mtime_ns);
+        if (it.is_url) ins.BindNull(5); else ins.Bind(5, it.content_hash);
+        ins.Bind(6, it.media_info).Bind(7, now).Bind(8, now).Bind(9, it.is_url ? 1 : 0);
+        if (it.is_url) ins.Bind(10, it.metadata); else ins.BindNull(10);
+        FM_RETURN_IF_ERROR(ins.Run());
         ++stats.items_added;
-        FM_RETURN_IF_ERROR(
-            InsertJobsForItem(db_->LastInsertRowId(), it.kind, options, &stats));
+        FM_RETURN_IF_ERROR(InsertJobsForItem(db_->LastInsertRowId(), it.kind, options, &stats,
+                                             it.is_url));
         continue;
       }
       int64_t id = find.Int(0);
+      if (it.is_url || find.Int(3) != 0) {
+        // Known by its URL: the content is whatever its fetch found (or will find).
+        ++stats.items_unchanged;
+        FM_RETURN_IF_ERROR(InsertJobsForItem(id, static_cast<MediaKind>(find.Int(2)), options,
+                                             &stats, find.Int(3) != 0));
+        continue;
+      }
       bool changed = find.Text(1) != it.content_hash ||
                      static_cast<MediaKind>(find.Int(2)) != it.kind;
       FM_PREPARE(up, "UPDATE items SET kind = ?, size = ?, mtime_ns = ?, content_hash = ?,"
@@ -310,7 +416,7 @@ Result<EnqueueStats> SqliteJobStore::Enqueue(const std::vector<NewItem>& items,
       } else {
         ++stats.items_unchanged;
       }
-      FM_RETURN_IF_ERROR(InsertJobsForItem(id, it.kind, options, &stats));
+      FM_RETURN_IF_ERROR(InsertJobsForItem(id, it.kind, options, &stats, false));
     }
     FM_RETURN_IF_ERROR(
         EnsureDatasetJobs(options, stats.items_added + stats.items_changed > 0));
@@ -326,8 +432,9 @@ Status SqliteJobStore::RecordError(int64_t job_id, int attempt, const std::strin
                                    const Status& error, int64_t now) {
   FM_PREPARE(e, "INSERT INTO job_errors (job_id, attempt, at, worker, error_class, message,"
                 " transient) VALUES (?,?,?,?,?,?,?)");
+  ParsedError p = ParseError(error);
   return e.Bind(1, job_id).Bind(2, attempt).Bind(3, now).Bind(4, worker)
-      .Bind(5, error.CodeName()).Bind(6, error.message())
+      .Bind(5, p.error_class).Bind(6, p.message)
       .Bind(7, error.IsTransient() ? 1 : 0).Run();
 }
 
@@ -353,6 +460,59 @@ Status SqliteJobStore::CascadeTerminal(int64_t job_id, JobState to,
       .Bind(4, reason).Bind(5, now).Run();
 }
 
+Status SqliteJobStore::CascadeFailure(int64_t job_id, const std::string& stage,
+                                      const std::string& error_class, int64_t now) {
+  // A URL that could not be fetched has no media to analyse: its other jobs are
+  // skipped (the failure is the fetch's), not failed.
+  if (stage == kFetchStage)
+    return CascadeTerminal(job_id, JobState::kSkipped, "fetch_failed",
+                           "the fetch of this URL failed (" + error_class + ")", now);
+  return CascadeTerminal(job_id, JobState::kFailed, "dependency_failed", "a dependency failed",
+                         now);
+}
+
+Status SqliteJobStore::ApplyFetched(int64_t job_id, const std::string& result_json,
+                                    int64_t now) {
+  auto r = nlohmann::json::parse(result_json, nullptr, false);
+  if (r.is_discarded() || !r.is_object() || !r.contains("path")) {
+    // A fetch stage that says done without a file: nothing can run on this item.
+    return CascadeTerminal(job_id, JobState::kSkipped, "fetch_failed",
+                           "the fetch recorded no local file", now);
+  }
+  const MediaKind kind =
+      r.value("media", std::string("image")) == "video" ? MediaKind::kVideo : MediaKind::kImage;
+  std::string info = r.contains("media_info") ? r["media_info"].dump() : "{}";
+  FM_PREPARE(up, "UPDATE items SET fetched_path = ?, kind = ?, content_hash = ?, size = ?,"
+                 " media_info = ?, updated_at = ? WHERE id = (SELECT item_id FROM jobs WHERE id = ?)"
+                 " RETURNING id");
+  up.Bind(1, r.value("path", std::string())).Bind(2, static_cast<int>(kind))
+      .Bind(3, r.value("content_hash", std::string())).Bind(4, r.value("bytes", int64_t{0}))
+      .Bind(5, info).Bind(6, now).Bind(7, job_id);
+  FM_STEP(row, up.Step());
+  if (!row) return Status::Internal("fetch job " + std::to_string(job_id) + " has no item");
+  const int64_t item_id = up.Int(0);
+  // Now that the kind is known, stages that do not apply to it are skipped.
+  FM_PREPARE(waiting, "SELECT id, stage FROM jobs WHERE item_id = ? AND state = " S_WAITING);
+  waiting.Bind(1, item_id);
+  std::vector<std::pair<int64_t, std::string>> not_applicable;
+  for (;;) {
+    FM_STEP(w, waiting.Step());
+    if (!w) break;
+    const StageSpec* spec = graph_->Find(waiting.Text(1));
+    if (spec != nullptr && !spec->AppliesTo(kind)) not_applicable.emplace_back(waiting.Int(0), spec->name);
+  }
+  for (const auto& [id, name] : not_applicable) {
+    FM_PREPARE(skip, "UPDATE jobs SET state = " S_SKIPPED ", error_class = 'not_applicable',"
+                     " last_error = ?, finished_at = ? WHERE id = ? AND state = " S_WAITING);
+    FM_RETURN_IF_ERROR(skip.Bind(1, name + " does not apply to " +
+                                        std::string(MediaKindName(kind)) + " items")
+                           .Bind(2, now).Bind(3, id).Run());
+    FM_RETURN_IF_ERROR(CascadeTerminal(id, JobState::kSkipped, "not_applicable",
+                                       "dependency " + name + " was skipped", now));
+  }
+  return Status::OK();
+}
+
 Result<int> SqliteJobStore::RescueExpiredLocked(int64_t now) {
   FM_PREPARE(up,
              "UPDATE jobs SET state = CASE WHEN attempts >= max_attempts THEN " S_FAILED
@@ -363,27 +523,25 @@ Result<int> SqliteJobStore::RescueExpiredLocked(int64_t now) {
              "   ' stopped renewing its lease (crashed or hung)',"
              " finished_at = CASE WHEN attempts >= max_attempts THEN ? ELSE NULL END"
              " WHERE state = " S_RUNNING " AND lease_expires_at < ?"
-             " RETURNING id, state, attempts, last_error");
+             " RETURNING id, state, attempts, last_error, stage");
   up.Bind(1, now).Bind(2, now).Bind(3, now);
   struct Rescued {
     int64_t id;
     int state, attempts;
-    std::string why;
+    std::string why, stage;
   };
   std::vector<Rescued> rescued;
   for (;;) {
     FM_STEP(row, up.Step());
     if (!row) break;
     rescued.push_back({up.Int(0), static_cast<int>(up.Int(1)), static_cast<int>(up.Int(2)),
-                       up.Text(3)});
+                       up.Text(3), up.Text(4)});
   }
   for (const Rescued& r : rescued) {
     // A lost worker is not the input's fault, so it counts as transient.
     FM_RETURN_IF_ERROR(RecordError(r.id, r.attempts, "", Status::Aborted(r.why), now));
-    if (r.state == kFailed) {
-      FM_RETURN_IF_ERROR(CascadeTerminal(r.id, JobState::kFailed, "dependency_failed",
-                                         "a dependency failed", now));
-    }
+    if (r.state == kFailed)
+      FM_RETURN_IF_ERROR(CascadeFailure(r.id, r.stage, "lease_expired", now));
   }
   if (!rescued.empty()) {
     spdlog::info("rescued {} job(s) whose lease expired", rescued.size());
@@ -456,8 +614,10 @@ Result<std::vector<ClaimedJob>> SqliteJobStore::Claim(const std::string& worker,
     FM_RETURN_IF_ERROR(claim(suspect_sql, false));
     if (out.empty()) FM_RETURN_IF_ERROR(claim(sql, true));
     for (ClaimedJob& j : out) {
-      FM_PREPARE(item, "SELECT source, kind, media_info FROM items WHERE id = ?");
-      item.Bind(1, j.item_id);
+      // A fetched URL item is its local file for every stage but the fetch itself.
+      FM_PREPARE(item, "SELECT CASE WHEN fetched_path IS NOT NULL AND ? <> '" + std::string(kFetchStage) +
+                           "' THEN fetched_path ELSE source END, kind, media_info FROM items WHERE id = ?");
+      item.Bind(1, j.stage).Bind(2, j.item_id);
       FM_STEP(row, item.Step());
       if (!row) return Status::Internal("job " + std::to_string(j.id) + " has no item");
       j.source = item.Text(0);
@@ -505,7 +665,9 @@ Result<CompleteStats> SqliteJobStore::Complete(const std::vector<Completion>& ba
       const int attempts = static_cast<int>(own.Int(0));
       const int max_attempts = static_cast<int>(own.Int(1));
       const std::string worker = own.Text(2);
-      const bool has_dependants = stages_with_dependants_.count(own.Text(3)) > 0;
+      const std::string stage = own.Text(3);
+      const bool is_fetch = stage == kFetchStage;
+      const bool has_dependants = is_fetch || stages_with_dependants_.count(stage) > 0;
       switch (c.outcome) {
         case Completion::Outcome::kDone: {
           FM_PREPARE(up, "UPDATE jobs SET state = " S_DONE ", finished_at = ?, device = ?,"
@@ -518,6 +680,7 @@ Result<CompleteStats> SqliteJobStore::Complete(const std::vector<Completion>& ba
                           " artifacts = excluded.artifacts, created_at = excluded.created_at");
           FM_RETURN_IF_ERROR(res.Bind(1, c.job_id).Bind(2, c.device).Bind(3, c.result_json)
                                  .Bind(4, c.artifacts_json).Bind(5, now).Run());
+          if (is_fetch) FM_RETURN_IF_ERROR(ApplyFetched(c.job_id, c.result_json, now));
           if (has_dependants) FM_RETURN_IF_ERROR(PromoteDependants(c.job_id, now));
           ++stats.done;
           ++per_worker[worker].first;
@@ -536,23 +699,25 @@ Result<CompleteStats> SqliteJobStore::Complete(const std::vector<Completion>& ba
         case Completion::Outcome::kFailed: {
           FM_RETURN_IF_ERROR(RecordError(c.job_id, attempts, worker, c.error, now));
           const bool again = c.error.IsTransient() && attempts < max_attempts;
+          const ParsedError why = ParseError(c.error);
           if (again) {
             double unit = std::uniform_real_distribution<double>(0, 1)(rng_);
-            int64_t at = now + options_.retry.DelayMs(attempts, unit);
+            // A server's Retry-After is a floor under our own backoff.
+            int64_t at = now + std::max(options_.retry.DelayMs(attempts, unit), why.retry_after_ms);
             FM_PREPARE(up, "UPDATE jobs SET state = " S_PENDING ", next_run_at = ?,"
                            " lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,"
                            " error_class = ?, last_error = ? WHERE id = ?");
-            FM_RETURN_IF_ERROR(up.Bind(1, at).Bind(2, c.error.CodeName())
-                                   .Bind(3, c.error.message()).Bind(4, c.job_id).Run());
+            FM_RETURN_IF_ERROR(up.Bind(1, at).Bind(2, why.error_class)
+                                   .Bind(3, why.message).Bind(4, c.job_id).Run());
             ++stats.retried;
           } else {
             FM_PREPARE(up, "UPDATE jobs SET state = " S_FAILED ", finished_at = ?, device = ?,"
                            " lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,"
                            " error_class = ?, last_error = ? WHERE id = ?");
-            FM_RETURN_IF_ERROR(up.Bind(1, now).Bind(2, c.device).Bind(3, c.error.CodeName())
-                                   .Bind(4, c.error.message()).Bind(5, c.job_id).Run());
-            if (has_dependants) FM_RETURN_IF_ERROR(CascadeTerminal(c.job_id, JobState::kFailed,
-                                               "dependency_failed", "a dependency failed", now));
+            FM_RETURN_IF_ERROR(up.Bind(1, now).Bind(2, c.device).Bind(3, why.error_class)
+                                   .Bind(4, why.message).Bind(5, c.job_id).Run());
+            if (has_dependants)
+              FM_RETURN_IF_ERROR(CascadeFailure(c.job_id, stage, why.error_class, now));
             ++stats.failed;
             ++per_worker[worker].second;
           }
@@ -728,8 +893,9 @@ Result<int64_t> SqliteJobStore::RetryFailed(const std::string& stage) {
                  "  UNION SELECT d.job_id FROM job_deps d JOIN down ON d.dep_id = down.id)"
                  " UPDATE jobs SET state = ?, attempts = 0, next_run_at = 0, error_class = NULL,"
                  " last_error = NULL, finished_at = NULL, device = NULL"
-                 " WHERE id IN (SELECT id FROM down) AND state = ?"
-                 " AND error_class = 'dependency_failed'");
+                 " WHERE id IN (SELECT id FROM down) AND ((state = ?"
+                 " AND error_class = 'dependency_failed') OR (state = " S_SKIPPED
+                 " AND error_class = 'fetch_failed'))");
       FM_RETURN_IF_ERROR(revive.Bind(1, id).Bind(2, kWaiting).Bind(3, kFailed).Run());
     }
     // A retried job whose dependency is still failed (it was not retried) fails again at

@@ -51,7 +51,12 @@ class SqliteJobStore : public JobStore {
  private:
   // Inside a transaction: the helpers below assume one is open.
   Status InsertJobsForItem(int64_t item_id, MediaKind kind, const EnqueueOptions& options,
-                           EnqueueStats* stats);
+                           EnqueueStats* stats, bool is_url);
+  // A fetch job is done: the item becomes its local file, of the kind fetched.
+  Status ApplyFetched(int64_t fetch_job_id, const std::string& result_json, int64_t now);
+  // A job failed for good: its waiting dependants fail too (or are skipped, for fetch).
+  Status CascadeFailure(int64_t job_id, const std::string& stage,
+                        const std::string& error_class, int64_t now);
   Status RequeueItemJobs(int64_t item_id, MediaKind kind, EnqueueStats* stats);
   Result<int64_t> JobState_(int64_t item_id, const std::string& stage, int* state);
   Status PromoteDependants(int64_t job_id, int64_t now);

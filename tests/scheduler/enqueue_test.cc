@@ -339,5 +339,84 @@ TEST_F(EnqueueTest, ScaleManyTinyFilesAreAllEnqueued) {
   EXPECT_EQ(again->stats.jobs_added, 0);
 }
 
+// URL lists with a graph that has the fetch stage.
+class EnqueueUrlsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string err;
+    for (const char* name : {"fetch", "look"}) {
+      StageSpec spec;
+      spec.name = name;
+      ASSERT_TRUE(graph_.Add(spec, &err)) << err;
+    }
+    db_ = dir_ / "jobs.db";
+    store_ = std::move(OpenSqliteJobStore(db_, &graph_, SystemClock())).value();
+    options_.stages = {"look"};
+  }
+  Result<EnqueueReport> Enqueue(const std::vector<std::string>& sources,
+                                std::vector<EnqueueProgress>* seen = nullptr) {
+    return EnqueueSources(*store_, sources, options_, [&](const EnqueueProgress& p) {
+      if (seen != nullptr) seen->push_back(p);
+    });
+  }
+  TempDir dir_;
+  std::string db_;
+  StageGraph graph_;
+  std::unique_ptr<JobStore> store_;
+  EnqueueOptions options_;
+};
+
+TEST_F(EnqueueUrlsTest, EveryFormAddsUrlItemsOnceAndCountsRejectedLines) {
+  WriteFile(dir_ / "a.txt", "http://h/1.jpg\nftp://h/x.jpg\nhttp://h/2.jpg\n");
+  WriteFile(dir_ / "b.csv", "url,label\nhttp://h/2.jpg,dup\nhttps://h/3.png,cat\nbroken\n");
+  WriteFile(dir_ / "c.jsonl", "{\"url\":\"http://h/4.gif\",\"k\":1}\n{oops\n");
+  auto r = Enqueue({dir_ / "a.txt", dir_ / "b.csv", dir_ / "c.jsonl"});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->url_lists, 3);
+  EXPECT_EQ(r->urls_seen, 5);
+  EXPECT_EQ(r->stats.items_added, 4);
+  EXPECT_EQ(r->stats.items_unchanged, 1);  // 2.jpg listed twice
+  EXPECT_EQ(r->stats.jobs_added, 8);        // fetch + look per URL
+  int64_t rejected = 0;
+  for (const auto& [reason, n] : r->urls_rejected) rejected += n;
+  EXPECT_EQ(rejected, 3);
+  ASSERT_EQ(r->rejected_examples.size(), 3u);
+  EXPECT_EQ(r->rejected_examples[0], dir_ / "a.txt" + ":2: not an http(s) URL");
+  EXPECT_EQ(QueryInt(db_, "SELECT count(*) FROM items WHERE is_url = 1"), 4);
+  EXPECT_EQ(QueryRows(db_, "SELECT metadata FROM items WHERE source = 'https://h/3.png'"),
+            std::vector<std::string>{R"({"label":"cat"})"});
+  EXPECT_EQ(QueryInt(db_, "SELECT count(*) FROM jobs WHERE stage = 'fetch' AND state = 0"), 4);
+  EXPECT_EQ(QueryInt(db_, "SELECT count(*) FROM jobs WHERE stage = 'look' AND state = 5"), 4);
+
+  auto again = Enqueue({dir_ / "a.txt", dir_ / "b.csv", dir_ / "c.jsonl"});
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->stats.items_added, 0);
+  EXPECT_EQ(again->stats.jobs_added, 0);
+  EXPECT_EQ(QueryInt(db_, "SELECT count(*) FROM jobs"), 8);
+}
+
+TEST_F(EnqueueUrlsTest, ManyUrlsGoInBulkWithProgressAndStayIdempotent) {
+  constexpr int kUrls = 25'000;
+  std::string list;
+  for (int i = 0; i < kUrls; ++i) list += "https://img.example/" + std::to_string(i) + ".jpg\n";
+  WriteFile(dir_ / "many.txt", list);
+  std::vector<EnqueueProgress> seen;
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = Enqueue({dir_ / "many.txt"}, &seen);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->stats.items_added, kUrls);
+  // Progress after each 10k transaction, then done.
+  ASSERT_GE(seen.size(), 3u);
+  EXPECT_EQ(seen.back().urls_read, kUrls);
+  EXPECT_EQ(seen.back().items_written, kUrls);
+  EXPECT_TRUE(seen.back().done);
+  std::printf("enqueued %d URLs in %.2f s (%.0f/s)\n", kUrls, s, kUrls / s);
+  auto again = Enqueue({dir_ / "many.txt"});
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->stats.items_added, 0);
+  EXPECT_EQ(again->stats.items_unchanged, kUrls);
+}
+
 }  // namespace
 }  // namespace framemill::testing

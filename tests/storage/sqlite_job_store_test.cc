@@ -1286,5 +1286,165 @@ TEST_F(SqliteJobStoreTest, TwoWorkersWithTheirOwnConnectionsDoEveryJobExactlyOnc
   EXPECT_EQ(Count("jobs WHERE state = 2 AND attempts = 1"), kJobs);
 }
 
+// ============================================================ URL items (the crawler)
+
+class UrlItemTest : public SqliteJobStoreTest {
+ protected:
+  void SetUp() override {
+    SqliteJobStoreTest::SetUp();
+    AddStage(Stage("fetch"));
+    AddStage(Stage("look"));  // images and videos
+    StageSpec still = Stage("still");
+    still.videos = false;
+    AddStage(still);
+    AddStage(Stage("deep", {"look"}));
+    Open();
+  }
+  static NewItem Url(const std::string& url, const std::string& meta = "{}") {
+    NewItem it;
+    it.source = url;
+    it.is_url = true;
+    it.metadata = meta;
+    it.media_info = "{\"metadata\":" + meta + "}";
+    return it;
+  }
+  static std::string Fetched(const std::string& path, const std::string& media) {
+    return "{\"path\":\"" + path + "\",\"media\":\"" + media +
+           "\",\"content_hash\":\"abc\",\"bytes\":123,\"media_info\":{\"format\":\"jpeg\"}}";
+  }
+  const std::vector<std::string> kStages = {"look", "still", "deep"};
+};
+
+TEST_F(UrlItemTest, UrlItemHasAClaimableFetchJobAndItsOtherJobsWaitOnIt) {
+  EnqueueStats st = Enqueue({Url("http://h/a.jpg", R"({"label":"cat"})")}, kStages);
+  EXPECT_EQ(st.items_added, 1);
+  EXPECT_EQ(st.jobs_added, 4);  // fetch + 3
+  EXPECT_EQ(State("http://h/a.jpg", "fetch"), kPending);
+  for (const std::string& s : kStages) EXPECT_EQ(State("http://h/a.jpg", s), kWaiting) << s;
+  EXPECT_EQ(Count("job_deps WHERE dep_id = " + std::to_string(JobId("http://h/a.jpg", "fetch"))), 3);
+  EXPECT_EQ(in_.Text("SELECT metadata FROM items"), R"({"label":"cat"})");
+  EXPECT_TRUE(Claim("w", kStages).empty());
+  ClaimedJob f = ClaimOne("fetch", "http://h/a.jpg");
+  EXPECT_EQ(f.stage, "fetch");
+}
+
+TEST_F(UrlItemTest, EnqueueingTheSameUrlsAgainAddsNothingEvenAfterTheFetch) {
+  std::vector<NewItem> items = {Url("http://h/a.jpg"), Url("https://h/b.png"), Url("http://h/a.jpg")};
+  EnqueueStats first = Enqueue(items, kStages);
+  EXPECT_EQ(first.items_added, 2);
+  EXPECT_EQ(first.items_unchanged, 1);  // the duplicate line
+  ClaimedJob f = ClaimOne("fetch", "http://h/a.jpg");
+  Complete({Done(f, Fetched("/out/fetched/ab/abc.jpg", "image"))});
+  const int64_t jobs = Count("jobs");
+  EnqueueStats again = Enqueue(items, kStages);
+  EXPECT_EQ(again.items_added, 0);
+  EXPECT_EQ(again.items_changed, 0);
+  EXPECT_EQ(again.jobs_added, 0);
+  EXPECT_EQ(again.jobs_requeued, 0);
+  EXPECT_EQ(Count("jobs"), jobs);
+  EXPECT_EQ(Count("items"), 2);
+  EXPECT_EQ(State("http://h/a.jpg", "fetch"), kDone);
+  EXPECT_EQ(State("http://h/a.jpg", "look"), kPending);
+}
+
+TEST_F(UrlItemTest, DoneFetchMakesMediaJobsClaimableWithTheLocalFileAsSource) {
+  Enqueue({Url("http://h/a.jpg")}, kStages);
+  ClaimedJob f = ClaimOne("fetch", "http://h/a.jpg");
+  Complete({Done(f, Fetched("/out/fetched/ab/abc.jpg", "image"))});
+  EXPECT_EQ(in_.Text("SELECT fetched_path FROM items"), "/out/fetched/ab/abc.jpg");
+  EXPECT_EQ(in_.Text("SELECT content_hash FROM items"), "abc");
+  EXPECT_EQ(in_.Int("SELECT size FROM items"), 123);
+  auto jobs = Claim("w", kStages);
+  ASSERT_EQ(jobs.size(), 2u);  // look, still; deep waits on look
+  for (const ClaimedJob& j : jobs) {
+    EXPECT_EQ(j.source, "/out/fetched/ab/abc.jpg") << j.stage;
+    EXPECT_EQ(j.kind, MediaKind::kImage);
+    EXPECT_EQ(j.media_info, R"({"format":"jpeg"})");
+  }
+  EXPECT_EQ(State("http://h/a.jpg", "deep"), kWaiting);
+  CompleteAllDone(jobs);
+  EXPECT_EQ(State("http://h/a.jpg", "deep"), kPending);
+  // Results are still reported under the URL.
+  std::vector<std::string> sources;
+  ASSERT_TRUE(store_->ForEachResult("look", [&](const ExportRow& r) { sources.push_back(r.source); }).ok());
+  EXPECT_EQ(sources, std::vector<std::string>{"http://h/a.jpg"});
+}
+
+TEST_F(UrlItemTest, FetchedVideoSkipsStagesThatDoNotApplyToVideos) {
+  Enqueue({Url("http://h/v.mp4")}, kStages);
+  ClaimedJob f = ClaimOne("fetch", "http://h/v.mp4");
+  Complete({Done(f, Fetched("/out/fetched/cd/cd.mp4", "video"))});
+  EXPECT_EQ(in_.Int("SELECT kind FROM items"), static_cast<int>(MediaKind::kVideo));
+  EXPECT_EQ(State("http://h/v.mp4", "still"), kSkipped);
+  EXPECT_EQ(JobText("error_class", "http://h/v.mp4", "still"), "not_applicable");
+  EXPECT_EQ(State("http://h/v.mp4", "look"), kPending);
+}
+
+TEST_F(UrlItemTest, PermanentFetchFailureFailsWithItsClassAndSkipsEveryDependant) {
+  Enqueue({Url("http://h/gone.jpg")}, kStages);
+  ClaimedJob f = ClaimOne("fetch", "http://h/gone.jpg");
+  CompleteStats st = Complete({Failed(f, TagError(Status::NotFound("HTTP 404"), "http_status"))});
+  EXPECT_EQ(st.failed, 1);
+  EXPECT_EQ(State("http://h/gone.jpg", "fetch"), kFailed);
+  EXPECT_EQ(JobText("error_class", "http://h/gone.jpg", "fetch"), "http_status");
+  EXPECT_EQ(JobText("last_error", "http://h/gone.jpg", "fetch"), "HTTP 404");
+  for (const std::string& s : kStages) {
+    EXPECT_EQ(State("http://h/gone.jpg", s), kSkipped) << s;
+    EXPECT_EQ(JobText("error_class", "http://h/gone.jpg", s), "fetch_failed") << s;
+  }
+  auto failures = Must(store_->FailuresByClass());
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_EQ(failures[0].stage, "fetch");
+  EXPECT_EQ(failures[0].error_class, "http_status");
+  // retry puts the fetch back, and its dependants wait on it again.
+  EXPECT_EQ(Must(store_->RetryFailed("fetch")), 1);
+  EXPECT_EQ(State("http://h/gone.jpg", "fetch"), kPending);
+  for (const std::string& s : kStages) EXPECT_EQ(State("http://h/gone.jpg", s), kWaiting) << s;
+}
+
+TEST_F(UrlItemTest, TransientFetchFailureWaitsAtLeastTheServersRetryAfter) {
+  StoreOptions o;
+  o.retry.base_delay_ms = 10;
+  o.retry.max_delay_ms = 10;
+  store_ = OpenStore(o);
+  Enqueue({Url("http://h/busy.jpg")}, kStages);
+  ClaimedJob f = ClaimOne("fetch", "http://h/busy.jpg");
+  CompleteStats st = Complete({Failed(f, TagError(Status::Busy("HTTP 429"), "http_status", 5000))});
+  EXPECT_EQ(st.retried, 1);
+  EXPECT_EQ(State("http://h/busy.jpg", "fetch"), kPending);
+  EXPECT_EQ(JobText("error_class", "http://h/busy.jpg", "fetch"), "http_status");
+  EXPECT_GE(JobCol("next_run_at", "http://h/busy.jpg", "fetch"), clock_.NowMs() + 5000);
+  EXPECT_TRUE(Claim("w", {"fetch"}).empty());
+  clock_.Advance(5000);
+  EXPECT_EQ(Claim("w", {"fetch"}).size(), 1u);
+  EXPECT_EQ(in_.Text("SELECT error_class FROM job_errors"), "http_status");
+}
+
+TEST_F(UrlItemTest, WithoutAFetchStageUrlItemsAreRefused) {
+  StageGraph plain;
+  std::string err;
+  ASSERT_TRUE(plain.Add(Stage("look"), &err));
+  auto s = Must(OpenSqliteJobStore(dir_.File("plain.db"), &plain, &clock_));
+  EnqueueOptions o;
+  o.stages = {"look"};
+  auto r = s->Enqueue({Url("http://h/a.jpg")}, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(r.status().IsInvalidArgument());
+}
+
+TEST_F(UrlItemTest, FileItemsGetNoFetchJob) {
+  Enqueue({Image("/data/a.png")}, {"fetch", "look"});
+  EXPECT_EQ(Count("jobs WHERE stage = 'fetch'"), 0);
+  EXPECT_EQ(State("/data/a.png", "look"), kPending);
+}
+
+TEST(ErrorTagTest, ClassAndRetryAfterRoundTripAndTheCodeIsKept) {
+  Status t = TagError(Status::Busy("HTTP 429 Too Many Requests"), "http_status", 1500);
+  EXPECT_TRUE(t.IsBusy());
+  EXPECT_EQ(ErrorClassOf(t), "http_status");
+  EXPECT_EQ(ErrorClassOf(Status::NotFound("[not a tag at all")), "not_found");
+  EXPECT_EQ(ErrorClassOf(TagError(t, "timeout")), "timeout");  // re-tagging replaces
+}
+
 }  // namespace
 }  // namespace framemill

@@ -1,0 +1,559 @@
+#include "fetch/fetcher.h"
+
+#include <curl/curl.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <deque>
+#include <filesystem>
+#include <mutex>
+#include <optional>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "stages/media.h"
+
+namespace framemill::fetch {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+// Enough for every signature SniffMedia knows (MPEG-TS needs 377 bytes).
+constexpr size_t kSniffBytes = 512;
+// Bodies are gathered in memory up to this size before reaching the file, so a
+// typical image costs one write(2).
+constexpr size_t kWriteChunk = 256 << 10;
+
+void GlobalInit() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+std::string ExtensionFor(const std::string& format) {
+  if (format == "jpeg") return ".jpg";
+  if (format == "mpegts") return ".ts";
+  if (format == "mpeg") return ".mpg";
+  if (format == "tiff") return ".tif";
+  if (format.empty()) return "";
+  return "." + format;
+}
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string Trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return std::string(s);
+}
+
+// Retry-After is either delta-seconds or an HTTP date; -1 when neither parses.
+int64_t ParseRetryAfter(const std::string& v) {
+  if (v.empty()) return -1;
+  if (std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    if (v.size() > 9) return -1;
+    return std::stoll(v) * 1000;
+  }
+  time_t when = curl_getdate(v.c_str(), nullptr);
+  if (when < 0) return -1;
+  return std::max<int64_t>(0, (static_cast<int64_t>(when) - time(nullptr)) * 1000);
+}
+
+bool WriteAll(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+}  // namespace
+
+const char* FailureClassName(FailureClass c) {
+  switch (c) {
+    case FailureClass::kNone: return "none";
+    case FailureClass::kDns: return "dns";
+    case FailureClass::kConnect: return "connect";
+    case FailureClass::kTimeout: return "timeout";
+    case FailureClass::kHttpStatus: return "http_status";
+    case FailureClass::kTooLarge: return "too_large";
+    case FailureClass::kNotMedia: return "not_media";
+    case FailureClass::kBadUrl: return "bad_url";
+    case FailureClass::kTransfer: return "transfer";
+  }
+  return "unknown";
+}
+
+std::string ContentPath(const std::string& out_dir, const std::string& hash,
+                        const std::string& format) {
+  return (fs::path(out_dir) / "fetched" / hash.substr(0, 2) / (hash + ExtensionFor(format)))
+      .string();
+}
+
+Status RemoveStaleTempFiles(const std::string& out_dir, int64_t max_age_s) {
+  std::error_code ec;
+  fs::path dir = fs::path(out_dir) / "fetched" / "tmp";
+  if (!fs::exists(dir, ec)) return Status::OK();
+  const auto now = fs::file_time_type::clock::now();
+  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    if (it->path().extension() != ".part") continue;
+    auto mtime = fs::last_write_time(it->path(), ec);
+    if (ec) continue;  // gone meanwhile: another process finished with it
+    if (now - mtime >= std::chrono::seconds(max_age_s)) fs::remove(it->path(), ec);
+  }
+  if (ec) return Status::IOError("cleaning " + dir.string() + ": " + ec.message());
+  return Status::OK();
+}
+
+
+struct Fetcher::Impl {
+  // One transfer in flight; curl holds a pointer to it, so it never moves.
+  struct Transfer {
+    Impl* impl = nullptr;
+    size_t index = 0;
+    std::string host;
+    CURL* easy = nullptr;
+    int fd = -1;
+    std::string tmp_path;  // set only for a named temporary file (no O_TMPFILE)
+    XXH3_state_t* xxh = nullptr;
+    int64_t bytes = 0;
+    std::string head;  // the first kSniffBytes of the body
+    std::string buf;   // body bytes not yet written
+    bool checked = false, discard = false, sniffed = false;
+    std::optional<Sniffed> kind;
+    FailureClass abort_class = FailureClass::kNone;
+    std::string abort_msg;
+    std::string retry_after;
+    Clock::time_point start;
+    char errbuf[CURL_ERROR_SIZE] = {0};
+  };
+
+  FetchOptions opt;
+  CURLM* multi = nullptr;
+  std::vector<CURL*> idle_easies;
+  std::string tmp_dir;
+  std::unordered_set<std::string> made_dirs;
+  bool tmpfile_ok = true;  // O_TMPFILE works here (turned off on the first refusal)
+  uint64_t tmp_counter = 0;
+
+  explicit Impl(FetchOptions o) : opt(std::move(o)) {
+    GlobalInit();
+    opt.concurrency = std::max(1, opt.concurrency);
+    opt.per_host = std::max(1, opt.per_host);
+    multi = curl_multi_init();
+    // Our own queue keeps first requests under per_host; this also caps redirects.
+    curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, static_cast<long>(opt.per_host));
+    curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, static_cast<long>(opt.concurrency));
+    curl_multi_setopt(multi, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
+    tmp_dir = (fs::path(opt.out_dir) / "fetched" / "tmp").string();
+    // Naming an O_TMPFILE file goes through /proc/self/fd (no CAP_DAC_READ_SEARCH).
+    tmpfile_ok = ::access("/proc/self/fd", F_OK) == 0;
+  }
+  ~Impl() {
+    for (CURL* e : idle_easies) curl_easy_cleanup(e);
+    curl_multi_cleanup(multi);
+  }
+
+  Status EnsureDir(const std::string& dir) {
+    if (made_dirs.count(dir)) return Status::OK();
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) return Status::IOError("creating " + dir + ": " + ec.message());
+    made_dirs.insert(dir);
+    return Status::OK();
+  }
+
+  // An unnamed file (O_TMPFILE) vanishes by itself if we die; where the file system
+  // lacks it, a named .part file that RemoveStaleTempFiles can clean up.
+  Status OpenTemp(Transfer* t) {
+    FM_RETURN_IF_ERROR(EnsureDir(tmp_dir));
+    if (tmpfile_ok) {
+      t->fd = ::open(tmp_dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+      if (t->fd >= 0) return Status::OK();
+      if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
+        return Status::IOError("temporary file in " + tmp_dir + ": " + std::strerror(errno));
+      tmpfile_ok = false;
+    }
+    t->tmp_path = tmp_dir + "/" + std::to_string(::getpid()) + "-" +
+                  std::to_string(++tmp_counter) + ".part";
+    t->fd = ::open(t->tmp_path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+    if (t->fd < 0) {
+      std::string err = std::strerror(errno);
+      t->tmp_path.clear();
+      return Status::IOError("creating " + tmp_dir + "/*.part: " + err);
+    }
+    return Status::OK();
+  }
+
+  Status Flush(Transfer* t) {
+    if (t->buf.empty()) return Status::OK();
+    if (t->fd < 0) FM_RETURN_IF_ERROR(OpenTemp(t));
+    if (!WriteAll(t->fd, t->buf.data(), t->buf.size()))
+      return Status::IOError("writing a temporary file in " + tmp_dir + ": " +
+                             std::strerror(errno));
+    t->buf.clear();
+    return Status::OK();
+  }
+
+  void DropTemp(Transfer* t) {
+    if (t->fd >= 0) ::close(t->fd);
+    t->fd = -1;
+    if (!t->tmp_path.empty()) ::unlink(t->tmp_path.c_str());
+    t->tmp_path.clear();
+  }
+
+  // Gives the complete file its content-addressed name. Same content already there
+  // (another URL, another worker): keep that one, ours disappears.
+  Status Publish(Transfer* t, const std::string& target) {
+    FM_RETURN_IF_ERROR(Flush(t));
+    if (t->fd < 0) FM_RETURN_IF_ERROR(OpenTemp(t));  // unreachable for a sniffed body
+    FM_RETURN_IF_ERROR(EnsureDir(fs::path(target).parent_path().string()));
+    if (t->tmp_path.empty()) {
+      std::string proc = "/proc/self/fd/" + std::to_string(t->fd);
+      if (::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, target.c_str(), AT_SYMLINK_FOLLOW) != 0 &&
+          errno != EEXIST)
+        return Status::IOError("linking " + target + ": " + std::strerror(errno));
+    } else {
+      struct stat st;
+      if (::stat(target.c_str(), &st) == 0) {
+        ::unlink(t->tmp_path.c_str());
+      } else if (::rename(t->tmp_path.c_str(), target.c_str()) != 0) {
+        return Status::IOError("renaming to " + target + ": " + std::strerror(errno));
+      }
+      t->tmp_path.clear();
+    }
+    ::close(t->fd);
+    t->fd = -1;
+    return Status::OK();
+  }
+
+  static size_t OnHeader(char* p, size_t size, size_t n, void* ud) {
+    auto* t = static_cast<Transfer*>(ud);
+    std::string_view line(p, size * n);
+    if (line.size() >= 5 && line.substr(0, 5) == "HTTP/") {
+      t->retry_after.clear();  // a new response (after a redirect) starts
+    } else if (line.size() > 12 && Lower(line.substr(0, 12)) == "retry-after:") {
+      t->retry_after = Trim(line.substr(12));
+    }
+    return size * n;
+  }
+
+  static size_t OnWrite(char* p, size_t size, size_t n, void* ud) {
+    auto* t = static_cast<Transfer*>(ud);
+    const size_t len = size * n;
+    if (!t->checked) {
+      // Bodies of followed redirects never reach here, so this is the final
+      // response: an error body is counted (the size cap holds) but not stored.
+      long code = 0;
+      curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &code);
+      t->discard = code < 200 || code >= 300;
+      t->checked = true;
+    }
+    if (t->bytes + static_cast<int64_t>(len) > t->impl->opt.max_bytes) {
+      t->abort_class = FailureClass::kTooLarge;
+      t->abort_msg = "body exceeds the size cap of " + std::to_string(t->impl->opt.max_bytes) +
+                     " bytes (fetch.max_bytes); aborted while streaming";
+      return 0;  // aborts the transfer: nothing more is read
+    }
+    t->bytes += static_cast<int64_t>(len);
+    if (t->discard) return len;
+    if (t->head.size() < kSniffBytes) {
+      t->head.append(p, std::min(len, kSniffBytes - t->head.size()));
+      if (t->head.size() >= kSniffBytes && !t->sniffed) {
+        t->sniffed = true;
+        t->kind = SniffMedia(t->head);
+        if (!t->kind) {
+          t->abort_class = FailureClass::kNotMedia;
+          return 0;  // no reason to download the rest of, say, an HTML page
+        }
+      }
+    }
+    XXH3_128bits_update(t->xxh, p, len);
+    t->buf.append(p, len);
+    if (t->buf.size() >= kWriteChunk) {
+      Status s = t->impl->Flush(t);
+      if (!s.ok()) {
+        t->abort_class = FailureClass::kTransfer;
+        t->abort_msg = s.message();
+        return 0;
+      }
+    }
+    return len;
+  }
+
+  CURL* TakeEasy() {
+    if (idle_easies.empty()) return curl_easy_init();
+    CURL* e = idle_easies.back();
+    idle_easies.pop_back();
+    curl_easy_reset(e);
+    return e;
+  }
+
+  void Start(Transfer* t, const std::string& url) {
+    CURL* e = t->easy = TakeEasy();
+    t->xxh = XXH3_createState();
+    XXH3_128bits_reset(t->xxh);
+    t->start = Clock::now();
+    curl_easy_setopt(e, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(e, CURLOPT_PRIVATE, t);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->errbuf);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &Impl::OnWrite);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, t);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &Impl::OnHeader);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, t);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(e, CURLOPT_MAXREDIRS, static_cast<long>(opt.max_redirects));
+    curl_easy_setopt(e, CURLOPT_AUTOREFERER, 1L);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(opt.connect_timeout_ms));
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(opt.total_timeout_ms));
+    // Refuses a declared Content-Length over the cap before any body arrives;
+    // OnWrite enforces the cap on bodies of unknown length.
+    curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(opt.max_bytes));
+    curl_easy_setopt(e, CURLOPT_USERAGENT, opt.user_agent.c_str());
+    curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 64L << 10);
+    curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
+    curl_multi_add_handle(multi, e);
+  }
+
+  static void Fail(FetchResult& r, FailureClass c, Status s) {
+    r.failure = c;
+    r.status = std::move(s);
+  }
+
+  void Finish(Transfer* t, CURLcode rc, FetchResult& r) {
+    CURL* e = t->easy;
+    r.seconds = std::chrono::duration<double>(Clock::now() - t->start).count();
+    r.bytes = t->bytes;
+    long code = 0;
+    curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &code);
+    r.http_status = static_cast<int>(code);
+    char* eff = nullptr;
+    curl_easy_getinfo(e, CURLINFO_EFFECTIVE_URL, &eff);
+    if (eff) r.final_url = eff;
+    const std::string where = " (" + r.final_url + ")";
+    std::string detail = t->errbuf[0] ? t->errbuf : curl_easy_strerror(rc);
+
+    if (t->abort_class == FailureClass::kTooLarge) {
+      Fail(r, FailureClass::kTooLarge, Status::TooLarge(t->abort_msg + where));
+    } else if (t->abort_class == FailureClass::kNotMedia) {
+      Fail(r, FailureClass::kNotMedia,
+           Status::Unsupported("not an image or video: the first bytes match no known format" +
+                               where));
+    } else if (t->abort_class == FailureClass::kTransfer) {
+      Fail(r, FailureClass::kTransfer, Status::IOError(t->abort_msg));
+    } else if (rc != CURLE_OK) {
+      MapCurlError(rc, detail + where, r);
+    } else if (code < 200 || code >= 300) {
+      MapHttpStatus(static_cast<int>(code), t->retry_after, where, r);
+    } else {
+      if (!t->sniffed) t->kind = SniffMedia(t->head);
+      if (t->bytes == 0) {
+        Fail(r, FailureClass::kNotMedia, Status::Unsupported("empty body" + where));
+      } else if (!t->kind) {
+        Fail(r, FailureClass::kNotMedia,
+             Status::Unsupported("not an image or video: the first bytes match no known "
+                                 "format" + where));
+      } else {
+        XXH128_canonical_t c;
+        XXH128_canonicalFromHash(&c, XXH3_128bits_digest(t->xxh));
+        static const char* kHex = "0123456789abcdef";
+        std::string hex(32, '0');
+        for (int i = 0; i < 16; ++i) {
+          hex[2 * i] = kHex[c.digest[i] >> 4];
+          hex[2 * i + 1] = kHex[c.digest[i] & 15];
+        }
+        std::string target = ContentPath(opt.out_dir, hex, t->kind->format);
+        Status s = Publish(t, target);
+        if (s.ok()) {
+          r.path = std::move(target);
+          r.content_hash = std::move(hex);
+          r.media = std::string(MediaKindName(t->kind->kind));
+          r.format = t->kind->format;
+        } else {
+          Fail(r, FailureClass::kTransfer, s);
+        }
+      }
+    }
+    DropTemp(t);
+    XXH3_freeState(t->xxh);
+    t->xxh = nullptr;
+    curl_multi_remove_handle(multi, e);
+    idle_easies.push_back(e);
+    t->easy = nullptr;
+  }
+
+  static void MapCurlError(CURLcode rc, const std::string& msg, FetchResult& r) {
+    switch (rc) {
+      case CURLE_COULDNT_RESOLVE_HOST:
+      case CURLE_COULDNT_RESOLVE_PROXY:
+        return Fail(r, FailureClass::kDns, Status::IOError("DNS: " + msg));
+      case CURLE_COULDNT_CONNECT:
+      case CURLE_SSL_CONNECT_ERROR:
+        return Fail(r, FailureClass::kConnect, Status::IOError("connect: " + msg));
+      case CURLE_PEER_FAILED_VERIFICATION:
+        return Fail(r, FailureClass::kConnect,
+                    Status::InvalidArgument("TLS certificate: " + msg));
+      case CURLE_OPERATION_TIMEDOUT:
+        return Fail(r, FailureClass::kTimeout, Status::IOError("timeout: " + msg));
+      case CURLE_FILESIZE_EXCEEDED:
+        return Fail(r, FailureClass::kTooLarge,
+                    Status::TooLarge("declared Content-Length over the size cap "
+                                     "(fetch.max_bytes): " + msg));
+      case CURLE_TOO_MANY_REDIRECTS:
+        return Fail(r, FailureClass::kHttpStatus,
+                    Status::InvalidArgument("too many redirects (fetch.max_redirects): " + msg));
+      case CURLE_UNSUPPORTED_PROTOCOL:
+      case CURLE_URL_MALFORMAT:
+        return Fail(r, FailureClass::kBadUrl,
+                    Status::InvalidArgument("only http and https are fetched: " + msg));
+      default:  // resets, cut-off bodies (CURLE_PARTIAL_FILE), empty replies, ...
+        return Fail(r, FailureClass::kTransfer, Status::IOError("transfer: " + msg));
+    }
+  }
+
+  static void MapHttpStatus(int code, const std::string& retry_after, const std::string& where,
+                            FetchResult& r) {
+    std::string msg = "HTTP " + std::to_string(code) + where;
+    if (code == 429 || code >= 500) r.retry_after_ms = ParseRetryAfter(retry_after);
+    if (code == 429 || code == 503) return Fail(r, FailureClass::kHttpStatus, Status::Busy(msg));
+    if (code >= 500 || code == 408) return Fail(r, FailureClass::kHttpStatus, Status::IOError(msg));
+    if (code == 404 || code == 410) return Fail(r, FailureClass::kHttpStatus, Status::NotFound(msg));
+    Fail(r, FailureClass::kHttpStatus, Status::InvalidArgument(msg));
+  }
+
+  // Scheme and host of an absolute http(s) URL, or why it is refused without a request.
+  static Status ParseUrl(const std::string& url, std::string* host) {
+    CURLU* u = curl_url();
+    CURLUcode uc = curl_url_set(u, CURLUPART_URL, url.c_str(), 0);
+    Status s;
+    if (uc != CURLUE_OK) {
+      s = Status::InvalidArgument(std::string("bad URL: ") + curl_url_strerror(uc) + " (" +
+                                  url.substr(0, 200) + ")");
+    } else {
+      char* scheme = nullptr;
+      char* h = nullptr;
+      curl_url_get(u, CURLUPART_SCHEME, &scheme, 0);
+      curl_url_get(u, CURLUPART_HOST, &h, 0);
+      std::string sc = scheme ? Lower(scheme) : "";
+      if (sc != "http" && sc != "https")
+        s = Status::InvalidArgument("only http and https are fetched, not '" + sc + "' (" +
+                                    url.substr(0, 200) + ")");
+      else if (!h || !*h)
+        s = Status::InvalidArgument("URL without a host (" + url.substr(0, 200) + ")");
+      else
+        *host = Lower(h);
+      curl_free(scheme);
+      curl_free(h);
+    }
+    curl_url_cleanup(u);
+    return s;
+  }
+
+  std::vector<FetchResult> FetchAll(const std::vector<std::string>& urls) {
+    std::vector<FetchResult> results(urls.size());
+    struct HostQueue {
+      std::deque<size_t> waiting;
+      int in_flight = 0;
+    };
+    std::unordered_map<std::string, HostQueue> hosts;
+    size_t waiting = 0;
+    for (size_t i = 0; i < urls.size(); ++i) {
+      std::string host;
+      Status s = ParseUrl(urls[i], &host);
+      if (!s.ok()) {
+        Fail(results[i], FailureClass::kBadUrl, s);
+        results[i].final_url = urls[i];
+        continue;
+      }
+      hosts[host].waiting.push_back(i);
+      ++waiting;
+    }
+
+    std::deque<Transfer> slots;  // stable addresses
+    std::vector<Transfer*> free_slots;
+    int in_flight = 0;
+    auto fill = [&] {
+      for (auto it = hosts.begin(); it != hosts.end() && in_flight < opt.concurrency;) {
+        HostQueue& q = it->second;
+        while (!q.waiting.empty() && q.in_flight < opt.per_host && in_flight < opt.concurrency) {
+          Transfer* t;
+          if (free_slots.empty()) {
+            t = &slots.emplace_back();
+          } else {
+            t = free_slots.back();
+            free_slots.pop_back();
+            *t = Transfer();
+          }
+          t->impl = this;
+          t->index = q.waiting.front();
+          t->host = it->first;
+          q.waiting.pop_front();
+          --waiting;
+          ++q.in_flight;
+          ++in_flight;
+          Start(t, urls[t->index]);
+        }
+        if (q.waiting.empty() && q.in_flight == 0)
+          it = hosts.erase(it);
+        else
+          ++it;
+      }
+    };
+
+    fill();
+    while (in_flight > 0) {
+      int running = 0;
+      curl_multi_perform(multi, &running);
+      int left = 0;
+      bool finished_any = false;
+      while (CURLMsg* m = curl_multi_info_read(multi, &left)) {
+        if (m->msg != CURLMSG_DONE) continue;
+        Transfer* t = nullptr;
+        curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, reinterpret_cast<char**>(&t));
+        Finish(t, m->data.result, results[t->index]);
+        --hosts[t->host].in_flight;
+        --in_flight;
+        free_slots.push_back(t);
+        finished_any = true;
+      }
+      if (finished_any && waiting > 0) {
+        fill();
+        continue;  // start the new transfers before sleeping
+      }
+      if (in_flight > 0) curl_multi_poll(multi, nullptr, 0, 200, nullptr);
+    }
+    return results;
+  }
+};
+
+Fetcher::Fetcher(FetchOptions o) : impl_(std::make_unique<Impl>(std::move(o))) {}
+Fetcher::~Fetcher() = default;
+
+std::vector<FetchResult> Fetcher::FetchAll(const std::vector<std::string>& urls) {
+  return impl_->FetchAll(urls);
+}
+
+}  // namespace framemill::fetch
