@@ -316,14 +316,21 @@ TEST_F(CliTest, EnqueueingTheSameDirectoryTwiceAddsNothing) {
   EXPECT_EQ(Int("SELECT count(*) FROM jobs"), kImages);
 }
 
-TEST_F(CliTest, EnqueueOfAMissingSourceOrAUrlListIsAUsageError) {
+TEST_F(CliTest, EnqueueOfAMissingSourceIsAUsageErrorAndAUrlListIsAccepted) {
   auto missing = Fm({"enqueue", dir_ / "nope"});
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_NE(missing.err.find("nope"), std::string::npos) << missing.err;
-  WriteFile(dir_ / "urls.txt", "https://example.com/a.jpg\n");
+  // A URL list: each URL becomes an item with a fetch job; a bad line is reported, not fatal.
+  WriteFile(dir_ / "urls.txt", "https://example.com/a.jpg\nftp://example.com/b.jpg\n");
   auto urls = Fm({"enqueue", dir_ / "urls.txt"});
-  EXPECT_EQ(urls.exit_code, 2);
-  EXPECT_NE(urls.err.find("URL"), std::string::npos) << urls.err;
+  EXPECT_EQ(urls.exit_code, 0) << urls.err;
+  auto again = Fm({"enqueue", dir_ / "urls.txt"});
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  auto status = Fm({"status", "--json"});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  auto j = nlohmann::json::parse(status.out);
+  EXPECT_EQ(j["items"], 1);  // the ftp URL is refused, the second enqueue adds nothing
+  EXPECT_EQ(j["stages"]["fetch"]["pending"], 1);
   auto nothing = Fm({"enqueue"});
   EXPECT_EQ(nothing.exit_code, 2);
 }
