@@ -181,18 +181,6 @@ int CmdRun(const Flags& f) {
     // Whatever stages are asked for, a URL item's media arrive only through its fetch.
     if (std::find(req.stages.begin(), req.stages.end(), kFetchStage) == req.stages.end())
       req.stages.insert(req.stages.begin(), kFetchStage);
-    // Transfers overlap only within a claimed batch: claim more while there is fetching
-    // to do, unless the user chose the batch size.
-    bool batch_chosen = false;
-    for (const auto& p : config.provenance)
-      if (p.key == "run.batch") batch_chosen = p.source != "default";
-    if (!batch_chosen && config.fetch.batch > config.run.batch) {
-      auto store = OpenStore(*env);
-      if (!store.ok()) return StoreError(store.status());
-      auto left = (*store)->CountOutstanding({kFetchStage});
-      if (!left.ok()) return StoreError(left.status());
-      if (left->pending + left->running > 0) config.run.batch = config.fetch.batch;
-    }
     // Named temporaries (only where O_TMPFILE is missing) of transfers that cannot still
     // be running: every transfer ends within its total timeout.
     const int64_t stale_s = std::max<int64_t>(60, 2 * config.fetch.timeout_ms / 1000);

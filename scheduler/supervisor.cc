@@ -81,6 +81,7 @@ int WorkerMain(const Config& config, const StageRegistry& registry, const RunReq
   wo.id = id;
   wo.stages = req.stages;
   wo.batch = config.run.batch;
+  wo.batch_by_stage[kFetchStage] = config.fetch.batch;
   wo.lease_ms = config.run.lease_ms;
   wo.poll_ms = config.run.poll_ms;
   wo.forever = req.forever;

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -61,6 +62,8 @@ Completion ToCompletion(const ClaimedJob& job, StageOutput out) {
     case StageOutput::Kind::kFailed:
       c.outcome = Completion::Outcome::kFailed;
       c.error = out.error;
+      c.error_class = out.error_class;
+      c.retry_after_ms = out.retry_after_ms;
       break;
     case StageOutput::Kind::kSkipped:
       c.outcome = Completion::Outcome::kSkipped;
@@ -100,7 +103,7 @@ void Worker::SleepFor(int64_t ms) {
 Status Worker::Run() {
   HeartbeatThread heartbeat(heartbeat_store_, options_.id, options_.lease_ms);
   while (!stop_->load()) {
-    auto jobs = store_->Claim(options_.id, options_.stages, options_.batch, options_.lease_ms);
+    auto jobs = ClaimBatch();
     if (!jobs.ok()) return jobs.status();
     if (!jobs->empty()) {
       FM_RETURN_IF_ERROR(RunBatch(std::move(jobs).value()));
@@ -122,6 +125,47 @@ Status Worker::Run() {
   return Status::Aborted("stop requested");
 }
 
+int Worker::BatchOf(const std::string& stage) const {
+  auto it = options_.batch_by_stage.find(stage);
+  return it != options_.batch_by_stage.end() && it->second > 0 ? it->second : options_.batch;
+}
+
+Result<std::vector<ClaimedJob>> Worker::ClaimBatch() {
+  auto jobs = store_->Claim(options_.id, options_.stages, options_.batch, options_.lease_ms);
+  // A claim short of its limit found every due job there was: nothing to top up.
+  if (!jobs.ok() || static_cast<int>(jobs->size()) < options_.batch ||
+      options_.batch_by_stage.empty())
+    return jobs;
+  // One claim over all stages keeps priority order; a stage with a larger batch that it
+  // reached is then topped up alone (a smaller one is cut into groups in RunBatch).
+  std::map<std::string, int> claimed;
+  for (const ClaimedJob& j : *jobs) ++claimed[j.stage];
+  bool topped = false;
+  for (const auto& [stage, n] : claimed) {
+    if (options_.batch_by_stage.count(stage) == 0) continue;
+    const int more = BatchOf(stage) - n;
+    if (more <= 0) continue;
+    auto extra = store_->Claim(options_.id, {stage}, more, options_.lease_ms);
+    if (!extra.ok()) {
+      // Give back what is held rather than leave it to lease expiry.
+      (void)store_->Release(*jobs);
+      return extra.status();
+    }
+    if (extra->empty()) continue;
+    topped = true;
+    for (ClaimedJob& j : *extra) jobs->push_back(std::move(j));
+  }
+  if (topped) {
+    // One run per stage, in the order the stages first appear, so each goes as one batch.
+    std::map<std::string, size_t> first;
+    for (size_t i = 0; i < jobs->size(); ++i) first.emplace((*jobs)[i].stage, i);
+    std::stable_sort(jobs->begin(), jobs->end(), [&](const ClaimedJob& a, const ClaimedJob& b) {
+      return first[a.stage] < first[b.stage];
+    });
+  }
+  return jobs;
+}
+
 Status Worker::RunBatch(std::vector<ClaimedJob> jobs) {
   ++stats_.batches;
   std::vector<Completion> outcomes;
@@ -133,7 +177,8 @@ Status Worker::RunBatch(std::vector<ClaimedJob> jobs) {
   size_t next = 0;
   while (next < jobs.size() && !stop_->load()) {
     size_t end = next;
-    while (end < jobs.size() && jobs[end].stage == jobs[next].stage) ++end;
+    const size_t cap = static_cast<size_t>(std::max(1, BatchOf(jobs[next].stage)));
+    while (end < jobs.size() && end - next < cap && jobs[end].stage == jobs[next].stage) ++end;
     std::vector<ClaimedJob> group(jobs.begin() + static_cast<long>(next),
                                   jobs.begin() + static_cast<long>(end));
     Stage* stage = registry_->Find(group.front().stage);

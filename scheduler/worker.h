@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <cstdint>
 #include <string>
@@ -21,6 +22,9 @@ struct WorkerOptions {
   std::string id;                   // unique per process start: host:pid:ms
   std::vector<std::string> stages;  // what this worker claims
   int batch = 16;
+  // Stages whose jobs are claimed and run in batches of their own size (the fetch
+  // stage's transfers overlap only within one batch); others use `batch`.
+  std::map<std::string, int> batch_by_stage;
   int64_t lease_ms = 30'000;
   int64_t poll_ms = 500;
   bool forever = false;             // keep polling when nothing is left
@@ -47,6 +51,8 @@ class Worker {
   const WorkerStats& stats() const { return stats_; }
 
  private:
+  Result<std::vector<ClaimedJob>> ClaimBatch();
+  int BatchOf(const std::string& stage) const;
   Status RunBatch(std::vector<ClaimedJob> jobs);
   void SleepFor(int64_t ms);
 

@@ -33,7 +33,7 @@ StageOutput ToOutput(const ClaimedJob& job, const fetch::FetchResult& r) {
   if (!r.status.ok()) {
     std::string cls = fetch::FailureClassName(r.failure);
     if (r.failure == fetch::FailureClass::kNone) cls = "transfer";
-    return StageOutput::Failed(TagError(r.status, cls, r.retry_after_ms));
+    return StageOutput::Failed(r.status, cls, r.retry_after_ms);
   }
   nlohmann::json res;
   res["url"] = job.source;
@@ -99,7 +99,7 @@ std::vector<StageOutput> FetchStage::RunBatch(const std::vector<ClaimedJob>& job
       out.push_back(ToOutput(jobs[i], results[i]));
     } else {
       out.push_back(StageOutput::Failed(
-          TagError(Status::Internal("the fetcher returned no result for this URL"), "transfer")));
+          Status::Internal("the fetcher returned no result for this URL"), "transfer"));
     }
   }
   return out;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +25,10 @@ struct StageOutput {
   std::vector<std::string> artifacts;
   std::string device = "cpu";
   Status error;  // kFailed: why (its code decides retry); kSkipped: the reason
+  // kFailed only: a class finer than error's code ("" = the code's name), and a
+  // server's Retry-After floor under the store's backoff (-1 = none).
+  std::string error_class;
+  int64_t retry_after_ms = -1;
 
   static StageOutput Done(nlohmann::json r, std::string device = "cpu") {
     StageOutput o;
@@ -31,10 +36,13 @@ struct StageOutput {
     o.device = std::move(device);
     return o;
   }
-  static StageOutput Failed(Status s) {
+  static StageOutput Failed(Status s, std::string error_class = "",
+                            int64_t retry_after_ms = -1) {
     StageOutput o;
     o.kind = Kind::kFailed;
     o.error = std::move(s);
+    o.error_class = std::move(error_class);
+    o.retry_after_ms = retry_after_ms;
     return o;
   }
   static StageOutput Skipped(std::string reason) {

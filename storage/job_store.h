@@ -48,13 +48,6 @@ struct NewItem {
 // completing it makes the item a local file for every later stage.
 inline constexpr char kFetchStage[] = "fetch";
 
-// A stage can name an error class finer than its Status code (which still decides
-// transient or permanent) by starting the message with a tag: "[timeout] ..." or
-// "[http_status retry_after_ms=2000] HTTP 429". The store records the class, strips the
-// tag from the message, and waits at least retry_after_ms before a retry.
-Status TagError(const Status& error, const std::string& error_class, int64_t retry_after_ms = -1);
-std::string ErrorClassOf(const Status& error);  // the tag's class, else CodeName()
-
 struct EnqueueOptions {
   std::vector<std::string> stages;  // already closed over dependencies
   int priority = 0;
@@ -79,6 +72,10 @@ struct Completion {
   std::string result_json = "{}";
   std::string artifacts_json = "[]";
   Status error;  // kFailed: why; kSkipped: the reason, in the message
+  // kFailed only: a class finer than error's code, which still decides transient or
+  // permanent ("" = the code's name); and a floor under the retry backoff (-1 = none).
+  std::string error_class;
+  int64_t retry_after_ms = -1;
 };
 
 struct CompleteStats {

@@ -49,69 +49,19 @@ std::string Placeholders(size_t n) {
   return s;
 }
 
-// A stage's error tag (see TagError): class, message without the tag, retry-after.
-struct ParsedError {
-  std::string error_class, message;
-  int64_t retry_after_ms = -1;
-};
-
-ParsedError ParseError(const Status& error) {
-  ParsedError p{std::string(error.CodeName()), error.message(), -1};
-  const std::string& m = error.message();
-  if (m.size() < 3 || m[0] != '[') return p;
-  size_t close = m.find(']');
-  if (close == std::string::npos || close > 80) return p;
-  std::string inside = m.substr(1, close - 1);
-  size_t sp = inside.find(' ');
-  std::string cls = inside.substr(0, sp);
-  if (cls.empty() || cls.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") !=
-                         std::string::npos)
-    return p;
-  p.error_class = cls;
-  if (sp != std::string::npos) {
-    std::string rest = inside.substr(sp + 1);
-    const std::string key = "retry_after_ms=";
-    if (rest.rfind(key, 0) == 0) {
-      try {
-        p.retry_after_ms = std::stoll(rest.substr(key.size()));
-      } catch (...) {
-      }
-    }
-  }
-  size_t body = close + 1;
-  while (body < m.size() && m[body] == ' ') ++body;
-  p.message = m.substr(body);
-  return p;
-}
-
-Status SameCode(const Status& s, const std::string& m) {
-  using C = Status::Code;
-  switch (s.code()) {
-    case C::kOk: return Status::OK();
-    case C::kNotFound: return Status::NotFound(m);
-    case C::kBusy: return Status::Busy(m);
-    case C::kOutOfMemory: return Status::OutOfMemory(m);
-    case C::kInvalidArgument: return Status::InvalidArgument(m);
-    case C::kCorruption: return Status::Corruption(m);
-    case C::kUnsupported: return Status::Unsupported(m);
-    case C::kIOError: return Status::IOError(m);
-    case C::kTooLarge: return Status::TooLarge(m);
-    case C::kAborted: return Status::Aborted(m);
-    case C::kInternal: return Status::Internal(m);
-  }
-  return Status::Internal(m);
+// One job_errors row; error_class "" falls back to the Status code's name.
+Status InsertJobError(SqliteDb& db, int64_t job_id, int attempt, const std::string& worker,
+                      const Status& error, const std::string& error_class, int64_t now) {
+  auto e_r = db.Prepare("INSERT INTO job_errors (job_id, attempt, at, worker, error_class,"
+                        " message, transient) VALUES (?,?,?,?,?,?,?)");
+  if (!e_r.ok()) return e_r.status();
+  Stmt& e = *e_r;
+  return e.Bind(1, job_id).Bind(2, attempt).Bind(3, now).Bind(4, worker)
+      .Bind(5, error_class.empty() ? std::string(error.CodeName()) : error_class)
+      .Bind(6, error.message()).Bind(7, error.IsTransient() ? 1 : 0).Run();
 }
 
 }  // namespace
-
-Status TagError(const Status& error, const std::string& error_class, int64_t retry_after_ms) {
-  if (error.ok()) return error;
-  std::string tag = "[" + error_class;
-  if (retry_after_ms >= 0) tag += " retry_after_ms=" + std::to_string(retry_after_ms);
-  return SameCode(error, tag + "] " + ParseError(error).message);
-}
-
-std::string ErrorClassOf(const Status& error) { return ParseError(error).error_class; }
 
 Result<std::unique_ptr<JobStore>> OpenSqliteJobStore(const std::string& path,
                                                      const StageGraph* graph,
@@ -430,12 +380,7 @@ Result<EnqueueStats> SqliteJobStore::Enqueue(const std::vector<NewItem>& items,
 
 Status SqliteJobStore::RecordError(int64_t job_id, int attempt, const std::string& worker,
                                    const Status& error, int64_t now) {
-  FM_PREPARE(e, "INSERT INTO job_errors (job_id, attempt, at, worker, error_class, message,"
-                " transient) VALUES (?,?,?,?,?,?,?)");
-  ParsedError p = ParseError(error);
-  return e.Bind(1, job_id).Bind(2, attempt).Bind(3, now).Bind(4, worker)
-      .Bind(5, p.error_class).Bind(6, p.message)
-      .Bind(7, error.IsTransient() ? 1 : 0).Run();
+  return InsertJobError(*db_, job_id, attempt, worker, error, "", now);
 }
 
 Status SqliteJobStore::PromoteDependants(int64_t job_id, int64_t now) {
@@ -697,27 +642,29 @@ Result<CompleteStats> SqliteJobStore::Complete(const std::vector<Completion>& ba
           break;
         }
         case Completion::Outcome::kFailed: {
-          FM_RETURN_IF_ERROR(RecordError(c.job_id, attempts, worker, c.error, now));
+          const std::string why_class =
+              c.error_class.empty() ? std::string(c.error.CodeName()) : c.error_class;
+          FM_RETURN_IF_ERROR(
+              InsertJobError(*db_, c.job_id, attempts, worker, c.error, why_class, now));
           const bool again = c.error.IsTransient() && attempts < max_attempts;
-          const ParsedError why = ParseError(c.error);
           if (again) {
             double unit = std::uniform_real_distribution<double>(0, 1)(rng_);
             // A server's Retry-After is a floor under our own backoff.
-            int64_t at = now + std::max(options_.retry.DelayMs(attempts, unit), why.retry_after_ms);
+            int64_t at = now + std::max(options_.retry.DelayMs(attempts, unit), c.retry_after_ms);
             FM_PREPARE(up, "UPDATE jobs SET state = " S_PENDING ", next_run_at = ?,"
                            " lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,"
                            " error_class = ?, last_error = ? WHERE id = ?");
-            FM_RETURN_IF_ERROR(up.Bind(1, at).Bind(2, why.error_class)
-                                   .Bind(3, why.message).Bind(4, c.job_id).Run());
+            FM_RETURN_IF_ERROR(up.Bind(1, at).Bind(2, why_class)
+                                   .Bind(3, c.error.message()).Bind(4, c.job_id).Run());
             ++stats.retried;
           } else {
             FM_PREPARE(up, "UPDATE jobs SET state = " S_FAILED ", finished_at = ?, device = ?,"
                            " lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,"
                            " error_class = ?, last_error = ? WHERE id = ?");
-            FM_RETURN_IF_ERROR(up.Bind(1, now).Bind(2, c.device).Bind(3, why.error_class)
-                                   .Bind(4, why.message).Bind(5, c.job_id).Run());
+            FM_RETURN_IF_ERROR(up.Bind(1, now).Bind(2, c.device).Bind(3, why_class)
+                                   .Bind(4, c.error.message()).Bind(5, c.job_id).Run());
             if (has_dependants)
-              FM_RETURN_IF_ERROR(CascadeFailure(c.job_id, stage, why.error_class, now));
+              FM_RETURN_IF_ERROR(CascadeFailure(c.job_id, stage, why_class, now));
             ++stats.failed;
             ++per_worker[worker].second;
           }

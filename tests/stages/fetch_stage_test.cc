@@ -150,6 +150,8 @@ TEST_F(FetchStageTest, EveryFaultEndsInTheRightStateAndClassAndPermanentOnesAreN
       } else {
         c.outcome = Completion::Outcome::kFailed;
         c.error = outs[i].error;
+        c.error_class = outs[i].error_class;
+        c.retry_after_ms = outs[i].retry_after_ms;
       }
       cs.push_back(c);
     }

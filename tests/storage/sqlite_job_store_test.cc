@@ -97,12 +97,15 @@ class SqliteJobStoreTest : public ::testing::Test {
     c.result_json = result;
     return c;
   }
-  static Completion Failed(const ClaimedJob& j, Status error) {
+  static Completion Failed(const ClaimedJob& j, Status error, std::string error_class = "",
+                           int64_t retry_after_ms = -1) {
     Completion c;
     c.job_id = j.id;
     c.lease_token = j.lease_token;
     c.outcome = Completion::Outcome::kFailed;
     c.error = std::move(error);
+    c.error_class = std::move(error_class);
+    c.retry_after_ms = retry_after_ms;
     return c;
   }
   CompleteStats Complete(const std::vector<Completion>& batch, JobStore* store = nullptr) {
@@ -1383,7 +1386,7 @@ TEST_F(UrlItemTest, FetchedVideoSkipsStagesThatDoNotApplyToVideos) {
 TEST_F(UrlItemTest, PermanentFetchFailureFailsWithItsClassAndSkipsEveryDependant) {
   Enqueue({Url("http://h/gone.jpg")}, kStages);
   ClaimedJob f = ClaimOne("fetch", "http://h/gone.jpg");
-  CompleteStats st = Complete({Failed(f, TagError(Status::NotFound("HTTP 404"), "http_status"))});
+  CompleteStats st = Complete({Failed(f, Status::NotFound("HTTP 404"), "http_status")});
   EXPECT_EQ(st.failed, 1);
   EXPECT_EQ(State("http://h/gone.jpg", "fetch"), kFailed);
   EXPECT_EQ(JobText("error_class", "http://h/gone.jpg", "fetch"), "http_status");
@@ -1409,7 +1412,7 @@ TEST_F(UrlItemTest, TransientFetchFailureWaitsAtLeastTheServersRetryAfter) {
   store_ = OpenStore(o);
   Enqueue({Url("http://h/busy.jpg")}, kStages);
   ClaimedJob f = ClaimOne("fetch", "http://h/busy.jpg");
-  CompleteStats st = Complete({Failed(f, TagError(Status::Busy("HTTP 429"), "http_status", 5000))});
+  CompleteStats st = Complete({Failed(f, Status::Busy("HTTP 429"), "http_status", 5000)});
   EXPECT_EQ(st.retried, 1);
   EXPECT_EQ(State("http://h/busy.jpg", "fetch"), kPending);
   EXPECT_EQ(JobText("error_class", "http://h/busy.jpg", "fetch"), "http_status");
@@ -1438,12 +1441,31 @@ TEST_F(UrlItemTest, FileItemsGetNoFetchJob) {
   EXPECT_EQ(State("/data/a.png", "look"), kPending);
 }
 
-TEST(ErrorTagTest, ClassAndRetryAfterRoundTripAndTheCodeIsKept) {
-  Status t = TagError(Status::Busy("HTTP 429 Too Many Requests"), "http_status", 1500);
-  EXPECT_TRUE(t.IsBusy());
-  EXPECT_EQ(ErrorClassOf(t), "http_status");
-  EXPECT_EQ(ErrorClassOf(Status::NotFound("[not a tag at all")), "not_found");
-  EXPECT_EQ(ErrorClassOf(TagError(t, "timeout")), "timeout");  // re-tagging replaces
+TEST_F(UrlItemTest, ATypedErrorClassAndRetryAfterReachTheStoreAndTheMessageIsKept) {
+  StoreOptions o;
+  o.retry.base_delay_ms = 1;
+  o.retry.max_delay_ms = 1;
+  store_ = OpenStore(o);
+  Enqueue({Url("http://h/slow.jpg")}, kStages);
+  ClaimedJob f = ClaimOne("fetch", "http://h/slow.jpg");
+  const int64_t failed_at = clock_.NowMs();
+  // A message that looks like the old "[class ...]" tag is stored as it is.
+  const std::string message = "[timeout retry_after_ms=9] HTTP 429 Too Many Requests";
+  EXPECT_EQ(Complete({Failed(f, Status::Busy(message), "http_status", 1000)}).retried, 1);
+  EXPECT_EQ(in_.Text("SELECT error_class FROM job_errors"), "http_status");
+  EXPECT_EQ(in_.Text("SELECT message FROM job_errors"), message);
+  EXPECT_EQ(in_.Int("SELECT transient FROM job_errors"), 1);
+  EXPECT_EQ(JobText("error_class", "http://h/slow.jpg", "fetch"), "http_status");
+  EXPECT_EQ(JobText("last_error", "http://h/slow.jpg", "fetch"), message);
+  EXPECT_GE(JobCol("next_run_at", "http://h/slow.jpg", "fetch"), failed_at + 1000);
+  clock_.Advance(999);
+  EXPECT_TRUE(Claim("w", {"fetch"}).empty());
+  clock_.Advance(1);
+  ClaimedJob again = ClaimOne("fetch", "http://h/slow.jpg");
+  // Without a class the Status code names it, as for every other stage.
+  EXPECT_EQ(Complete({Failed(again, Status::Busy("HTTP 503"))}).retried, 1);
+  EXPECT_EQ(JobText("error_class", "http://h/slow.jpg", "fetch"), "busy");
+  EXPECT_EQ(in_.Text("SELECT error_class FROM job_errors WHERE attempt = 2"), "busy");
 }
 
 }  // namespace
