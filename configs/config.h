@@ -55,7 +55,7 @@ struct FetchConfig {
   int64_t max_bytes = 64LL << 20;     // enforced while streaming
   int max_redirects = 5;
   std::string user_agent = "framemill/0.1";
-  int batch = 64;  // jobs claimed per transaction while fetch jobs are outstanding
+  int batch = 64;  // fetch jobs a worker claims and downloads at once (run.batch for other stages)
 };
 
 struct GpuConfig {
