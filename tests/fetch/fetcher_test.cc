@@ -2,7 +2,6 @@
 // (tests/fetch/fault_server.py). The server's request log shows what was asked for.
 #include "fetch/fetcher.h"
 
-#include <curl/curl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -16,6 +15,7 @@
 #include <set>
 #include <thread>
 
+#include "tests/support/fault_server.h"
 #include "tests/support/test_support.h"
 
 namespace framemill::fetch {
@@ -27,54 +27,23 @@ using framemill::testing::SampleData;
 using framemill::testing::StartProcess;
 using framemill::testing::TempDir;
 
-size_t Collect(char* p, size_t s, size_t n, void* ud) {
-  static_cast<std::string*>(ud)->append(p, s * n);
-  return s * n;
-}
-
 class FetcherTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir();
-    const std::string log = *dir_ / "server.log";
-    pid_ = StartProcess({"/usr/bin/python3",
-                         std::string(FRAMEMILL_SOURCE_DIR) + "/tests/fetch/fault_server.py"},
-                        {}, "", log);
-    for (int i = 0; i < 100 && port_ == 0; ++i) {
-      std::string out = fs::exists(log) ? ReadFile(log) : "";
-      if (out.find('\n') != std::string::npos) port_ = std::stoi(out);
-      else std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    ASSERT_GT(port_, 0) << "fault_server.py did not print its port";
+    server_ = new framemill::testing::FaultServer(*dir_ / "server.log");
+    ASSERT_GT(server_->port(), 0) << "fault_server.py did not print its port";
   }
   static void TearDownTestSuite() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      framemill::testing::WaitProcess(pid_);
-    }
-    pid_ = -1;
-    port_ = 0;
+    delete server_;
+    server_ = nullptr;
     delete dir_;
     dir_ = nullptr;
   }
 
-  static std::string Url(const std::string& path) {
-    return "http://127.0.0.1:" + std::to_string(port_) + path;
-  }
-  static nlohmann::json Get(const std::string& path) {
-    std::string body;
-    CURL* e = curl_easy_init();
-    curl_easy_setopt(e, CURLOPT_URL, Url(path).c_str());
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &Collect);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, &body);
-    curl_easy_perform(e);
-    curl_easy_cleanup(e);
-    return nlohmann::json::parse(body);
-  }
-  static int Requests(const std::string& path) {
-    auto counts = Get("/__log")["counts"];
-    return counts.contains(path) ? counts[path].get<int>() : 0;
-  }
+  static std::string Url(const std::string& path) { return server_->Url(path); }
+  static nlohmann::json Get(const std::string& path) { return server_->Get(path); }
+  static int Requests(const std::string& path) { return server_->Requests(path); }
 
   FetchOptions Options() const {
     FetchOptions o;
@@ -102,8 +71,7 @@ class FetcherTest : public ::testing::Test {
 
   TempDir out_;
   static inline TempDir* dir_ = nullptr;
-  static inline pid_t pid_ = -1;
-  static inline int port_ = 0;
+  static inline framemill::testing::FaultServer* server_ = nullptr;
 };
 
 TEST_F(FetcherTest, StoresImagesAndVideosUnderTheirContentHash) {

@@ -12,6 +12,7 @@
 #include <set>
 #include <thread>
 
+#include "tests/support/fault_server.h"
 #include "tests/support/test_support.h"
 
 namespace framemill::testing {
@@ -25,16 +26,8 @@ TEST(CrawlTest, SigkillMidCrawlThenRerunFetchesEveryUrlOnceAndStoresEachContentO
   TempDir dir;
   auto images = MakeRealImages(dir / "served", kImages, 160);
   const std::string log = dir / "server.log";
-  pid_t server = StartProcess({"/usr/bin/python3",
-                               std::string(FRAMEMILL_SOURCE_DIR) + "/tests/fetch/fault_server.py",
-                               dir / "served"},
-                              {}, "", log);
-  int port = 0;
-  for (int i = 0; i < 100 && port == 0; ++i) {
-    std::string out = fs::exists(log) ? ReadFile(log) : "";
-    if (out.find('\n') != std::string::npos) port = std::stoi(out);
-    else std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  FaultServer server(log, {dir / "served"});
+  const int port = server.port();
   ASSERT_GT(port, 0);
   std::string list;
   for (int i = 0; i < kUrls; ++i)
@@ -88,7 +81,9 @@ TEST(CrawlTest, SigkillMidCrawlThenRerunFetchesEveryUrlOnceAndStoresEachContentO
 
   // No temporary left; one file per distinct content, each the bytes of a served image.
   fs::path tmp = fs::path(out) / "fetched" / "tmp";
-  if (fs::exists(tmp)) EXPECT_TRUE(fs::is_empty(tmp)) << "left in " << tmp;
+  if (fs::exists(tmp)) {
+    EXPECT_TRUE(fs::is_empty(tmp)) << "left in " << tmp;
+  }
   std::set<std::string> stored;
   for (auto& e : fs::recursive_directory_iterator(fs::path(out) / "fetched"))
     if (e.is_regular_file() && e.path().parent_path() != tmp) stored.insert(e.path().string());
@@ -104,8 +99,6 @@ TEST(CrawlTest, SigkillMidCrawlThenRerunFetchesEveryUrlOnceAndStoresEachContentO
   EXPECT_EQ(status.exit_code, 0);
   EXPECT_NE(status.out.find("\"success_rate\": 1.0"), std::string::npos) << status.out;
 
-  kill(server, SIGKILL);
-  WaitProcess(server);
 }
 
 }  // namespace

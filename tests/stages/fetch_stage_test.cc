@@ -4,7 +4,6 @@
 // fetched URL's media job is claimable with the downloaded file as its source.
 #include "stages/fetch_stage.h"
 
-#include <curl/curl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -17,30 +16,18 @@
 #include "jobs/stage_graph.h"
 #include "storage/clock.h"
 #include "storage/job_store.h"
+#include "tests/support/fault_server.h"
 #include "tests/support/test_support.h"
 
 namespace framemill::testing {
 namespace {
 namespace fs = std::filesystem;
 
-size_t Collect(char* p, size_t s, size_t n, void* ud) {
-  static_cast<std::string*>(ud)->append(p, s * n);
-  return s * n;
-}
-
 class FetchStageTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::string log = dir_ / "server.log";
-    pid_ = StartProcess({"/usr/bin/python3",
-                         std::string(FRAMEMILL_SOURCE_DIR) + "/tests/fetch/fault_server.py"},
-                        {}, "", log);
-    for (int i = 0; i < 100 && port_ == 0; ++i) {
-      std::string out = fs::exists(log) ? ReadFile(log) : "";
-      if (out.find('\n') != std::string::npos) port_ = std::stoi(out);
-      else std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    ASSERT_GT(port_, 0) << "fault_server.py did not print its port";
+    server_ = std::make_unique<FaultServer>(dir_ / "server.log");
+    ASSERT_GT(server_->port(), 0) << "fault_server.py did not print its port";
     std::string err;
     for (const char* name : {"fetch", "look"}) {
       StageSpec spec;
@@ -53,26 +40,8 @@ class FetchStageTest : public ::testing::Test {
     so.retry.max_delay_ms = 100;
     store_ = std::move(OpenSqliteJobStore(db_, &graph_, &clock_, so)).value();
   }
-  void TearDown() override {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      WaitProcess(pid_);
-    }
-  }
-  std::string Url(const std::string& path) const {
-    return "http://127.0.0.1:" + std::to_string(port_) + path;
-  }
-  int Requests(const std::string& path) const {
-    std::string body;
-    CURL* e = curl_easy_init();
-    curl_easy_setopt(e, CURLOPT_URL, Url("/__log").c_str());
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &Collect);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, &body);
-    curl_easy_perform(e);
-    curl_easy_cleanup(e);
-    auto counts = nlohmann::json::parse(body)["counts"];
-    return counts.contains(path) ? counts[path].get<int>() : 0;
-  }
+  std::string Url(const std::string& path) const { return server_->Url(path); }
+  int Requests(const std::string& path) const { return server_->Requests(path); }
   std::string Col(const std::string& url, const std::string& stage, const std::string& col) {
     auto rows = QueryRows(db_, "SELECT coalesce(" + col + ", '') FROM jobs WHERE stage = '" +
                                    stage + "' AND item_id = (SELECT id FROM items WHERE source = '" +
@@ -81,8 +50,7 @@ class FetchStageTest : public ::testing::Test {
   }
 
   TempDir dir_;
-  pid_t pid_ = -1;
-  int port_ = 0;
+  std::unique_ptr<FaultServer> server_;
   std::string db_;
   ManualClock clock_;
   StageGraph graph_;
