@@ -62,7 +62,7 @@ struct Measure {
 // The same work as a worker does per job, minus the orchestration: one thread per
 // "worker", each taking the next file from a shared counter.
 Measure PlainLoop(const std::vector<std::string>& files, int threads) {
-  fm::LightingStage stage(fm::MediaConfig{});
+  fm::LightingStage stage(fm::LightingOptions{});
   std::atomic<size_t> next{0};
   std::atomic<int> failures{0};
   double cpu0 = SelfCpuSeconds();
@@ -76,10 +76,10 @@ Measure PlainLoop(const std::vector<std::string>& files, int threads) {
         job.stage = "lighting";
         job.source = files[i];
         job.kind = fm::MediaKind::kImage;
-        fm::StageOutput out = stage.Run(job);
+        fm::Outcome out = stage.Run(job);
         // Serialise the result as the worker must, so both sides do the same work.
         std::string json = out.result.dump();
-        if (out.kind != fm::StageOutput::Kind::kDone || json.size() < 10) ++failures;
+        if (!out.done() || json.size() < 10) ++failures;
       }
     });
   }

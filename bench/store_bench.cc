@@ -21,6 +21,8 @@
 // Every workload uses a fresh database file under --db_dir; setup (filling the store,
 // generating items) happens outside the timed region.
 #include <sqlite3.h>
+
+#include <nlohmann/json.hpp>
 #include <sys/resource.h>
 #include <sys/statfs.h>
 #include <sys/wait.h>
@@ -42,9 +44,9 @@
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
 #include "jobs/job.h"
 #include "jobs/stage_graph.h"
-#include "storage/clock.h"
 #include "storage/job_store.h"
 
 namespace framemill {
@@ -204,17 +206,11 @@ void ExecSql(const std::string& path, const std::string& sql) {
   sqlite3_close(db);
 }
 
-std::vector<Completion> DoneFor(const std::vector<ClaimedJob>& jobs) {
-  std::vector<Completion> out;
+std::vector<FinishedJob> DoneFor(const std::vector<ClaimedJob>& jobs) {
+  static const nlohmann::json result = nlohmann::json::parse(kResult);
+  std::vector<FinishedJob> out;
   out.reserve(jobs.size());
-  for (const ClaimedJob& j : jobs) {
-    Completion c;
-    c.job_id = j.id;
-    c.lease_token = j.lease_token;
-    c.outcome = Completion::Outcome::kDone;
-    c.result_json = kResult;
-    out.push_back(std::move(c));
-  }
+  for (const ClaimedJob& j : jobs) out.push_back({j.id, j.lease_token, Outcome::Done(result), 0});
   return out;
 }
 

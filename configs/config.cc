@@ -1,6 +1,6 @@
 #include "configs/config.h"
 
-#include "gpu/operations.h"
+#include "base/operations.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -235,7 +235,7 @@ const std::vector<Setting>& Settings() {
                           return Status::OK();
                         },
                         [](const Config& c) { return TristateName(c.gpu.all); }});
-    for (const std::string& op : GpuOperations()) {
+    for (const std::string& op : DeviceOperations()) {
       t.push_back(Setting{"gpu.ops." + Lower(op), op + "_GPU", "",
                           [op](Config& c, const std::string& v, const std::string& where) -> Status {
                             auto t = ParseTristate(v, where);
@@ -292,7 +292,7 @@ Status Flatten(const YAML::Node& node, const std::string& prefix,
 
 }  // namespace
 
-const std::vector<std::string>& GpuOperations() { return gpu::Operations(); }
+
 
 std::vector<std::string> SettingKeys() {
   std::vector<std::string> keys;

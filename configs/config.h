@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "storage/status.h"
+#include "base/status.h"
 
 namespace framemill {
 
@@ -92,9 +92,6 @@ struct Config {
   };
   std::vector<Provenance> provenance;
 };
-
-// The operations whose device can be chosen with <OPERATION>_GPU.
-const std::vector<std::string>& GpuOperations();
 
 struct ConfigInputs {
   std::map<std::string, std::string> env;    // variable -> value (the process's environment)

@@ -21,7 +21,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "stages/media.h"
+#include "media/sniff.h"
 
 namespace framemill::fetch {
 namespace {
@@ -390,7 +390,7 @@ struct Fetcher::Impl {
         if (s.ok()) {
           r.path = std::move(target);
           r.content_hash = std::move(hex);
-          r.media = std::string(MediaKindName(t->kind->kind));
+          r.kind = t->kind->kind;
           r.format = t->kind->format;
         } else {
           Fail(r, FailureClass::kTransfer, s);

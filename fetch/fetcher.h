@@ -12,11 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "storage/status.h"
+#include "base/status.h"
+#include "media/kind.h"
 
 namespace framemill::fetch {
 
-struct FetchOptions {  // from the YAML/env settings (parsed in configs/)
+struct FetchOptions {  // the fetch.* settings, filled by the CLI
   int concurrency = 64;  // transfers in flight per Fetcher
   int per_host = 16;     // in flight per host (of the first URL; redirects are capped by
                          // curl's per-host connection limit, set to the same number)
@@ -25,6 +26,8 @@ struct FetchOptions {  // from the YAML/env settings (parsed in configs/)
   int max_redirects = 5;
   std::string user_agent = "framemill/0.1";
   std::string out_dir;  // downloads land in out_dir/fetched/<hh>/<hash><ext>
+
+  bool operator==(const FetchOptions&) const = default;
 };
 
 // Why a download failed. The Status code in FetchResult says whether to retry.
@@ -55,7 +58,7 @@ struct FetchResult {
   std::string path;             // final file (content-addressed), when ok
   std::string content_hash;     // 32 hex digits: xxh3-128 of the bytes
   int64_t bytes = 0;            // body bytes received (also on failure)
-  std::string media;            // "image" | "video", sniffed from the bytes
+  MediaKind kind = MediaKind::kImage;  // sniffed from the bytes, when ok
   std::string format;           // "jpeg", "png", "mp4", ... (decides the file extension)
   std::string final_url;        // after redirects
   double seconds = 0;           // from the transfer's start to its end

@@ -85,4 +85,9 @@ Status OomLadder::Run(const std::string& op, size_t items, int64_t pixels_per_it
   return Status::OK();
 }
 
+CpuLadder::CpuLadder(const Clock* clock)
+    : cpu_(MakeCpuBackend()),
+      tuner_(TunerOptions{}, nullptr),
+      ladder_(nullptr, cpu_.get(), &tuner_, clock, LadderOptions{}) {}
+
 }  // namespace framemill::gpu

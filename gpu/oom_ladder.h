@@ -8,13 +8,14 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
 #include "gpu/batch_tuner.h"
 #include "gpu/compute_backend.h"
-#include "storage/clock.h"
 
 namespace framemill::gpu {
 
@@ -68,6 +69,19 @@ class OomLadder {
   LadderStats stats_;
   std::map<std::string, int> streak_;
   std::map<std::string, int64_t> cool_until_;
+};
+
+// A ladder with no device, for callers that have no runtime (a worker given none, a
+// stage run alone): every operation on the CPU. Owns its backend and tuner.
+class CpuLadder {
+ public:
+  explicit CpuLadder(const Clock* clock);
+  OomLadder* get() { return &ladder_; }
+
+ private:
+  std::unique_ptr<ComputeBackend> cpu_;
+  BatchTuner tuner_;
+  OomLadder ladder_;
 };
 
 }  // namespace framemill::gpu

@@ -1,6 +1,6 @@
 #include "gpu/policy.h"
 
-#include "gpu/operations.h"
+#include "base/operations.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -24,7 +24,7 @@ bool GpuPlan::AnyGpu() const {
   return std::any_of(ops.begin(), ops.end(), [](const OpDecision& d) { return d.use_gpu; });
 }
 
-GpuPlan PlanDevices(const GpuConfig& c, const std::vector<DeviceInfo>& cuda_devices,
+GpuPlan PlanDevices(const GpuOptions& c, const std::vector<DeviceInfo>& cuda_devices,
                     const std::string& why_none) {
   GpuPlan plan;
   plan.device_index = c.device_id;
@@ -55,39 +55,39 @@ GpuPlan PlanDevices(const GpuConfig& c, const std::vector<DeviceInfo>& cuda_devi
     }
   }
 
-  for (const std::string& op : Operations()) {
+  for (const std::string& op : DeviceOperations()) {
     OpDecision d;
     d.op = op;
     d.device = "cpu";
     d.gpu_implemented = HasGpuImplementation(op);
-    Tristate choice = Tristate::kAuto;
+    DeviceChoice choice = DeviceChoice::kAuto;
     std::string source = "auto";
-    if (auto it = c.ops.find(op); it != c.ops.end() && it->second != Tristate::kAuto) {
+    if (auto it = c.ops.find(op); it != c.ops.end() && it->second != DeviceChoice::kAuto) {
       choice = it->second;
-      source = op + "_GPU=" + (choice == Tristate::kOn ? "true" : "false");
-    } else if (c.all != Tristate::kAuto) {
+      source = op + "_GPU=" + (choice == DeviceChoice::kGpu ? "true" : "false");
+    } else if (c.all != DeviceChoice::kAuto) {
       choice = c.all;
-      source = std::string("ALL_GPU=") + (choice == Tristate::kOn ? "true" : "false");
+      source = std::string("ALL_GPU=") + (choice == DeviceChoice::kGpu ? "true" : "false");
     }
-    if (choice == Tristate::kOff) {
+    if (choice == DeviceChoice::kCpu) {
       d.reason = source;
     } else if (!d.gpu_implemented) {
       d.reason = "no GPU implementation of this operation in this build";
-      if (choice == Tristate::kOn)
+      if (choice == DeviceChoice::kGpu)
         plan.warnings.push_back(source + " but " + d.reason + ": it runs on the CPU");
     } else if (gpu_device.empty()) {
-      d.reason = (choice == Tristate::kOn ? source + " but " : "auto: ") + no_gpu;
+      d.reason = (choice == DeviceChoice::kGpu ? source + " but " : "auto: ") + no_gpu;
       // One warning for an explicit request, not one per operation of ALL_GPU=true.
-      if (choice == Tristate::kOn && source != "ALL_GPU=true" && c.backend != "cuda")
+      if (choice == DeviceChoice::kGpu && source != "ALL_GPU=true" && c.backend != "cuda")
         plan.warnings.push_back(source + " but " + no_gpu + ": it runs on the CPU");
     } else {
       d.use_gpu = true;
       d.device = gpu_device;
-      d.reason = choice == Tristate::kOn ? source : "auto: " + gpu_device + " available";
+      d.reason = choice == DeviceChoice::kGpu ? source : "auto: " + gpu_device + " available";
     }
     plan.ops.push_back(std::move(d));
   }
-  if (c.all == Tristate::kOn && gpu_device.empty() && c.backend != "cuda")
+  if (c.all == DeviceChoice::kGpu && gpu_device.empty() && c.backend != "cuda")
     plan.warnings.push_back("ALL_GPU=true but " + no_gpu + ": operations run on the CPU");
   return plan;
 }

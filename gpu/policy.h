@@ -4,13 +4,30 @@
 // falls back to the CPU with a warning, never a failure. Plain values.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
-#include "configs/config.h"
 #include "gpu/compute_backend.h"
 
 namespace framemill::gpu {
+
+// ALL_GPU and <OPERATION>_GPU: auto, or a request for the GPU or the CPU.
+enum class DeviceChoice { kAuto, kGpu, kCpu };
+
+// The GPU settings (gpu.* in the configuration), filled by the CLI.
+struct GpuOptions {
+  DeviceChoice all = DeviceChoice::kAuto;
+  std::map<std::string, DeviceChoice> ops;  // operation name (LIGHTING, POSE...) -> choice
+  std::string backend = "auto";             // auto | cuda | cpu | sim
+  int device_id = 0;
+  double memory_limit_gb = 0;               // 0: no limit beyond the device's
+  int batch_size = 0;                       // 0: tune to free VRAM
+  int sim_vram_mb = 8192;
+  double sim_cost = 1.0;                    // multiplies each item's bytes on the sim device
+
+  bool operator==(const GpuOptions&) const = default;
+};
 
 struct OpDecision {
   std::string op;          // LIGHTING, PREPROCESS, ...
@@ -25,7 +42,7 @@ struct GpuPlan {
   int device_index = 0;
   std::vector<DeviceInfo> devices;  // CUDA devices found
   std::string no_device_reason;     // why none, when none
-  std::vector<OpDecision> ops;      // one per Operations(), in that order
+  std::vector<OpDecision> ops;      // one per DeviceOperations(), in that order
   std::vector<std::string> warnings;
   const OpDecision& For(const std::string& op) const;
   bool AnyGpu() const;
@@ -36,7 +53,7 @@ bool HasGpuImplementation(const std::string& op);
 
 // `cuda_devices` and `why_none` are what CudaDevices() reported (ignored unless
 // GPU_BACKEND is auto or cuda).
-GpuPlan PlanDevices(const GpuConfig& config, const std::vector<DeviceInfo>& cuda_devices,
+GpuPlan PlanDevices(const GpuOptions& options, const std::vector<DeviceInfo>& cuda_devices,
                     const std::string& why_none);
 
 }  // namespace framemill::gpu

@@ -2,15 +2,6 @@
 
 namespace framemill {
 
-std::string_view MediaKindName(MediaKind k) {
-  switch (k) {
-    case MediaKind::kDataset: return "dataset";
-    case MediaKind::kImage: return "image";
-    case MediaKind::kVideo: return "video";
-  }
-  return "unknown";
-}
-
 std::string_view JobStateName(JobState s) {
   switch (s) {
     case JobState::kPending: return "pending";

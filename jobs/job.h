@@ -1,4 +1,4 @@
-// The vocabulary of the job store: media kinds, job states, and what a claim hands a
+// The vocabulary of the job store: job states, and what a claim hands a
 // worker. Plain values; thread-safe to copy.
 #pragma once
 
@@ -7,11 +7,9 @@
 #include <string>
 #include <string_view>
 
-namespace framemill {
+#include "media/kind.h"
 
-// Persisted as integers in items.kind: never renumber.
-enum class MediaKind : int { kDataset = 0, kImage = 1, kVideo = 2 };
-std::string_view MediaKindName(MediaKind k);
+namespace framemill {
 
 // Persisted as integers in jobs.state: never renumber.
 enum class JobState : int {

@@ -11,4 +11,11 @@ int64_t RetryPolicy::DelayMs(int attempts, double unit) const {
   return d / 2 + static_cast<int64_t>(static_cast<double>(d / 2) * unit);
 }
 
+int64_t RetryPolicy::RetryAt(const ClaimedJob& job, const Outcome& failed, int64_t now_ms,
+                             double unit) const {
+  if (!failed.error.IsTransient() || job.attempts >= job.max_attempts) return 0;
+  // A server's Retry-After is a floor under our own backoff.
+  return std::max<int64_t>(1, now_ms + std::max(DelayMs(job.attempts, unit), failed.retry_after_ms));
+}
+
 }  // namespace framemill

@@ -10,6 +10,11 @@ bool StageGraph::Add(StageSpec spec, std::string* error) {
     *error = "stage '" + spec.name + "' registered twice";
     return false;
   }
+  if (spec.downloads && Downloader() != nullptr) {
+    *error = "stage '" + spec.name + "' downloads URL items, as '" + Downloader()->name +
+             "' already does";
+    return false;
+  }
   for (const std::string& d : spec.deps) {
     if (Find(d) == nullptr) {
       *error = "stage '" + spec.name + "' depends on unknown stage '" + d + "'";
@@ -23,6 +28,12 @@ bool StageGraph::Add(StageSpec spec, std::string* error) {
 const StageSpec* StageGraph::Find(const std::string& name) const {
   for (const StageSpec& s : stages_)
     if (s.name == name) return &s;
+  return nullptr;
+}
+
+const StageSpec* StageGraph::Downloader() const {
+  for (const StageSpec& s : stages_)
+    if (s.downloads) return &s;
   return nullptr;
 }
 

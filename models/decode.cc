@@ -375,110 +375,187 @@ nlohmann::json ToJson(const Mask& m) {
   return j;
 }
 
+namespace {
+
+Status Bad(const ModelManifest& m, const std::string& why) {
+  return Status::Corruption("model " + m.name + " (" + m.postprocess + "): " + why);
+}
+
+template <typename Pred>
+const OutputTensor* Find(const std::vector<OutputTensor>& outs, Pred pred) {
+  for (const auto& o : outs)
+    if (pred(o)) return &o;
+  return nullptr;
+}
+
+// The output called `name`, else the first that `pred` accepts.
+template <typename Pred>
+const OutputTensor* Named(const std::vector<OutputTensor>& outs, const char* name, Pred pred) {
+  if (const OutputTensor* o = Find(outs, [&](const OutputTensor& t) { return t.name == name; }))
+    return o;
+  return Find(outs, pred);
+}
+
+cv::Size InputSize(const ModelManifest& m) { return {m.preprocess.width, m.preprocess.height}; }
+
+}  // namespace
+
+Result<std::vector<float>> BlazeFaceRows(const std::vector<OutputTensor>& outs) {
+  if (const OutputTensor* whole = Find(outs, [](const OutputTensor& o) { return LastDim(o) == 17; }))
+    return whole->data;
+  std::vector<const OutputTensor*> sc, rg;
+  for (const auto& o : outs) {
+    if (LastDim(o) == 1) sc.push_back(&o);
+    if (LastDim(o) == 16) rg.push_back(&o);
+  }
+  if (sc.empty() || sc.size() != rg.size())
+    return Status::Corruption("blazeface: needs score [..,1] and regressor [..,16] heads in pairs");
+  auto larger = [](const OutputTensor* a, const OutputTensor* b) {
+    return a->data.size() > b->data.size();
+  };
+  std::stable_sort(sc.begin(), sc.end(), larger);
+  std::stable_sort(rg.begin(), rg.end(), larger);
+  std::vector<float> rows;
+  for (size_t g = 0; g < sc.size(); ++g) {
+    const size_t n = sc[g]->data.size();
+    if (rg[g]->data.size() != n * 16)
+      return Status::Corruption("blazeface: score and regressor heads do not pair up");
+    for (size_t i = 0; i < n; ++i) {
+      rows.push_back(sc[g]->data[i]);
+      rows.insert(rows.end(), rg[g]->data.begin() + static_cast<long>(i * 16),
+                  rg[g]->data.begin() + static_cast<long>(i * 16 + 16));
+    }
+  }
+  return rows;
+}
+
+Result<std::vector<FaceBox>> DecodeFaceDetections(const ModelManifest& m,
+                                                  const std::vector<OutputTensor>& outs,
+                                                  cv::Size image, BlazeFaceOptions opt) {
+  auto rows = BlazeFaceRows(outs);
+  if (!rows.ok()) return Bad(m, rows.status().message());
+  opt.input_size = m.preprocess.width;
+  if (rows->size() != BlazeFaceAnchors(opt.input_size).size() * 17)
+    return Bad(m, "expected " + std::to_string(BlazeFaceAnchors(opt.input_size).size()) + " anchors");
+  return DecodeBlazeFace(*rows, image, opt);
+}
+
+Result<FaceDescription> DecodeFaceDescription(const ModelManifest& m,
+                                              const std::vector<OutputTensor>& outs) {
+  const OutputTensor* e =
+      outs.size() == 1 ? &outs.front()
+                       : Named(outs, "embedding", [](const OutputTensor& o) { return o.data.size() == 1024; });
+  if (e == nullptr) return Bad(m, "no embedding output");
+  const OutputTensor* age = Named(outs, "age", [](const OutputTensor& o) { return o.data.size() == 100; });
+  const OutputTensor* gender =
+      Named(outs, "gender", [](const OutputTensor& o) { return o.data.size() == 1; });
+  if (m.postprocess == "faceres" && (age == nullptr || gender == nullptr || gender->data.empty()))
+    return Bad(m, "needs 1024-d embedding, 100-d age and 1-d gender outputs");
+  if (age == nullptr || gender == nullptr || gender->data.empty() || age == e || gender == e) {
+    FaceDescription d;
+    d.embedding = L2Normalize(e->data);
+    return d;
+  }
+  FaceDescription d = DecodeFaceRes(e->data, age->data, gender->data[0]);
+  d.has_attributes = true;
+  return d;
+}
+
+Result<std::vector<Detection>> DecodeObjects(const ModelManifest& m,
+                                             const std::vector<OutputTensor>& outs,
+                                             cv::Size image, const DetectionOptions& opt) {
+  const OutputTensor* heat = Named(outs, "keypoints", [](const OutputTensor& o) {
+    return o.shape.size() == 4 && LastDim(o) == 80;
+  });
+  const OutputTensor* wh = Named(outs, "wh", [](const OutputTensor& o) {
+    return o.shape.size() == 4 && LastDim(o) == 4;
+  });
+  if (heat == nullptr || wh == nullptr || heat->shape.size() != 4)
+    return Bad(m, "needs class heatmap [..,80] and wh [..,4] heads");
+  const int h = static_cast<int>(heat->shape[1]), w = static_cast<int>(heat->shape[2]);
+  if (heat->data.size() != static_cast<size_t>(h) * w * 80 ||
+      wh->data.size() != static_cast<size_t>(h) * w * 4)
+    return Bad(m, "head sizes disagree");
+  const cv::Size input = InputSize(m);
+  std::vector<float> hs = Sigmoided(*heat, m);
+  auto raw = CenterNetTopK(hs.data(), wh->data.data(), h, w, 80, 100,
+                           static_cast<float>(input.width) / w);
+  return FilterDetections(raw, input, image, opt);
+}
+
+Result<PoseDecoded> DecodePose(const ModelManifest& m, const std::vector<OutputTensor>& outs) {
+  PoseDecoded p;
+  p.input = InputSize(m);
+  if (m.postprocess == "blazepose") {
+    auto* ld = Find(outs, [](const OutputTensor& o) { return o.data.size() == 195; });
+    if (!ld) return Bad(m, "needs ld_3d (195 values)");
+    p.landmarks = DecodeBlazePose(ld->data);
+    if (auto* flag = Find(outs, [](const OutputTensor& o) { return o.data.size() == 1; })) {
+      p.has_pose_score = true;
+      p.pose_score = flag->data[0];
+    }
+    return p;
+  }
+  auto* heat = Find(outs, [](const OutputTensor& o) { return LastDim(o) == 17; });
+  auto* center = Find(outs, [](const OutputTensor& o) { return LastDim(o) == 1 && o.data.size() > 1; });
+  auto* reg = Find(outs, [&](const OutputTensor& o) { return LastDim(o) == 34 && NameHas(m, o, "regress"); });
+  auto* off = Find(outs, [&](const OutputTensor& o) { return LastDim(o) == 34 && NameHas(m, o, "offset"); });
+  if (!heat || !center || !reg || !off || heat->shape.size() < 3)
+    return Bad(m, "needs heatmap [..,17], center [..,1], regress and offset [..,34] heads");
+  MoveNetHeads hd;
+  hd.k = 17;
+  hd.h = static_cast<int>(heat->shape[heat->shape.size() - 3]);
+  hd.w = static_cast<int>(heat->shape[heat->shape.size() - 2]);
+  std::vector<float> hs = Sigmoided(*heat, m), cs = Sigmoided(*center, m);
+  hd.heatmap = hs.data();
+  hd.center = cs.data();
+  hd.center_weighted = NameHas(m, *center, "truediv");
+  hd.regress = reg->data.data();
+  hd.offset = off->data.data();
+  if (hs.size() != static_cast<size_t>(hd.h * hd.w * 17) || cs.size() != static_cast<size_t>(hd.h * hd.w) ||
+      reg->data.size() != hs.size() * 2 || off->data.size() != hs.size() * 2)
+    return Bad(m, "head sizes disagree");
+  p.keypoints = DecodeMoveNet(hd);
+  return p;
+}
+
+Result<Mask> DecodeSegmentation(const ModelManifest& m, const std::vector<OutputTensor>& outs,
+                                cv::Size image, float threshold) {
+  const OutputTensor* best = nullptr;  // the mask: the largest output
+  for (const auto& o : outs)
+    if (!best || o.data.size() > best->data.size()) best = &o;
+  if (!best) return Bad(m, "no output");
+  return DecodeMask(*best, image, threshold);
+}
+
+nlohmann::json ToJson(const PoseDecoded& p, cv::Size image) {
+  if (p.landmarks.empty()) return ToJson(p.keypoints, image);
+  nlohmann::json j = ToJson(p.landmarks, p.input, image);
+  if (p.has_pose_score) j["pose_score"] = p.pose_score;
+  return j;
+}
+
 Result<nlohmann::json> DecodeOutputs(const ModelManifest& m, const std::vector<OutputTensor>& outs,
                                      cv::Size image) {
   const std::string& pp = m.postprocess;
-  auto bad = [&](const std::string& why) {
-    return Status::Corruption("model " + m.name + " (" + pp + "): " + why);
+  auto json_of = [&](const auto& r) -> Result<nlohmann::json> {
+    if (!r.ok()) return r.status();
+    return ToJson(*r);
   };
-  auto find = [&](auto pred) -> const OutputTensor* {
-    for (const auto& o : outs)
-      if (pred(o)) return &o;
-    return nullptr;
-  };
-  const cv::Size input(m.preprocess.width, m.preprocess.height);
   if (pp.empty() || pp == "none") return nlohmann::json(nullptr);
-  if (pp == "l2_normalize" && outs.size() == 1) return ToJson(L2Normalize(outs[0].data));
   if (pp == "faceres" || pp == "l2_normalize") {
-    auto* e = find([](const OutputTensor& o) { return o.data.size() == 1024; });
-    auto* a = find([](const OutputTensor& o) { return o.data.size() == 100; });
-    auto* g = find([](const OutputTensor& o) { return o.data.size() == 1; });
-    if (!e || !a || !g) return bad("needs 1024-d, 100-d and 1-d outputs");
-    return ToJson(DecodeFaceRes(e->data, a->data, g->data[0]));
+    auto d = DecodeFaceDescription(m, outs);
+    if (!d.ok()) return d.status();
+    return d->has_attributes ? ToJson(*d) : ToJson(d->embedding);
   }
-  if (pp == "blazeface") {
-    // Either one [.., 17] tensor or score ([.., 1]) / regressor ([.., 16]) pairs per
-    // anchor group; the 512 stride-16 anchors come first.
-    std::vector<const OutputTensor*> sc, rg;
-    const OutputTensor* whole = nullptr;
-    for (const auto& o : outs) {
-      if (LastDim(o) == 17) whole = &o;
-      if (LastDim(o) == 1) sc.push_back(&o);
-      if (LastDim(o) == 16) rg.push_back(&o);
-    }
-    std::vector<float> rows;
-    if (whole) {
-      rows = whole->data;
-    } else {
-      if (sc.empty() || sc.size() != rg.size()) return bad("needs score and regressor heads");
-      auto by_size = [](const OutputTensor* a, const OutputTensor* b) {
-        return a->data.size() > b->data.size();
-      };
-      std::stable_sort(sc.begin(), sc.end(), by_size);
-      std::stable_sort(rg.begin(), rg.end(), by_size);
-      for (size_t g = 0; g < sc.size(); ++g) {
-        const size_t n = sc[g]->data.size();
-        if (rg[g]->data.size() != n * 16) return bad("score/regressor heads do not pair up");
-        for (size_t i = 0; i < n; ++i) {
-          rows.push_back(sc[g]->data[i]);
-          rows.insert(rows.end(), rg[g]->data.begin() + i * 16, rg[g]->data.begin() + i * 16 + 16);
-        }
-      }
-    }
-    if (rows.size() != BlazeFaceAnchors(input.width).size() * 17) return bad("expected 896 anchors");
-    BlazeFaceOptions opt;
-    opt.input_size = input.width;
-    return ToJson(DecodeBlazeFace(rows, image, opt));
-  }
-  if (pp == "movenet") {
-    auto* heat = find([](const OutputTensor& o) { return LastDim(o) == 17; });
-    auto* center = find([](const OutputTensor& o) { return LastDim(o) == 1 && o.data.size() > 1; });
-    auto* reg = find([&](const OutputTensor& o) { return LastDim(o) == 34 && NameHas(m, o, "regress"); });
-    auto* off = find([&](const OutputTensor& o) { return LastDim(o) == 34 && NameHas(m, o, "offset"); });
-    if (!heat || !center || !reg || !off)
-      return bad("needs heatmap [..,17], center [..,1], regress and offset [..,34] heads");
-    MoveNetHeads hd;
-    hd.k = 17;
-    hd.h = static_cast<int>(heat->shape[heat->shape.size() - 3]);
-    hd.w = static_cast<int>(heat->shape[heat->shape.size() - 2]);
-    std::vector<float> hs = Sigmoided(*heat, m), cs = Sigmoided(*center, m);
-    hd.heatmap = hs.data();
-    hd.center = cs.data();
-    hd.center_weighted = NameHas(m, *center, "truediv");
-    hd.regress = reg->data.data();
-    hd.offset = off->data.data();
-    if (hs.size() != static_cast<size_t>(hd.h * hd.w * 17) || cs.size() != static_cast<size_t>(hd.h * hd.w) ||
-        reg->data.size() != hs.size() * 2 || off->data.size() != hs.size() * 2)
-      return bad("head sizes disagree");
-    return ToJson(DecodeMoveNet(hd), image);
-  }
-  if (pp == "blazepose") {
-    auto* ld = find([](const OutputTensor& o) { return o.data.size() == 195; });
-    if (!ld) return bad("needs ld_3d (195 values)");
-    auto j = ToJson(DecodeBlazePose(ld->data), input, image);
-    if (auto* flag = find([](const OutputTensor& o) { return o.data.size() == 1; }))
-      j["pose_score"] = flag->data[0];
-    return j;
-  }
-  if (pp == "centernet") {
-    auto* heat = find([](const OutputTensor& o) { return LastDim(o) == 80; });
-    auto* wh = find([](const OutputTensor& o) { return LastDim(o) == 4 && o.shape.size() == 4; });
-    if (!heat || !wh) return bad("needs class heatmap [..,80] and wh [..,4] heads");
-    const int h = static_cast<int>(heat->shape[1]), w = static_cast<int>(heat->shape[2]);
-    if (wh->data.size() != static_cast<size_t>(h * w * 4)) return bad("wh head size disagrees");
-    std::vector<float> hs = Sigmoided(*heat, m);
-    auto raw = CenterNetTopK(hs.data(), wh->data.data(), h, w, 80, 100,
-                             static_cast<float>(input.width) / w);
-    return ToJson(FilterDetections(raw, input, image));
-  }
-  if (pp == "sigmoid_mask" || pp == "selfie" || pp == "isnet") {
-    const OutputTensor* best = nullptr;
-    for (const auto& o : outs)
-      if (!best || o.data.size() > best->data.size()) best = &o;
-    if (!best) return bad("no output");
-    auto mk = DecodeMask(*best, image);
-    if (!mk.ok()) return mk.status();
-    return ToJson(*mk);
+  if (pp == "blazeface") return json_of(DecodeFaceDetections(m, outs, image));
+  if (pp == "centernet") return json_of(DecodeObjects(m, outs, image));
+  if (pp == "sigmoid_mask" || pp == "selfie" || pp == "isnet")
+    return json_of(DecodeSegmentation(m, outs, image));
+  if (pp == "movenet" || pp == "blazepose") {
+    auto p = DecodePose(m, outs);
+    if (!p.ok()) return p.status();
+    return ToJson(*p, image);
   }
   return Status::Unsupported("model " + m.name + ": unknown postprocess '" + pp + "'");
 }

@@ -1,6 +1,9 @@
 // Host post-processing of model heads (manifest "postprocess"): the decode tails the
 // converter cut off because OpenCV 4.6 cannot run them, plus the decodes
-// @vladmandic/human does in JavaScript. Pure functions on plain data; thread-safe.
+// @vladmandic/human does in JavaScript. Each model family has one entry point, from a
+// manifest and one image's outputs to a typed result (Decode*, at the end), used by the
+// stages and, through DecodeOutputs, by `framemill infer`.
+// Pure functions on plain data; thread-safe.
 #pragma once
 
 #include <array>
@@ -10,9 +13,9 @@
 #include <nlohmann/json.hpp>
 #include <opencv2/core.hpp>
 
+#include "base/status.h"
 #include "models/dnn_model.h"
 #include "models/manifest.h"
-#include "storage/status.h"
 
 namespace framemill::models {
 
@@ -26,6 +29,7 @@ Embedding L2Normalize(const std::vector<float>& v);
 // faceres: embedding plus the age/gender heads, decoded as human's faceres.ts does.
 struct FaceDescription {
   Embedding embedding;
+  bool has_attributes = false;  // age and gender below (faceres); false: embedding only
   float gender_score = 0;  // sigmoid output: > 0.5 male
   std::string gender;      // "male" / "female"
   float gender_confidence = 0;
@@ -52,6 +56,9 @@ struct BlazeFaceOptions {
 // Anchor centres in input pixels: 16x16x2 at stride 16, then 8x8x6 at stride 32.
 std::vector<cv::Point2f> BlazeFaceAnchors(int input_size);
 // rows: anchors x 17 (logit, cx, cy, w, h, 6 x (x, y)) in the anchor order above.
+// From one [..,17] head, or from score [..,1] / regressor [..,16] heads paired by anchor
+// count, the 512 stride-16 anchors first.
+Result<std::vector<float>> BlazeFaceRows(const std::vector<OutputTensor>& outs);
 std::vector<FaceBox> DecodeBlazeFace(const std::vector<float>& rows, cv::Size image,
                                      const BlazeFaceOptions& opt = {});
 
@@ -122,8 +129,34 @@ nlohmann::json ToJson(const std::vector<PoseLandmark>& lms, cv::Size input, cv::
 nlohmann::json ToJson(const std::vector<Detection>& dets);
 nlohmann::json ToJson(const Mask& m);
 
-// Everything above, chosen by manifest.postprocess, on one image's outputs. Returns
-// json null for "none". Finds heads by the manifest's output specs (tfjs_node, shape).
+// ---- one entry point per model family, on one image's outputs (`image`: its size)
+// blazeface: faces in image pixels (opt.input_size is taken from the manifest).
+Result<std::vector<FaceBox>> DecodeFaceDetections(const ModelManifest& m,
+                                                  const std::vector<OutputTensor>& outs,
+                                                  cv::Size image, BlazeFaceOptions opt = {});
+// faceres (embedding, age, gender) or l2_normalize (mobilefacenet: embedding only).
+Result<FaceDescription> DecodeFaceDescription(const ModelManifest& m,
+                                              const std::vector<OutputTensor>& outs);
+// centernet: COCO objects in image pixels, after NMS.
+Result<std::vector<Detection>> DecodeObjects(const ModelManifest& m,
+                                             const std::vector<OutputTensor>& outs,
+                                             cv::Size image, const DetectionOptions& opt = {});
+// movenet (17 keypoints) or blazepose (39 landmarks and the pose flag).
+struct PoseDecoded {
+  std::vector<PoseKeypoint> keypoints;  // movenet
+  std::vector<PoseLandmark> landmarks;  // blazepose, in input pixels
+  cv::Size input;                       // the model's input size (landmarks' pixels)
+  bool has_pose_score = false;
+  float pose_score = 0;                 // blazepose's pose flag
+};
+Result<PoseDecoded> DecodePose(const ModelManifest& m, const std::vector<OutputTensor>& outs);
+// selfie, isnet, sigmoid_mask: the largest output as a mask at the image's size.
+Result<Mask> DecodeSegmentation(const ModelManifest& m, const std::vector<OutputTensor>& outs,
+                                cv::Size image, float threshold = 0.5f);
+
+nlohmann::json ToJson(const PoseDecoded& p, cv::Size image);
+
+// The entry point manifest.postprocess names, as JSON (infer's "decoded"); null for "none".
 Result<nlohmann::json> DecodeOutputs(const ModelManifest& manifest,
                                      const std::vector<OutputTensor>& outputs, cv::Size image);
 

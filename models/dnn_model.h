@@ -10,9 +10,9 @@
 #include <opencv2/core.hpp>
 #include <opencv2/dnn.hpp>
 
+#include "base/status.h"
 #include "gpu/ops.h"
 #include "models/manifest.h"
-#include "storage/status.h"
 
 namespace framemill::models {
 

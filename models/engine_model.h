@@ -10,11 +10,11 @@
 
 #include <opencv2/core.hpp>
 
+#include "base/status.h"
 #include "gpu/compute_backend.h"
 #include "gpu/engine/engine.h"
 #include "models/dnn_model.h"
 #include "models/manifest.h"
-#include "storage/status.h"
 
 namespace framemill::models {
 

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "models/catalog.h"
-#include "storage/status.h"
 
 namespace framemill::models {
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "gpu/ops.h"
-#include "storage/status.h"
 
 namespace framemill::models {
 

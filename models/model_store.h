@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "models/catalog.h"
 #include "models/manifest.h"
-#include "storage/status.h"
 
 namespace framemill::models {
 

@@ -25,18 +25,18 @@ class StoreTunerMemory : public gpu::TunerMemory {
 
 }  // namespace
 
-gpu::GpuPlan PlanFromConfig(const GpuConfig& config) {
+gpu::GpuPlan PlanFromOptions(const gpu::GpuOptions& config) {
   std::vector<gpu::DeviceInfo> devices;
   std::string why;
   if (config.backend == "auto" || config.backend == "cuda") devices = gpu::CudaDevices(&why);
   return gpu::PlanDevices(config, devices, why);
 }
 
-std::unique_ptr<GpuRuntime> MakeGpuRuntime(const GpuConfig& config, JobStore* store,
+std::unique_ptr<GpuRuntime> MakeGpuRuntime(const gpu::GpuOptions& config, JobStore* store,
                                            const Clock* clock,
                                            std::vector<std::string>* warnings) {
   auto rt = std::make_unique<GpuRuntime>();
-  rt->plan = PlanFromConfig(config);
+  rt->plan = PlanFromOptions(config);
   for (const auto& w : rt->plan.warnings) warnings->push_back(w);
   rt->cpu = gpu::MakeCpuBackend();
   if (rt->plan.AnyGpu()) {

@@ -8,7 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "configs/config.h"
 #include "gpu/batch_tuner.h"
 #include "gpu/compute_backend.h"
 #include "gpu/oom_ladder.h"
@@ -27,11 +26,11 @@ struct GpuRuntime {
 };
 
 // The plan alone (queries CUDA devices unless GPU_BACKEND is cpu or sim).
-gpu::GpuPlan PlanFromConfig(const GpuConfig& config);
+gpu::GpuPlan PlanFromOptions(const gpu::GpuOptions& options);
 
 // `store` (may be null: nothing is remembered) and `clock` must outlive the runtime.
 // Warnings (a GPU asked for but not there) are appended to `warnings`.
-std::unique_ptr<GpuRuntime> MakeGpuRuntime(const GpuConfig& config, JobStore* store,
+std::unique_ptr<GpuRuntime> MakeGpuRuntime(const gpu::GpuOptions& options, JobStore* store,
                                            const Clock* clock,
                                            std::vector<std::string>* warnings);
 

@@ -8,8 +8,10 @@
 #include <spdlog/spdlog.h>
 #include <tbb/global_control.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <map>
 #include <opencv2/core.hpp>
@@ -23,7 +25,8 @@
 namespace framemill {
 namespace {
 
-constexpr int kExitInterrupted = 130;
+constexpr int kExitInterrupted = ToInt(ExitCode::kInterrupted);
+constexpr int kExitStoreFailed = ToInt(ExitCode::kStoreFailed);
 constexpr int kMaxWorkers = 1024;
 
 std::atomic<bool> g_stop{false};
@@ -52,21 +55,21 @@ std::string Hostname() {
 }
 
 // Body of one worker process. Returns its exit code.
-int WorkerMain(const Config& config, const StageRegistry& registry, const RunRequest& req,
-               int64_t run_id, int index) {
+int WorkerMain(const RunOptions& options, const StageRegistry& registry, int64_t run_id,
+               int index) {
   std::string id = Hostname() + ":" + std::to_string(getpid()) + ":" +
                    std::to_string(SystemClock()->NowMs());
-  auto store = OpenConfiguredStore(config, registry);
-  auto hb = OpenConfiguredStore(config, registry);
+  auto store = OpenJobStore(options.db, &registry.graph(), SystemClock(), options.store);
+  auto hb = OpenJobStore(options.db, &registry.graph(), SystemClock(), options.store);
   if (!store.ok() || !hb.ok()) {
     spdlog::error("worker {}: cannot open the job store: {}", index,
                   (!store.ok() ? store.status() : hb.status()).ToString());
-    return 1;
+    return kExitStoreFailed;
   }
   Status reg = (*store)->RegisterWorker(id, run_id, getpid(), Hostname());
   if (!reg.ok()) spdlog::warn("worker {}: {}", index, reg.ToString());
   std::vector<std::string> warnings;
-  auto gpu = MakeGpuRuntime(config.gpu, store->get(), SystemClock(), &warnings);
+  auto gpu = MakeGpuRuntime(options.gpu, store->get(), SystemClock(), &warnings);
   // Every worker reaches the same verdict; one of them says it.
   if (index == 0) {
     for (const auto& w : warnings) spdlog::warn("{}", w);
@@ -77,14 +80,8 @@ int WorkerMain(const Config& config, const StageRegistry& registry, const RunReq
       spdlog::info("device {}: {}", gpu->gpu->device(), on);
     }
   }
-  WorkerOptions wo;
+  WorkerOptions wo = options.worker;
   wo.id = id;
-  wo.stages = req.stages;
-  wo.batch = config.run.batch;
-  wo.batch_by_stage[kFetchStage] = config.fetch.batch;
-  wo.lease_ms = config.run.lease_ms;
-  wo.poll_ms = config.run.poll_ms;
-  wo.forever = req.forever;
   wo.ladder = gpu->ladder.get();
   Worker worker(store->get(), hb->get(), &registry, SystemClock(), wo, &g_stop);
   Status s = worker.Run();
@@ -97,13 +94,13 @@ int WorkerMain(const Config& config, const StageRegistry& registry, const RunReq
   if (s.IsAborted()) return kExitInterrupted;
   if (!s.ok()) {
     spdlog::error("worker {}: {}", index, s.ToString());
-    return 1;
+    return kExitStoreFailed;
   }
-  return 0;
+  return ToInt(ExitCode::kOk);
 }
 
-pid_t SpawnWorker(const Config& config, const StageRegistry& registry, const RunRequest& req,
-                  int64_t run_id, int index) {
+pid_t SpawnWorker(const RunOptions& options, const StageRegistry& registry, int64_t run_id,
+                  int index) {
   std::fflush(nullptr);
   pid_t pid = fork();
   if (pid != 0) return pid;
@@ -122,35 +119,120 @@ pid_t SpawnWorker(const Config& config, const StageRegistry& registry, const Run
   // Parallelism comes from processes; OpenCV's and TBB's own threads get this
   // worker's share of the cores, or they would oversubscribe them.
   const int share = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
-                                    std::max(1, config.workers));
+                                    std::max(1, options.workers));
   cv::setNumThreads(share);
   tbb::global_control tbb_threads(tbb::global_control::max_allowed_parallelism,
                                   static_cast<size_t>(share));
-  _exit(WorkerMain(config, registry, req, run_id, index));
+  _exit(WorkerMain(options, registry, run_id, index));
 }
+
+// The parent's side of a run: its worker processes, their replacements, and the verdict.
+class Supervisor {
+ public:
+  Supervisor(const RunOptions& options, const StageRegistry& registry, JobStore* store,
+             int64_t run_id)
+      : options_(options), registry_(registry), store_(store), run_id_(run_id) {}
+
+  void StartWorkers() {
+    const int n = std::min(options_.workers, kMaxWorkers);
+    for (int i = 0; i < n; ++i) {
+      pid_t pid = SpawnWorker(options_, registry_, run_id_, i);
+      if (pid < 0) {
+        spdlog::error("fork failed: {}", std::strerror(errno));
+        break;
+      }
+      g_children[i] = pid;
+      g_nchildren = i + 1;
+      live_[pid] = i;
+    }
+  }
+
+  // Until every worker has exited: progress, and a replacement for each that crashed.
+  void Supervise() {
+    Progress progress(store_, options_.worker.stages, isatty(STDERR_FILENO) != 0);
+    while (!live_.empty()) {
+      int status = 0;
+      pid_t pid = waitpid(-1, &status, WNOHANG);
+      if (pid > 0 && live_.count(pid)) {
+        Exited(pid, status);
+        continue;
+      }
+      progress.Tick(false);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    progress.Tick(true);
+  }
+
+  ExitCode Verdict() {
+    const std::vector<std::string>& stages = options_.worker.stages;
+    auto left = store_->CountOutstanding(stages);
+    auto counts = store_->Counts(60'000);
+    int64_t failed = 0;
+    if (counts.ok())
+      for (const auto& c : *counts)
+        if (std::find(stages.begin(), stages.end(), c.stage) != stages.end()) failed += c.failed;
+    if (g_stop) {
+      spdlog::info("stopped; rerun `framemill run` to resume");
+      return ExitCode::kInterrupted;
+    }
+    if (store_error_ || !left.ok() || left->pending + left->running > 0) {
+      spdlog::error("workers stopped with work outstanding; rerun to resume");
+      return ExitCode::kStoreFailed;
+    }
+    return failed > 0 ? ExitCode::kSomeFailed : ExitCode::kOk;
+  }
+
+ private:
+  void Exited(pid_t pid, int status) {
+    const int index = live_[pid];
+    live_.erase(pid);
+    g_children[index] = 0;
+    const bool crashed = WIFSIGNALED(status) ||
+                         (WIFEXITED(status) && WEXITSTATUS(status) != 0 &&
+                          WEXITSTATUS(status) != kExitInterrupted);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == kExitStoreFailed) store_error_ = true;
+    if (!crashed || g_stop) return;
+    spdlog::warn("worker {} (pid {}) {}; its jobs return to the queue when their lease expires",
+                 index, pid,
+                 WIFSIGNALED(status) ? "was killed by signal " + std::to_string(WTERMSIG(status))
+                                     : "exited with code " + std::to_string(WEXITSTATUS(status)));
+    if (respawns_ >= options_.max_respawns) {
+      spdlog::error("worker {} not replaced: {} replacements already (run.max_respawns)", index,
+                    respawns_);
+      return;
+    }
+    ++respawns_;
+    pid_t np = SpawnWorker(options_, registry_, run_id_, index);
+    if (np > 0) {
+      g_children[index] = np;
+      live_[np] = index;
+      store_error_ = false;
+    }
+  }
+
+  const RunOptions& options_;
+  const StageRegistry& registry_;
+  JobStore* store_;
+  int64_t run_id_;
+  std::map<pid_t, int> live_;  // pid -> worker index
+  int respawns_ = 0;
+  bool store_error_ = false;
+};
 
 }  // namespace
 
-Result<std::unique_ptr<JobStore>> OpenConfiguredStore(const Config& config,
-                                                      const StageRegistry& registry) {
-  StoreOptions so;
-  so.retry.base_delay_ms = config.run.retry_base_ms;
-  so.retry.max_delay_ms = config.run.retry_max_ms;
-  return OpenSqliteJobStore(config.db, &registry.graph(), SystemClock(), so);
-}
-
-int RunWorkers(const Config& config, const StageRegistry& registry, const RunRequest& req) {
-  auto store = OpenConfiguredStore(config, registry);
+ExitCode RunWorkers(const RunOptions& options, const StageRegistry& registry) {
+  auto store = OpenJobStore(options.db, &registry.graph(), SystemClock(), options.store);
   if (!store.ok()) {
-    spdlog::error("cannot open the job store {}: {}", config.db, store.status().ToString());
-    return 1;
+    spdlog::error("cannot open the job store {}: {}", options.db, store.status().ToString());
+    return ExitCode::kStoreFailed;
   }
   std::string stage_list;
-  for (const auto& s : req.stages) stage_list += (stage_list.empty() ? "" : ",") + s;
-  auto run_id = (*store)->BeginRun(config.workers, stage_list);
+  for (const auto& s : options.worker.stages) stage_list += (stage_list.empty() ? "" : ",") + s;
+  auto run_id = (*store)->BeginRun(options.workers, stage_list);
   if (!run_id.ok()) {
     spdlog::error("{}", run_id.status().ToString());
-    return 1;
+    return ExitCode::kStoreFailed;
   }
   struct sigaction sa {};
   sa.sa_handler = ParentSignal;
@@ -158,78 +240,13 @@ int RunWorkers(const Config& config, const StageRegistry& registry, const RunReq
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
 
-  const int n = std::min(config.workers, kMaxWorkers);
-  spdlog::info("run #{}: {} worker(s), stages {}, batch {}, store {}", *run_id, n, stage_list,
-               config.run.batch, config.db);
-  std::map<pid_t, int> live;  // pid -> worker index
-  for (int i = 0; i < n; ++i) {
-    pid_t pid = SpawnWorker(config, registry, req, *run_id, i);
-    if (pid < 0) {
-      spdlog::error("fork failed: {}", std::strerror(errno));
-      break;
-    }
-    g_children[i] = pid;
-    g_nchildren = i + 1;
-    live[pid] = i;
-  }
-
-  Progress progress(store->get(), req.stages, isatty(STDERR_FILENO) != 0);
-  int respawns = 0;
-  bool store_error = false;
-  while (!live.empty()) {
-    int status = 0;
-    pid_t pid = waitpid(-1, &status, WNOHANG);
-    if (pid > 0 && live.count(pid)) {
-      int index = live[pid];
-      live.erase(pid);
-      g_children[index] = 0;
-      bool crashed = WIFSIGNALED(status) ||
-                     (WIFEXITED(status) && WEXITSTATUS(status) != 0 &&
-                      WEXITSTATUS(status) != kExitInterrupted);
-      if (WIFEXITED(status) && WEXITSTATUS(status) == 1) store_error = true;
-      if (crashed && !g_stop) {
-        spdlog::warn("worker {} (pid {}) {}; its jobs return to the queue when their lease "
-                     "expires", index, pid,
-                     WIFSIGNALED(status) ? "was killed by signal " + std::to_string(WTERMSIG(status))
-                                         : "exited with code " + std::to_string(WEXITSTATUS(status)));
-        if (respawns < config.run.max_respawns) {
-          ++respawns;
-          pid_t np = SpawnWorker(config, registry, req, *run_id, index);
-          if (np > 0) {
-            g_children[index] = np;
-            live[np] = index;
-            store_error = false;
-          }
-        } else {
-          spdlog::error("worker {} not replaced: {} replacements already (run.max_respawns)",
-                        index, respawns);
-        }
-      }
-      continue;
-    }
-    progress.Tick(false);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  progress.Tick(true);
-
-  int code = 0;
-  auto left = (*store)->CountOutstanding(req.stages);
-  auto counts = (*store)->Counts(60'000);
-  int64_t failed = 0;
-  if (counts.ok())
-    for (const auto& c : *counts)
-      for (const auto& s : req.stages)
-        if (c.stage == s) failed += c.failed;
-  if (g_stop) {
-    code = kExitInterrupted;
-    spdlog::info("stopped; rerun `framemill run` to resume");
-  } else if (store_error || !left.ok() || left->pending + left->running > 0) {
-    code = 1;
-    spdlog::error("workers stopped with work outstanding; rerun to resume");
-  } else if (failed > 0) {
-    code = 3;
-  }
-  (*store)->EndRun(*run_id, code);
+  spdlog::info("run #{}: {} worker(s), stages {}, batch {}, store {}", *run_id,
+               std::min(options.workers, kMaxWorkers), stage_list, options.worker.batch, options.db);
+  Supervisor supervisor(options, registry, store->get(), *run_id);
+  supervisor.StartWorkers();
+  supervisor.Supervise();
+  const ExitCode code = supervisor.Verdict();
+  (*store)->EndRun(*run_id, ToInt(code));
   return code;
 }
 

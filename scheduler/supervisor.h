@@ -6,23 +6,29 @@
 #include <string>
 #include <vector>
 
-#include "configs/config.h"
+#include "base/exit_code.h"
+#include "gpu/policy.h"
+#include "scheduler/worker.h"
 #include "stages/registry.h"
 #include "storage/job_store.h"
 
 namespace framemill {
 
-struct RunRequest {
-  std::vector<std::string> stages;  // resolved, dependency-closed names
-  bool forever = false;
+// Everything a run needs; the CLI fills it from the configuration.
+struct RunOptions {
+  std::string db = "./framemill.db";  // the job store (OpenJobStore)
+  StoreOptions store;
+  int workers = 1;        // worker processes
+  int max_respawns = 100;  // crashed workers replaced per run before giving up
+  // Each worker's options: stages, batches, leases, retry policy, forever. `id` and
+  // `ladder` are set per worker process.
+  WorkerOptions worker;
+  gpu::GpuOptions gpu;  // each worker makes its own devices from these, after fork
 };
 
-// Opens the configured job store (its path and retry policy) with the real clock.
-Result<std::unique_ptr<JobStore>> OpenConfiguredStore(const Config& config,
-                                                      const StageRegistry& registry);
-
-// Returns the process exit code of the contract: 0 all done, 3 some jobs failed
-// permanently, 130 interrupted, 1 the store failed.
-int RunWorkers(const Config& config, const StageRegistry& registry, const RunRequest& request);
+// Works until nothing claimable is left (or forever). Returns the contract's exit code:
+// kOk all done, kSomeFailed some jobs failed permanently, kInterrupted on a graceful
+// stop, kStoreFailed when the store failed or workers stopped with work outstanding.
+ExitCode RunWorkers(const RunOptions& options, const StageRegistry& registry);
 
 }  // namespace framemill

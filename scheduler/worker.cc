@@ -48,31 +48,6 @@ class HeartbeatThread {
   std::thread thread_;
 };
 
-Completion ToCompletion(const ClaimedJob& job, StageOutput out) {
-  Completion c;
-  c.job_id = job.id;
-  c.lease_token = job.lease_token;
-  c.device = out.device;
-  switch (out.kind) {
-    case StageOutput::Kind::kDone:
-      c.outcome = Completion::Outcome::kDone;
-      c.result_json = out.result.dump();
-      c.artifacts_json = nlohmann::json(out.artifacts).dump();
-      break;
-    case StageOutput::Kind::kFailed:
-      c.outcome = Completion::Outcome::kFailed;
-      c.error = out.error;
-      c.error_class = out.error_class;
-      c.retry_after_ms = out.retry_after_ms;
-      break;
-    case StageOutput::Kind::kSkipped:
-      c.outcome = Completion::Outcome::kSkipped;
-      c.error = out.error;
-      break;
-  }
-  return c;
-}
-
 }  // namespace
 
 Worker::Worker(JobStore* store, JobStore* heartbeat_store, const StageRegistry* registry,
@@ -82,14 +57,12 @@ Worker::Worker(JobStore* store, JobStore* heartbeat_store, const StageRegistry* 
       registry_(registry),
       clock_(clock),
       options_(std::move(options)),
-      stop_(stop) {
+      stop_(stop),
+      rng_(std::random_device{}()) {
   ladder_ = options_.ladder;
   if (ladder_ == nullptr) {
-    own_cpu_ = gpu::MakeCpuBackend();
-    own_tuner_ = std::make_unique<gpu::BatchTuner>(gpu::TunerOptions{}, nullptr);
-    own_ladder_ = std::make_unique<gpu::OomLadder>(nullptr, own_cpu_.get(), own_tuner_.get(),
-                                                   clock_, gpu::LadderOptions{});
-    ladder_ = own_ladder_.get();
+    own_ladder_ = std::make_unique<gpu::CpuLadder>(clock_);
+    ladder_ = own_ladder_->get();
   }
 }
 
@@ -168,9 +141,16 @@ Result<std::vector<ClaimedJob>> Worker::ClaimBatch() {
 
 Status Worker::RunBatch(std::vector<ClaimedJob> jobs) {
   ++stats_.batches;
-  std::vector<Completion> outcomes;
-  outcomes.reserve(jobs.size());
   const gpu::LadderStats before = ladder_->stats();
+  std::vector<FinishedJob> finished = RunStages(jobs);
+  FM_RETURN_IF_ERROR(Record(finished));
+  RecordGpuEvents(before);
+  return ReleaseRest(jobs, finished.size());
+}
+
+std::vector<FinishedJob> Worker::RunStages(const std::vector<ClaimedJob>& jobs) {
+  std::vector<FinishedJob> finished;
+  finished.reserve(jobs.size());
   StageContext ctx{ladder_, stop_};
   // Claims come in id order, so one item's stages are apart; a run of equal stages
   // goes to its stage as one batch.
@@ -182,48 +162,61 @@ Status Worker::RunBatch(std::vector<ClaimedJob> jobs) {
     std::vector<ClaimedJob> group(jobs.begin() + static_cast<long>(next),
                                   jobs.begin() + static_cast<long>(end));
     Stage* stage = registry_->Find(group.front().stage);
-    std::vector<StageOutput> outs;
+    std::vector<Outcome> outs;
     if (stage != nullptr) {
       outs = stage->RunBatch(group, ctx);
     } else {
-      for (size_t k = 0; k < group.size(); ++k)
-        outs.push_back(StageOutput::Failed(
-            Status::Unsupported("stage " + group.front().stage + " is not in this build")));
+      outs.assign(group.size(), Outcome::Failed(Status::Unsupported(
+                                    "stage " + group.front().stage + " is not in this build")));
     }
-    for (size_t k = 0; k < outs.size(); ++k) {
-      if (outs[k].kind == StageOutput::Kind::kFailed)
-        spdlog::debug("{} {} failed: {}", group[k].stage, group[k].source, outs[k].error.ToString());
-      outcomes.push_back(ToCompletion(group[k], std::move(outs[k])));
-    }
+    outs.resize(std::min(outs.size(), group.size()));
+    for (size_t k = 0; k < outs.size(); ++k) finished.push_back(Finish(group[k], std::move(outs[k])));
     next += outs.size();
     if (outs.size() < group.size()) break;  // stopped inside the group
   }
-  if (!outcomes.empty()) {
-    auto st = store_->Complete(outcomes);
-    if (!st.ok()) return st.status();
-    stats_.done += st->done;
-    stats_.failed += st->failed;
-    stats_.retried += st->retried;
-    stats_.skipped += st->skipped;
-    stats_.stale += st->stale;
-    if (st->stale > 0)
-      spdlog::warn("{} result(s) discarded: their lease was lost to another worker", st->stale);
-  }
+  return finished;
+}
+
+FinishedJob Worker::Finish(const ClaimedJob& job, Outcome outcome) {
+  FinishedJob f{job.id, job.lease_token, std::move(outcome), 0};
+  if (!f.outcome.failed()) return f;
+  spdlog::debug("{} {} failed: {}", job.stage, job.source, f.outcome.error.ToString());
+  const double unit = std::uniform_real_distribution<double>(0, 1)(rng_);
+  f.retry_at_ms = options_.retry.RetryAt(job, f.outcome, clock_->NowMs(), unit);
+  return f;
+}
+
+Status Worker::Record(const std::vector<FinishedJob>& finished) {
+  if (finished.empty()) return Status::OK();
+  auto st = store_->Complete(finished);
+  if (!st.ok()) return st.status();
+  stats_.done += st->done;
+  stats_.failed += st->failed;
+  stats_.retried += st->retried;
+  stats_.skipped += st->skipped;
+  stats_.stale += st->stale;
+  if (st->stale > 0)
+    spdlog::warn("{} result(s) discarded: their lease was lost to another worker", st->stale);
+  return Status::OK();
+}
+
+void Worker::RecordGpuEvents(const gpu::LadderStats& before) {
   const gpu::LadderStats& after = ladder_->stats();
   const int64_t ooms = after.oom_events - before.oom_events;
   const int64_t fallbacks = after.cpu_fallback_items - before.cpu_fallback_items;
-  if (ooms > 0 || fallbacks > 0) {
-    stats_.oom_events += ooms;
-    stats_.cpu_fallbacks += fallbacks;
-    Status g = store_->AddGpuEvents(options_.id, ooms, fallbacks);
-    if (!g.ok()) spdlog::warn("could not record GPU events: {}", g.ToString());
-  }
-  if (next < jobs.size()) {
-    std::vector<ClaimedJob> rest(jobs.begin() + static_cast<long>(next), jobs.end());
-    auto r = store_->Release(rest);
-    if (!r.ok()) return r.status();
-    stats_.released += *r;
-  }
+  if (ooms == 0 && fallbacks == 0) return;
+  stats_.oom_events += ooms;
+  stats_.cpu_fallbacks += fallbacks;
+  Status g = store_->AddGpuEvents(options_.id, ooms, fallbacks);
+  if (!g.ok()) spdlog::warn("could not record GPU events: {}", g.ToString());
+}
+
+Status Worker::ReleaseRest(const std::vector<ClaimedJob>& jobs, size_t finished) {
+  if (finished >= jobs.size()) return Status::OK();
+  std::vector<ClaimedJob> rest(jobs.begin() + static_cast<long>(finished), jobs.end());
+  auto r = store_->Release(rest);
+  if (!r.ok()) return r.status();
+  stats_.released += *r;
   return Status::OK();
 }
 

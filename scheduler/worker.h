@@ -5,15 +5,17 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <map>
 #include <memory>
-#include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
 #include "gpu/oom_ladder.h"
+#include "jobs/retry_policy.h"
 #include "stages/registry.h"
-#include "storage/clock.h"
 #include "storage/job_store.h"
 
 namespace framemill {
@@ -27,6 +29,7 @@ struct WorkerOptions {
   std::map<std::string, int> batch_by_stage;
   int64_t lease_ms = 30'000;
   int64_t poll_ms = 500;
+  RetryPolicy retry;                // when a failed job runs again, or fails for good
   bool forever = false;             // keep polling when nothing is left
   // Device operations go through this ladder (borrowed); null: a CPU-only one.
   gpu::OomLadder* ladder = nullptr;
@@ -54,6 +57,13 @@ class Worker {
   Result<std::vector<ClaimedJob>> ClaimBatch();
   int BatchOf(const std::string& stage) const;
   Status RunBatch(std::vector<ClaimedJob> jobs);
+  // Runs the batch's stages, a run of equal stages at a time, until done or stopped:
+  // the finished prefix of `jobs`, each with its retry decision.
+  std::vector<FinishedJob> RunStages(const std::vector<ClaimedJob>& jobs);
+  FinishedJob Finish(const ClaimedJob& job, Outcome outcome);
+  Status Record(const std::vector<FinishedJob>& finished);
+  void RecordGpuEvents(const gpu::LadderStats& before);
+  Status ReleaseRest(const std::vector<ClaimedJob>& jobs, size_t finished);
   void SleepFor(int64_t ms);
 
   JobStore* store_;
@@ -63,10 +73,9 @@ class Worker {
   WorkerOptions options_;
   const std::atomic<bool>* stop_;
   WorkerStats stats_;
+  std::mt19937_64 rng_;  // retry jitter
+  std::unique_ptr<gpu::CpuLadder> own_ladder_;  // when options.ladder is null
   gpu::OomLadder* ladder_ = nullptr;
-  std::unique_ptr<gpu::ComputeBackend> own_cpu_;
-  std::unique_ptr<gpu::BatchTuner> own_tuner_;
-  std::unique_ptr<gpu::OomLadder> own_ladder_;
 };
 
 }  // namespace framemill

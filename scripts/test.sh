@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds framemill and runs every test (unit and end-to-end) with ctest. Where nvcc is
+# Checks the include rules between folders (scripts/check-deps.sh, with its self-test),
+# builds framemill and runs every test (unit and end-to-end) with ctest. Where nvcc is
 # present the default build includes CUDA; the CPU-only build (-DFRAMEMILL_CUDA=OFF)
 # is then built and tested as well, so both variants pass the whole suite.
 # Device tests skip, with the reason, where no NVIDIA GPU is visible.
@@ -12,6 +13,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
+echo "== include rules (docs/ARCHITECTURE.md) =="
+scripts/check-deps.sh --self-test
+scripts/check-deps.sh
 scripts/build.sh
 export FRAMEMILL_MODELS="${FRAMEMILL_MODELS:-$PWD/.cache/models}"
 export FRAMEMILL_GOLDEN_DIR="${FRAMEMILL_GOLDEN_DIR:-$PWD/.cache/golden}"

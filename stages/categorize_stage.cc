@@ -4,19 +4,9 @@
 #include <map>
 
 #include "models/decode.h"
-#include "stages/model_device.h"
 
 namespace framemill {
 namespace {
-
-const models::OutputTensor* Head(const std::vector<models::OutputTensor>& outs, const char* name,
-                                 int64_t last_dim) {
-  for (const auto& o : outs)
-    if (o.name == name) return &o;
-  for (const auto& o : outs)
-    if (o.shape.size() == 4 && o.shape.back() == last_dim) return &o;
-  return nullptr;
-}
 
 // Labels by their best score, highest first.
 nlohmann::json Categories(const std::map<std::string, std::pair<double, int>>& best,
@@ -30,82 +20,60 @@ nlohmann::json Categories(const std::map<std::string, std::pair<double, int>>& b
   return out;
 }
 
+// One frame's objects (boxes clamped to the image) and categories.
+nlohmann::json FrameResultOf(const std::string& model, const std::vector<models::Detection>& dets,
+                             cv::Size image) {
+  nlohmann::json objects = nlohmann::json::array();
+  std::map<std::string, std::pair<double, int>> best;
+  const float W = static_cast<float>(image.width), H = static_cast<float>(image.height);
+  for (const auto& d : dets) {
+    const std::string label = models::CocoLabel(d.class_id);
+    objects.push_back({{"label", label}, {"class", d.class_id}, {"score", d.score},
+                       {"box", {std::clamp(d.x1, 0.f, W), std::clamp(d.y1, 0.f, H),
+                                std::clamp(d.x2, 0.f, W), std::clamp(d.y2, 0.f, H)}}});
+    auto& b = best[label];
+    b.first = std::max<double>(b.first, d.score);
+    ++b.second;
+  }
+  return {{"model", model}, {"objects", objects}, {"categories", Categories(best, "count")}};
+}
+
 }  // namespace
 
-CategorizeStage::CategorizeStage(std::shared_ptr<ModelPool> pool, MediaConfig media,
-                                 CategorizeConfig config)
-    : pool_(std::move(pool)), media_(media), config_(config) {
-  spec_.name = "categorize";
-}
+CategorizeStage::CategorizeStage(std::shared_ptr<models::ModelCache> cache,
+                                 ModelStageOptions frames, CategorizeOptions options)
+    : ModelStage("categorize", std::move(cache), frames), options_(options) {}
 
-StageOutput CategorizeStage::Run(const ClaimedJob& job) {
-  return RunBatch({job}, StageContext{}).front();
-}
-
-std::vector<StageOutput> CategorizeStage::RunBatch(const std::vector<ClaimedJob>& jobs,
-                                                   const StageContext& ctx) {
-  auto model = pool_->Borrow(kModel);
-  if (!model.ok()) return FailAll(jobs, ctx, model.status());
-  ModelRunner& runner = **model;
+Status CategorizeStage::Analyse(const ModelBatch& batch, const StageContext& ctx,
+                                std::vector<FrameResult>* results, std::string* device) {
+  models::ModelRunner& runner = *batch.runners.front();
+  auto outs = RunOnFrames(runner, batch, ctx, device);
+  if (!outs.ok()) return outs.status();
   models::DetectionOptions opt;
-  opt.min_score = static_cast<float>(config_.min_score);
+  opt.min_score = static_cast<float>(options_.min_score);
   opt.max_detections = 20;
+  for (size_t i = 0; i < batch.frames.size(); ++i) {
+    const cv::Size image = batch.frames[i].bgr.size();
+    auto dets = models::DecodeObjects(runner.manifest(), (*outs)[i], image, opt);
+    if (!dets.ok()) return dets.status();
+    (*results)[i].result = FrameResultOf(runner.manifest().name, *dets, image);
+  }
+  return Status::OK();
+}
 
-  auto analyse = [&](const std::vector<ModelFrame>& frames, const std::vector<ClaimedJob>&,
-                     std::vector<FrameResult>* results, std::string* device) -> Status {
-    std::vector<cv::Mat> images;
-    for (const ModelFrame& f : frames) images.push_back(f.bgr);
-    auto outs = RunModel(runner, images, ctx, device);
-    if (!outs.ok()) return outs.status();
-    const models::ModelManifest& m = runner.manifest();
-    const cv::Size input(m.preprocess.width, m.preprocess.height);
-    for (size_t i = 0; i < frames.size(); ++i) {
-      const auto* heat = Head((*outs)[i], "keypoints", 80);
-      const auto* wh = Head((*outs)[i], "wh", 4);
-      if (heat == nullptr || wh == nullptr)
-        return Status::Corruption("model " + m.name + ": no keypoints [..,80] / wh [..,4] heads");
-      const int h = static_cast<int>(heat->shape[1]), w = static_cast<int>(heat->shape[2]);
-      if (wh->data.size() != static_cast<size_t>(h) * w * 4 ||
-          heat->data.size() != static_cast<size_t>(h) * w * 80)
-        return Status::Corruption("model " + m.name + ": head sizes disagree");
-      auto raw = models::CenterNetTopK(heat->data.data(), wh->data.data(), h, w, 80, 100,
-                                       static_cast<float>(input.width) / w);
-      const cv::Mat& img = frames[i].bgr;
-      auto dets = models::FilterDetections(raw, input, img.size(), opt);
-      nlohmann::json objects = nlohmann::json::array();
-      std::map<std::string, std::pair<double, int>> best;
-      for (const auto& d : dets) {
-        const std::string label = models::CocoLabel(d.class_id);
-        const float W = static_cast<float>(img.cols), H = static_cast<float>(img.rows);
-        objects.push_back({{"label", label}, {"class", d.class_id}, {"score", d.score},
-                           {"box", {std::clamp(d.x1, 0.f, W), std::clamp(d.y1, 0.f, H),
-                                    std::clamp(d.x2, 0.f, W), std::clamp(d.y2, 0.f, H)}}});
-        auto& b = best[label];
-        b.first = std::max<double>(b.first, d.score);
-        ++b.second;
-      }
-      (*results)[i].result = {{"model", m.name}, {"objects", objects},
-                              {"categories", Categories(best, "count")}};
+// A video's categories: each label's best score over the frames, and in how many.
+void CategorizeStage::Summarise(const std::vector<nlohmann::json>& frames,
+                                nlohmann::json* r) const {
+  std::map<std::string, std::pair<double, int>> best;
+  for (const auto& f : frames) {
+    if (f.contains("model")) (*r)["model"] = f["model"];
+    for (const auto& c : f["categories"]) {
+      auto& b = best[c["label"].get<std::string>()];
+      b.first = std::max(b.first, c["score"].get<double>());
+      ++b.second;
     }
-    return Status::OK();
-  };
-  // A video's categories: each label's best score over the frames, and in how many.
-  auto summarise = [](const std::vector<nlohmann::json>& frames, nlohmann::json* r) {
-    std::map<std::string, std::pair<double, int>> best;
-    for (const auto& f : frames) {
-      if (f.contains("model")) (*r)["model"] = f["model"];
-      for (const auto& c : f["categories"]) {
-        auto& b = best[c["label"].get<std::string>()];
-        b.first = std::max(b.first, c["score"].get<double>());
-        ++b.second;
-      }
-    }
-    (*r)["categories"] = Categories(best, "frames");
-  };
-  ModelStageOptions o;
-  o.video_frames = media_.model_frames;
-  o.together = runner.batchable();
-  return RunModelStage(jobs, ctx, media_, o, analyse, summarise);
+  }
+  (*r)["categories"] = Categories(best, "frames");
 }
 
 }  // namespace framemill

@@ -1,32 +1,36 @@
 // The `categorize` stage: COCO objects in an image (or a video's sampled frames) with
 // CenterNet (operation CATEGORIZE): boxes in image pixels, labels, scores, and the
 // categories present ranked by their best score.
-// Holds only configuration and the shared model pool; Run/RunBatch are thread-safe.
+// Holds only configuration and the shared model cache; RunBatch is thread-safe.
 #pragma once
 
 #include <memory>
 
-#include "configs/config.h"
-#include "stages/model_pool.h"
-#include "stages/stage.h"
+#include "stages/model_stage.h"
 
 namespace framemill {
 
-class CategorizeStage : public Stage {
+struct CategorizeOptions {
+  double min_score = 0.2;  // detections below are dropped (categorize.min_score)
+
+  bool operator==(const CategorizeOptions&) const = default;
+};
+
+class CategorizeStage : public ModelStage {
  public:
   static constexpr const char* kModel = "centernet";
 
-  CategorizeStage(std::shared_ptr<ModelPool> pool, MediaConfig media, CategorizeConfig config);
-  const StageSpec& spec() const override { return spec_; }
-  StageOutput Run(const ClaimedJob& job) override;
-  std::vector<StageOutput> RunBatch(const std::vector<ClaimedJob>& jobs,
-                                    const StageContext& ctx) override;
+  CategorizeStage(std::shared_ptr<models::ModelCache> cache, ModelStageOptions frames,
+                  CategorizeOptions options);
+
+ protected:
+  std::vector<std::string> Models() const override { return {kModel}; }
+  Status Analyse(const ModelBatch& batch, const StageContext& ctx,
+                 std::vector<FrameResult>* results, std::string* device) override;
+  void Summarise(const std::vector<nlohmann::json>& frames, nlohmann::json* result) const override;
 
  private:
-  std::shared_ptr<ModelPool> pool_;
-  MediaConfig media_;
-  CategorizeConfig config_;
-  StageSpec spec_;
+  CategorizeOptions options_;
 };
 
 }  // namespace framemill

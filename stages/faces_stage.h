@@ -1,35 +1,42 @@
 // The `faces` stage: faces found by BlazeFace on the whole image (operation
 // FACE_DETECTION), each described by an embedding of its crop (FACE_EMBEDDING):
 // faceres (1024-d plus age and gender, default) or mobilefacenet (192-d).
-// Holds only configuration and the shared model pool; Run/RunBatch are thread-safe.
+// Holds only configuration and the shared model cache; RunBatch is thread-safe.
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include <opencv2/core.hpp>
 
-#include "configs/config.h"
 #include "models/decode.h"
-#include "stages/model_pool.h"
-#include "stages/stage.h"
+#include "stages/model_stage.h"
 
 namespace framemill {
 
-class FacesStage : public Stage {
+struct FacesOptions {
+  std::string embedding_model = "faceres";  // faceres | mobilefacenet (faces.embedding_model)
+
+  bool operator==(const FacesOptions&) const = default;
+};
+
+class FacesStage : public ModelStage {
  public:
   static constexpr const char* kDetector = "blazeface";
 
-  FacesStage(std::shared_ptr<ModelPool> pool, MediaConfig media, FacesConfig config);
-  const StageSpec& spec() const override { return spec_; }
-  StageOutput Run(const ClaimedJob& job) override;
-  std::vector<StageOutput> RunBatch(const std::vector<ClaimedJob>& jobs,
-                                    const StageContext& ctx) override;
+  FacesStage(std::shared_ptr<models::ModelCache> cache, ModelStageOptions frames,
+             FacesOptions options);
+
+ protected:
+  std::vector<std::string> Models() const override {
+    return {kDetector, options_.embedding_model};
+  }
+  Status Analyse(const ModelBatch& batch, const StageContext& ctx,
+                 std::vector<FrameResult>* results, std::string* device) override;
+  void Summarise(const std::vector<nlohmann::json>& frames, nlohmann::json* result) const override;
 
  private:
-  std::shared_ptr<ModelPool> pool_;
-  MediaConfig media_;
-  FacesConfig config_;
-  StageSpec spec_;
+  FacesOptions options_;
 };
 
 // The crop an embedding model sees for a detected face: a square around the box's
@@ -37,9 +44,5 @@ class FacesStage : public Stage {
 // boxes the same way), zero-padded where it leaves the image.
 constexpr float kFaceCropScale = 1.4f;
 cv::Mat FaceCrop(const cv::Mat& image, const models::FaceBox& face, float scale = kFaceCropScale);
-
-// BlazeFace's rows (anchors x 17: logit, box, 6 keypoints) from the model's score and
-// regressor heads, the 512 stride-16 anchors first.
-Result<std::vector<float>> BlazeFaceRows(const std::vector<models::OutputTensor>& outs);
 
 }  // namespace framemill

@@ -2,8 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "stages/media.h"
-#include "storage/job_store.h"
+#include "media/sniff.h"
 
 namespace framemill {
 namespace {
@@ -29,48 +28,42 @@ nlohmann::json MediaInfoOf(const std::string& path, const std::string& fallback_
   return info;
 }
 
-StageOutput ToOutput(const ClaimedJob& job, const fetch::FetchResult& r) {
+Outcome ToOutcome(const ClaimedJob& job, const fetch::FetchResult& r) {
   if (!r.status.ok()) {
     std::string cls = fetch::FailureClassName(r.failure);
     if (r.failure == fetch::FailureClass::kNone) cls = "transfer";
-    return StageOutput::Failed(r.status, cls, r.retry_after_ms);
+    return Outcome::Failed(r.status, cls, r.retry_after_ms);
   }
+  FetchedFile file;
+  file.path = r.path;
+  file.kind = r.kind;
+  file.content_hash = r.content_hash;
+  file.bytes = r.bytes;
+  file.media_info = MediaInfoOf(r.path, r.format);
   nlohmann::json res;
   res["url"] = job.source;
   res["final_url"] = r.final_url;
   res["path"] = r.path;
   res["content_hash"] = r.content_hash;
   res["bytes"] = r.bytes;
-  res["media"] = r.media;
+  res["media"] = MediaKindName(r.kind);
   res["format"] = r.format;
   res["http_status"] = r.http_status;
   res["seconds"] = r.seconds;
-  res["media_info"] = MediaInfoOf(r.path, r.format);
+  res["media_info"] = file.media_info;
   auto info = nlohmann::json::parse(job.media_info, nullptr, false);
   if (info.is_object() && info.contains("metadata")) res["metadata"] = info["metadata"];
-  StageOutput out = StageOutput::Done(std::move(res));
+  Outcome out = Outcome::Done(std::move(res));
   out.artifacts.push_back(r.path);
+  out.fetched = std::move(file);
   return out;
 }
 
 }  // namespace
 
-fetch::FetchOptions FetchStage::Options(const FetchConfig& c, const std::string& out_dir) {
-  fetch::FetchOptions o;
-  o.concurrency = c.concurrency;
-  o.per_host = c.per_host;
-  o.connect_timeout_ms = c.connect_timeout_ms;
-  o.total_timeout_ms = c.timeout_ms;
-  o.max_bytes = c.max_bytes;
-  o.max_redirects = c.max_redirects;
-  o.user_agent = c.user_agent;
-  o.out_dir = out_dir;
-  return o;
-}
-
-FetchStage::FetchStage(FetchConfig config, std::string out_dir)
-    : options_(Options(config, out_dir)) {
-  spec_.name = kFetchStage;
+FetchStage::FetchStage(fetch::FetchOptions options) : options_(std::move(options)) {
+  spec_.name = kName;
+  spec_.downloads = true;
 }
 
 fetch::Fetcher& FetchStage::ThisThreadsFetcher() {
@@ -80,14 +73,10 @@ fetch::Fetcher& FetchStage::ThisThreadsFetcher() {
   return *f;
 }
 
-StageOutput FetchStage::Run(const ClaimedJob& job) {
-  return RunBatch({job}, StageContext{}).front();
-}
-
-std::vector<StageOutput> FetchStage::RunBatch(const std::vector<ClaimedJob>& jobs,
-                                              const StageContext& ctx) {
-  std::vector<StageOutput> out;
-  if (jobs.empty() || (ctx.stop != nullptr && ctx.stop->load())) return out;
+std::vector<Outcome> FetchStage::RunBatch(const std::vector<ClaimedJob>& jobs,
+                                          const StageContext& ctx) {
+  std::vector<Outcome> out;
+  if (jobs.empty() || ctx.stopped()) return out;
   std::vector<std::string> urls;
   urls.reserve(jobs.size());
   for (const ClaimedJob& j : jobs) urls.push_back(j.source);
@@ -96,9 +85,9 @@ std::vector<StageOutput> FetchStage::RunBatch(const std::vector<ClaimedJob>& job
   out.reserve(jobs.size());
   for (size_t i = 0; i < jobs.size(); ++i) {
     if (i < results.size()) {
-      out.push_back(ToOutput(jobs[i], results[i]));
+      out.push_back(ToOutcome(jobs[i], results[i]));
     } else {
-      out.push_back(StageOutput::Failed(
+      out.push_back(Outcome::Failed(
           Status::Internal("the fetcher returned no result for this URL"), "transfer"));
     }
   }

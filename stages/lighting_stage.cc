@@ -2,10 +2,10 @@
 
 #include <exception>
 
+#include "base/clock.h"
 #include "gpu/compute_backend.h"
+#include "media/video.h"
 #include "stages/lighting_analysis.h"
-#include "stages/media.h"
-#include "storage/clock.h"
 
 namespace framemill {
 namespace {
@@ -20,17 +20,17 @@ struct Frame {
 };
 
 // Reads one item into its working frames, or explains why not.
-Status Decode(const ClaimedJob& job, const MediaConfig& media, std::vector<Frame>* frames,
+Status Decode(const ClaimedJob& job, const LightingOptions& opt, std::vector<Frame>* frames,
               size_t j, nlohmann::json* media_info) {
   if (job.kind == MediaKind::kImage) {
-    auto img = DecodeImageFile(job.source, media);
+    auto img = DecodeImageFile(job.source, opt.limits);
     if (!img.ok()) return img.status();
     frames->push_back({j, -1, lighting::WorkingImage(*img), img->cols, img->rows});
     *media_info = {{"kind", "image"}};
     return Status::OK();
   }
   if (job.kind == MediaKind::kVideo) {
-    auto sample = SampleVideoFrames(job.source, media.video_sample_frames);
+    auto sample = SampleVideoFrames(job.source, opt.video_frames);
     if (!sample.ok()) return sample.status();
     for (size_t k = 0; k < sample->frames.size(); ++k) {
       const cv::Mat& f = sample->frames[k];
@@ -46,46 +46,43 @@ Status Decode(const ClaimedJob& job, const MediaConfig& media, std::vector<Frame
 
 }  // namespace
 
-LightingStage::LightingStage(MediaConfig media) : media_(media) {
+LightingStage::LightingStage(LightingOptions options) : options_(options) {
   spec_.name = "lighting";
   spec_.images = true;
   spec_.videos = true;
 }
 
-StageOutput LightingStage::Run(const ClaimedJob& job) {
-  auto cpu = gpu::MakeCpuBackend();
-  gpu::BatchTuner tuner(gpu::TunerOptions{}, nullptr);
-  gpu::OomLadder ladder(nullptr, cpu.get(), &tuner, SystemClock(), gpu::LadderOptions{});
-  return RunBatch({job}, StageContext{&ladder}).front();
-}
-
-std::vector<StageOutput> LightingStage::RunBatch(const std::vector<ClaimedJob>& jobs,
-                                                 const StageContext& ctx) {
-  if (ctx.ladder->OnDevice("LIGHTING") || jobs.size() <= 1) return RunTogether(jobs, ctx);
+std::vector<Outcome> LightingStage::RunBatch(const std::vector<ClaimedJob>& jobs,
+                                             const StageContext& ctx) {
+  if (ctx.ladder == nullptr) {
+    gpu::CpuLadder cpu(SystemClock());
+    return RunBatch(jobs, StageContext{cpu.get(), ctx.stop});
+  }
+  if (ctx.ladder->OnDevice("LIGHTING") || jobs.size() <= 1) return RunTogether(jobs, *ctx.ladder);
   // On the CPU, batching buys nothing and costs cache: each decoded image would be
   // evicted before its statistics are taken. One item at a time instead.
-  std::vector<StageOutput> out;
+  std::vector<Outcome> out;
   for (const ClaimedJob& job : jobs) {
-    if (ctx.stop != nullptr && ctx.stop->load()) break;
-    out.push_back(std::move(RunTogether({job}, ctx).front()));
+    if (ctx.stopped()) break;
+    out.push_back(std::move(RunTogether({job}, *ctx.ladder).front()));
   }
   return out;
 }
 
-std::vector<StageOutput> LightingStage::RunTogether(const std::vector<ClaimedJob>& jobs,
-                                                    const StageContext& ctx) {
-  std::vector<StageOutput> out(jobs.size());
+std::vector<Outcome> LightingStage::RunTogether(const std::vector<ClaimedJob>& jobs,
+                                                gpu::OomLadder& ladder) {
+  std::vector<Outcome> out(jobs.size());
   std::vector<nlohmann::json> media(jobs.size());
   std::vector<Frame> frames;
   for (size_t j = 0; j < jobs.size(); ++j) {
     try {
-      Status s = Decode(jobs[j], media_, &frames, j, &media[j]);
-      if (!s.ok()) out[j] = StageOutput::Failed(s);
+      Status s = Decode(jobs[j], options_, &frames, j, &media[j]);
+      if (!s.ok()) out[j] = Outcome::Failed(s);
     } catch (const std::bad_alloc&) {
-      out[j] = StageOutput::Failed(Status::OutOfMemory("out of host memory decoding " + jobs[j].source));
+      out[j] = Outcome::Failed(Status::OutOfMemory("out of host memory decoding " + jobs[j].source));
     } catch (const std::exception& e) {
       // OpenCV throws on inputs it cannot handle: this item's failure, not ours.
-      out[j] = StageOutput::Failed(Status::Corruption(std::string("decoding failed: ") + e.what()));
+      out[j] = Outcome::Failed(Status::Corruption(std::string("decoding failed: ") + e.what()));
     }
   }
   if (frames.empty()) return out;
@@ -99,7 +96,7 @@ std::vector<StageOutput> LightingStage::RunTogether(const std::vector<ClaimedJob
   }
   std::vector<gpu::LumaStats> stats(frames.size());
   std::vector<std::string> device_of;
-  Status s = ctx.ladder->Run(
+  Status s = ladder.Run(
       "LIGHTING", mats.size(), pixels / static_cast<int64_t>(mats.size()),
       gpu::LumaStatsBytesPerItem(mats.front()),
       [&](gpu::ComputeBackend& backend, size_t begin, size_t end) -> Status {
@@ -112,7 +109,7 @@ std::vector<StageOutput> LightingStage::RunTogether(const std::vector<ClaimedJob
       },
       &device_of);
   if (!s.ok()) {
-    for (const Frame& f : frames) out[f.job] = StageOutput::Failed(s);
+    for (const Frame& f : frames) out[f.job] = Outcome::Failed(s);
     return out;
   }
 
@@ -149,9 +146,9 @@ std::vector<StageOutput> LightingStage::RunTogether(const std::vector<ClaimedJob
       }
       r["media"] = std::move(media[j]);
       // Some frames fell back to the CPU: the CPU is what finished the result.
-      out[j] = StageOutput::Done(std::move(r), mixed ? std::string("cpu") : device);
+      out[j] = Outcome::Done(std::move(r), mixed ? std::string("cpu") : device);
     } catch (const std::exception& e) {
-      out[j] = StageOutput::Failed(Status::Corruption(std::string("analysis failed: ") + e.what()));
+      out[j] = Outcome::Failed(Status::Corruption(std::string("analysis failed: ") + e.what()));
     }
   }
   return out;

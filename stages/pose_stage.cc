@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "models/decode.h"
-#include "stages/model_device.h"
 
 namespace framemill {
 namespace {
@@ -23,79 +22,61 @@ const char* const kBlazePose[33] = {
     "right_hip", "left_knee", "right_knee", "left_ankle", "right_ankle", "left_heel",
     "right_heel", "left_foot_index", "right_foot_index"};
 
-// The decoder's keypoints (image pixels under "px") as named points.
-Result<nlohmann::json> Keypoints(const std::string& model, const nlohmann::json& decoded) {
+// The decoded pose as named points in image pixels, and its mean score (over the 33
+// body landmarks for BlazePose).
+nlohmann::json Keypoints(const std::string& model, const models::PoseDecoded& p, cv::Size image) {
   nlohmann::json out = nlohmann::json::array();
   double sum = 0;
-  if (decoded.contains("keypoints")) {
-    const auto& kps = decoded["keypoints"];
-    for (size_t k = 0; k < kps.size(); ++k) {
-      const double s = kps[k]["score"].get<double>();
-      out.push_back({{"name", k < 17 ? kCoco[k] : "keypoint_" + std::to_string(k)},
-                     {"x", kps[k]["px"][0]}, {"y", kps[k]["px"][1]}, {"score", s}});
-      sum += s;
-    }
-  } else if (decoded.contains("landmarks")) {
-    const auto& lms = decoded["landmarks"];
-    for (size_t k = 0; k < lms.size(); ++k) {
-      const double s = lms[k]["visibility"].get<double>();
-      out.push_back({{"name", k < 33 ? kBlazePose[k] : "auxiliary_" + std::to_string(k - 33)},
-                     {"x", lms[k]["px"][0]}, {"y", lms[k]["px"][1]}, {"z", lms[k]["z"]},
-                     {"score", s}, {"presence", lms[k]["presence"]}});
-      if (k < 33) sum += s;
-    }
-  } else {
-    return Status::Corruption("model " + model + ": decoder gave no keypoints");
+  size_t scored = 0;
+  for (size_t k = 0; k < p.keypoints.size(); ++k) {
+    const models::PoseKeypoint& kp = p.keypoints[k];
+    out.push_back({{"name", k < 17 ? kCoco[k] : "keypoint_" + std::to_string(k)},
+                   {"x", kp.x * image.width}, {"y", kp.y * image.height}, {"score", kp.score}});
+    sum += kp.score;
+    ++scored;
   }
-  const size_t n = std::min<size_t>(out.size(), decoded.contains("landmarks") ? 33 : out.size());
-  nlohmann::json r = {{"model", model}, {"keypoints", out}, {"score", n ? sum / n : 0.0}};
-  if (decoded.contains("pose_score")) r["pose_score"] = decoded["pose_score"];
+  const float fx = static_cast<float>(image.width) / p.input.width;
+  const float fy = static_cast<float>(image.height) / p.input.height;
+  for (size_t k = 0; k < p.landmarks.size(); ++k) {
+    const models::PoseLandmark& l = p.landmarks[k];
+    out.push_back({{"name", k < 33 ? kBlazePose[k] : "auxiliary_" + std::to_string(k - 33)},
+                   {"x", l.x * fx}, {"y", l.y * fy}, {"z", l.z},
+                   {"score", l.visibility}, {"presence", l.presence}});
+    if (k < 33) {
+      sum += l.visibility;
+      ++scored;
+    }
+  }
+  nlohmann::json r = {{"model", model}, {"keypoints", out},
+                      {"score", scored ? sum / static_cast<double>(scored) : 0.0}};
+  if (p.has_pose_score) r["pose_score"] = p.pose_score;
   return r;
 }
 
 }  // namespace
 
-PoseStage::PoseStage(std::shared_ptr<ModelPool> pool, MediaConfig media, PoseConfig config)
-    : pool_(std::move(pool)), media_(media), config_(std::move(config)) {
-  spec_.name = "pose";
+PoseStage::PoseStage(std::shared_ptr<models::ModelCache> cache, ModelStageOptions frames,
+                     PoseOptions options)
+    : ModelStage("pose", std::move(cache), frames), options_(std::move(options)) {}
+
+Status PoseStage::Analyse(const ModelBatch& batch, const StageContext& ctx,
+                          std::vector<FrameResult>* results, std::string* device) {
+  models::ModelRunner& runner = *batch.runners.front();
+  std::vector<cv::Mat> squares;
+  for (const ModelFrame& f : batch.frames) squares.push_back(PadToSquare(f.bgr));
+  auto outs = RunModel(runner, squares, ctx, device);
+  if (!outs.ok()) return outs.status();
+  for (size_t i = 0; i < batch.frames.size(); ++i) {
+    auto pose = models::DecodePose(runner.manifest(), (*outs)[i]);
+    if (!pose.ok()) return pose.status();
+    // The padding is at the bottom and right: square pixels are image pixels.
+    (*results)[i].result = Keypoints(runner.manifest().name, *pose, squares[i].size());
+  }
+  return Status::OK();
 }
 
-StageOutput PoseStage::Run(const ClaimedJob& job) { return RunBatch({job}, StageContext{}).front(); }
-
-std::vector<StageOutput> PoseStage::RunBatch(const std::vector<ClaimedJob>& jobs,
-                                             const StageContext& ctx) {
-  auto model = pool_->Borrow(config_.model);
-  if (!model.ok()) return FailAll(jobs, ctx, model.status());
-  ModelRunner& runner = **model;
-
-  auto analyse = [&](const std::vector<ModelFrame>& frames, const std::vector<ClaimedJob>&,
-                     std::vector<FrameResult>* results, std::string* device) -> Status {
-    std::vector<cv::Mat> squares;
-    for (const ModelFrame& f : frames) squares.push_back(PadToSquare(f.bgr));
-    auto outs = RunModel(runner, squares, ctx, device);
-    if (!outs.ok()) return outs.status();
-    for (size_t i = 0; i < frames.size(); ++i) {
-      // The padding is at the bottom and right: square pixels are image pixels.
-      auto decoded = models::DecodeOutputs(runner.manifest(), (*outs)[i], squares[i].size());
-      if (!decoded.ok()) return decoded.status();
-      auto r = Keypoints(runner.manifest().name, *decoded);
-      if (!r.ok()) return r.status();
-      (*results)[i].result = std::move(r).value();
-    }
-    return Status::OK();
-  };
-  auto summarise = [](const std::vector<nlohmann::json>& frames, nlohmann::json* r) {
-    double sum = 0;
-    for (const auto& f : frames) {
-      sum += f["score"].get<double>();
-      (*r)["model"] = f["model"];
-    }
-    (*r)["mean_score"] = frames.empty() ? 0.0 : sum / frames.size();
-  };
-  ModelStageOptions o;
-  o.video_frames = media_.model_frames;
-  o.together = runner.batchable();
-  return RunModelStage(jobs, ctx, media_, o, analyse, summarise);
+void PoseStage::Summarise(const std::vector<nlohmann::json>& frames, nlohmann::json* r) const {
+  SummariseMean(frames, "score", "mean_score", r);
 }
 
 }  // namespace framemill

@@ -2,30 +2,35 @@
 // frames), operation POSE: movenet-lightning (17 COCO keypoints, default) or
 // blazepose-full (39 landmarks), in image pixels with scores. The image is padded to a
 // square first so the square-input models see it unstretched.
-// Holds only configuration and the shared model pool; Run/RunBatch are thread-safe.
+// Holds only configuration and the shared model cache; RunBatch is thread-safe.
 #pragma once
 
 #include <memory>
+#include <string>
 
-#include "configs/config.h"
-#include "stages/model_pool.h"
-#include "stages/stage.h"
+#include "stages/model_stage.h"
 
 namespace framemill {
 
-class PoseStage : public Stage {
+struct PoseOptions {
+  std::string model = "movenet-lightning";  // movenet-lightning | blazepose-full (pose.model)
+
+  bool operator==(const PoseOptions&) const = default;
+};
+
+class PoseStage : public ModelStage {
  public:
-  PoseStage(std::shared_ptr<ModelPool> pool, MediaConfig media, PoseConfig config);
-  const StageSpec& spec() const override { return spec_; }
-  StageOutput Run(const ClaimedJob& job) override;
-  std::vector<StageOutput> RunBatch(const std::vector<ClaimedJob>& jobs,
-                                    const StageContext& ctx) override;
+  PoseStage(std::shared_ptr<models::ModelCache> cache, ModelStageOptions frames,
+            PoseOptions options);
+
+ protected:
+  std::vector<std::string> Models() const override { return {options_.model}; }
+  Status Analyse(const ModelBatch& batch, const StageContext& ctx,
+                 std::vector<FrameResult>* results, std::string* device) override;
+  void Summarise(const std::vector<nlohmann::json>& frames, nlohmann::json* result) const override;
 
  private:
-  std::shared_ptr<ModelPool> pool_;
-  MediaConfig media_;
-  PoseConfig config_;
-  StageSpec spec_;
+  PoseOptions options_;
 };
 
 }  // namespace framemill

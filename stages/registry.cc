@@ -1,12 +1,7 @@
 #include "stages/registry.h"
 
-#include "stages/categorize_stage.h"
-#include "stages/faces_stage.h"
+#include "models/model_cache.h"
 #include "stages/fetch_stage.h"
-#include "stages/lighting_stage.h"
-#include "stages/model_pool.h"
-#include "stages/pose_stage.h"
-#include "stages/segment_stage.h"
 
 namespace framemill {
 
@@ -22,20 +17,22 @@ Stage* StageRegistry::Find(const std::string& name) const {
   return nullptr;
 }
 
-std::unique_ptr<StageRegistry> MakeDefaultRegistry(const Config& config) {
+std::unique_ptr<StageRegistry> MakeDefaultRegistry(const StageOptions& o) {
   auto r = std::make_unique<StageRegistry>();
   std::string error;
   // URL items only (the store gives it no job on a local file); every media stage of a
   // URL item waits on it.
-  r->Add(std::make_unique<FetchStage>(config.fetch, config.out), &error);
-  r->Add(std::make_unique<LightingStage>(config.media), &error);
-  // One pool for the process: stages that share a model share its opened instances.
+  fetch::FetchOptions fetch = o.fetch;
+  fetch.out_dir = o.out_dir;
+  r->Add(std::make_unique<FetchStage>(fetch), &error);
+  r->Add(std::make_unique<LightingStage>(o.lighting), &error);
+  // One cache for the process: stages that share a model share its opened instances.
   // Nothing is opened until a stage first runs.
-  auto pool = std::make_shared<ModelPool>(config.models);
-  r->Add(std::make_unique<CategorizeStage>(pool, config.media, config.categorize), &error);
-  r->Add(std::make_unique<FacesStage>(pool, config.media, config.faces), &error);
-  r->Add(std::make_unique<PoseStage>(pool, config.media, config.pose), &error);
-  r->Add(std::make_unique<SegmentStage>(pool, config.media, config.segment, config.out), &error);
+  auto cache = std::make_shared<models::ModelCache>(o.models_dir);
+  r->Add(std::make_unique<CategorizeStage>(cache, o.model_frames, o.categorize), &error);
+  r->Add(std::make_unique<FacesStage>(cache, o.model_frames, o.faces), &error);
+  r->Add(std::make_unique<PoseStage>(cache, o.model_frames, o.pose), &error);
+  r->Add(std::make_unique<SegmentStage>(cache, o.model_frames, o.segment, o.out_dir), &error);
   return r;
 }
 

@@ -7,8 +7,13 @@
 #include <string>
 #include <vector>
 
-#include "configs/config.h"
+#include "fetch/fetcher.h"
 #include "jobs/stage_graph.h"
+#include "stages/categorize_stage.h"
+#include "stages/faces_stage.h"
+#include "stages/lighting_stage.h"
+#include "stages/pose_stage.h"
+#include "stages/segment_stage.h"
 #include "stages/stage.h"
 
 namespace framemill {
@@ -25,7 +30,22 @@ class StageRegistry {
   std::vector<std::unique_ptr<Stage>> stages_;
 };
 
-// Every stage of this build, configured from `config`.
-std::unique_ptr<StageRegistry> MakeDefaultRegistry(const Config& config);
+// Every stage's settings; the CLI fills them from the configuration.
+struct StageOptions {
+  std::string out_dir = "./framemill-out";        // artifacts (`out`)
+  std::string models_dir = "./framemill-models";  // installed models (`models`)
+  fetch::FetchOptions fetch;  // its out_dir is out_dir
+  LightingOptions lighting;
+  ModelStageOptions model_frames;
+  CategorizeOptions categorize;
+  FacesOptions faces;
+  PoseOptions pose;
+  SegmentOptions segment;
+
+  bool operator==(const StageOptions&) const = default;
+};
+
+// Every stage of this build. The neural stages share one model cache.
+std::unique_ptr<StageRegistry> MakeDefaultRegistry(const StageOptions& options);
 
 }  // namespace framemill

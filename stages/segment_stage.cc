@@ -8,7 +8,6 @@
 #include <opencv2/imgcodecs.hpp>
 
 #include "models/decode.h"
-#include "stages/model_device.h"
 
 namespace framemill {
 namespace {
@@ -39,13 +38,12 @@ Status WritePng(const cv::Mat& mask, const std::string& path) {
 
 }  // namespace
 
-SegmentStage::SegmentStage(std::shared_ptr<ModelPool> pool, MediaConfig media,
-                           SegmentConfig config, const std::string& out_dir)
-    : pool_(std::move(pool)), media_(media), config_(std::move(config)) {
+SegmentStage::SegmentStage(std::shared_ptr<models::ModelCache> cache, ModelStageOptions frames,
+                           SegmentOptions options, const std::string& out_dir)
+    : ModelStage("segment", std::move(cache), frames), options_(std::move(options)) {
   std::error_code ec;
   auto abs = std::filesystem::absolute(out_dir, ec);
   mask_dir_ = ((ec ? std::filesystem::path(out_dir) : abs) / "segment").lexically_normal().string();
-  spec_.name = "segment";
 }
 
 std::string SegmentStage::MaskPath(int64_t item_id, int64_t frame) const {
@@ -54,54 +52,30 @@ std::string SegmentStage::MaskPath(int64_t item_id, int64_t frame) const {
   return mask_dir_ + "/" + name + ".png";
 }
 
-StageOutput SegmentStage::Run(const ClaimedJob& job) {
-  return RunBatch({job}, StageContext{}).front();
+Status SegmentStage::Analyse(const ModelBatch& batch, const StageContext& ctx,
+                             std::vector<FrameResult>* results, std::string* device) {
+  models::ModelRunner& runner = *batch.runners.front();
+  auto outs = RunOnFrames(runner, batch, ctx, device);
+  if (!outs.ok()) return outs.status();
+  for (size_t i = 0; i < batch.frames.size(); ++i) {
+    const ModelFrame& frame = batch.frames[i];
+    auto mask = models::DecodeSegmentation(runner.manifest(), (*outs)[i], frame.bgr.size());
+    if (!mask.ok()) return mask.status();
+    const std::string path = MaskPath(batch.jobs[frame.job].item_id, frame.index);
+    FM_RETURN_IF_ERROR(WritePng(mask->binary, path));
+    nlohmann::json r = {{"model", runner.manifest().name}, {"coverage", mask->coverage},
+                        {"mask", path}};
+    r["bbox"] = mask->bbox.area() > 0
+                    ? nlohmann::json{mask->bbox.x, mask->bbox.y, mask->bbox.width, mask->bbox.height}
+                    : nlohmann::json(nullptr);
+    (*results)[i].result = std::move(r);
+    (*results)[i].artifacts.push_back(path);
+  }
+  return Status::OK();
 }
 
-std::vector<StageOutput> SegmentStage::RunBatch(const std::vector<ClaimedJob>& jobs,
-                                                const StageContext& ctx) {
-  auto model = pool_->Borrow(config_.model);
-  if (!model.ok()) return FailAll(jobs, ctx, model.status());
-  ModelRunner& runner = **model;
-
-  auto analyse = [&](const std::vector<ModelFrame>& frames, const std::vector<ClaimedJob>& batch,
-                     std::vector<FrameResult>* results, std::string* device) -> Status {
-    std::vector<cv::Mat> images;
-    for (const ModelFrame& f : frames) images.push_back(f.bgr);
-    auto outs = RunModel(runner, images, ctx, device);
-    if (!outs.ok()) return outs.status();
-    for (size_t i = 0; i < frames.size(); ++i) {
-      const models::OutputTensor* best = nullptr;  // the mask: the largest output
-      for (const auto& o : (*outs)[i])
-        if (best == nullptr || o.data.size() > best->data.size()) best = &o;
-      if (best == nullptr) return Status::Corruption("model " + runner.manifest().name + ": no output");
-      auto mask = models::DecodeMask(*best, frames[i].bgr.size());
-      if (!mask.ok()) return mask.status();
-      const std::string path = MaskPath(batch[frames[i].job].item_id, frames[i].index);
-      FM_RETURN_IF_ERROR(WritePng(mask->binary, path));
-      nlohmann::json r = {{"model", runner.manifest().name},
-                          {"coverage", mask->coverage},
-                          {"mask", path}};
-      r["bbox"] = mask->bbox.area() > 0
-                      ? nlohmann::json{mask->bbox.x, mask->bbox.y, mask->bbox.width, mask->bbox.height}
-                      : nlohmann::json(nullptr);
-      (*results)[i].result = std::move(r);
-      (*results)[i].artifacts.push_back(path);
-    }
-    return Status::OK();
-  };
-  auto summarise = [](const std::vector<nlohmann::json>& frames, nlohmann::json* r) {
-    double sum = 0;
-    for (const auto& f : frames) {
-      sum += f["coverage"].get<double>();
-      (*r)["model"] = f["model"];
-    }
-    (*r)["mean_coverage"] = frames.empty() ? 0.0 : sum / frames.size();
-  };
-  ModelStageOptions o;
-  o.video_frames = media_.model_frames;
-  o.together = runner.batchable();
-  return RunModelStage(jobs, ctx, media_, o, analyse, summarise);
+void SegmentStage::Summarise(const std::vector<nlohmann::json>& frames, nlohmann::json* r) const {
+  SummariseMean(frames, "coverage", "mean_coverage", r);
 }
 
 }  // namespace framemill

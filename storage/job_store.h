@@ -12,11 +12,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/clock.h"
+#include "base/status.h"
 #include "jobs/job.h"
-#include "jobs/retry_policy.h"
+#include "jobs/outcome.h"
 #include "jobs/stage_graph.h"
-#include "storage/clock.h"
-#include "storage/status.h"
 
 namespace framemill {
 
@@ -36,17 +36,12 @@ struct NewItem {
   int64_t mtime_ns = 0;
   std::string content_hash;
   std::string media_info = "{}";  // JSON
-  // A URL item gets a `fetch` job (the graph must have a stage named kFetchStage) and
+  // A URL item gets a job of the graph's downloading stage (StageGraph::Downloader) and
   // every other job waits on it; its kind is known only once fetched. Enqueueing the
   // same URL again changes nothing but adds missing stage jobs.
   bool is_url = false;
   std::string metadata = "{}";  // JSON: the URL list's other columns or keys
 };
-
-// The stage that downloads URL items. Its done result (JSON) must carry "path",
-// "media" ("image"|"video"), "content_hash" and "bytes", and may carry "media_info":
-// completing it makes the item a local file for every later stage.
-inline constexpr char kFetchStage[] = "fetch";
 
 struct EnqueueOptions {
   std::vector<std::string> stages;  // already closed over dependencies
@@ -61,21 +56,6 @@ struct EnqueueStats {
   int64_t jobs_added = 0;
   int64_t jobs_requeued = 0;
   int64_t jobs_not_applicable = 0;  // inserted as skipped
-};
-
-struct Completion {
-  enum class Outcome { kDone, kFailed, kSkipped };
-  int64_t job_id = 0;
-  int64_t lease_token = 0;
-  Outcome outcome = Outcome::kDone;
-  std::string device = "cpu";
-  std::string result_json = "{}";
-  std::string artifacts_json = "[]";
-  Status error;  // kFailed: why; kSkipped: the reason, in the message
-  // kFailed only: a class finer than error's code, which still decides transient or
-  // permanent ("" = the code's name); and a floor under the retry backoff (-1 = none).
-  std::string error_class;
-  int64_t retry_after_ms = -1;
 };
 
 struct CompleteStats {
@@ -137,8 +117,11 @@ class JobStore {
   virtual Result<int> Heartbeat(const std::string& worker, int64_t lease_ms) = 0;
   // Returns jobs whose lease expired to pending (or failed, at max attempts).
   virtual Result<int> RescueExpired() = 0;
-  // Records outcomes in one transaction. Each is fenced by its lease token.
-  virtual Result<CompleteStats> Complete(const std::vector<Completion>& batch) = 0;
+  // Records outcomes in one transaction, each fenced by its lease token, as they are
+  // given: a failure with a retry time goes back to pending then, one without fails
+  // (the retry decision is the worker's). A done outcome with a fetched file makes the
+  // item that file, and skips the stages that do not apply to its kind.
+  virtual Result<CompleteStats> Complete(const std::vector<FinishedJob>& batch) = 0;
   // Gives unstarted or interrupted jobs back without spending an attempt.
   virtual Result<int> Release(const std::vector<ClaimedJob>& jobs) = 0;
   // Pending + running jobs of `stages` (whether a worker should keep going), and
@@ -175,9 +158,15 @@ class JobStore {
 };
 
 struct StoreOptions {
-  RetryPolicy retry;
-  int busy_wait_ms = 2000;
+  int busy_wait_ms = 2000;  // one lock wait inside SQLite before the transaction restarts
 };
+
+// Opens the job store `db` names (FRAMEMILL_DB, --db): a SQLite file, created and
+// migrated if needed. The one place a store is chosen by its name, so callers work on
+// whichever store the user configured. `graph` and `clock` must outlive the store.
+Result<std::unique_ptr<JobStore>> OpenJobStore(const std::string& db, const StageGraph* graph,
+                                               const Clock* clock,
+                                               const StoreOptions& options = {});
 
 // Opens (creating and migrating if needed) the SQLite store at `path`.
 // `graph` and `clock` must outlive the store.

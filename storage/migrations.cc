@@ -2,7 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "storage/clock.h"
+#include "base/clock.h"
 #include "storage/sqlite_db.h"
 
 namespace framemill {

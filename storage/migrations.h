@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "storage/status.h"
+#include "base/status.h"
 
 namespace framemill {
 

@@ -127,30 +127,30 @@ Status SqliteJobStore::InsertJobsForItem(int64_t item_id, MediaKind kind,
                                          const EnqueueOptions& options, EnqueueStats* stats,
                                          bool is_url) {
   const int64_t now = clock_->NowMs();
-  // A URL item's jobs all wait on its fetch job; what applies to it is known only
-  // once the fetch has found out whether it is an image or a video.
+  // A URL item's jobs all wait on its download job; what applies to it is known only
+  // once the download has found out whether it is an image or a video.
+  const StageSpec* downloader = is_url ? graph_->Downloader() : nullptr;
   int64_t fetch_id = 0;
   int fetch_state = kPending;
   bool kind_known = true;
   if (is_url) {
-    if (graph_->Find(kFetchStage) == nullptr)
+    if (downloader == nullptr)
       return Status::InvalidArgument(
-          "URL items need the fetch stage, which this stage graph does not have");
+          "URL items need a downloading stage (fetch), which this stage graph does not have");
     FM_PREPARE(ins, "INSERT INTO jobs (item_id, stage, state, priority, max_attempts, created_at)"
                     " VALUES (?, ?, " S_PENDING ", ?, ?, ?) ON CONFLICT (item_id, stage) DO NOTHING");
-    FM_RETURN_IF_ERROR(ins.Bind(1, item_id).Bind(2, kFetchStage).Bind(3, options.priority)
+    FM_RETURN_IF_ERROR(ins.Bind(1, item_id).Bind(2, downloader->name).Bind(3, options.priority)
                            .Bind(4, options.max_attempts).Bind(5, now).Run());
     if (db_->Changes() > 0) ++stats->jobs_added;
-    auto id = JobState_(item_id, kFetchStage, &fetch_state);
+    auto id = JobState_(item_id, downloader->name, &fetch_state);
     if (!id.ok()) return id.status();
     fetch_id = *id;
     kind_known = fetch_state == kDone;
   }
   for (const std::string& name : options.stages) {
-    if (name == kFetchStage) continue;  // URL items only, handled above
     const StageSpec* spec = graph_->Find(name);
     if (spec == nullptr) return Status::InvalidArgument("unknown stage " + name);
-    if (spec->dataset_level) continue;
+    if (spec->dataset_level || spec->downloads) continue;  // downloads: URL items, above
     // Dependencies come earlier in options.stages (dependency order), so they exist.
     std::vector<std::pair<int64_t, int>> deps;
     std::string reason, error_class;
@@ -407,36 +407,28 @@ Status SqliteJobStore::CascadeTerminal(int64_t job_id, JobState to,
 
 Status SqliteJobStore::CascadeFailure(int64_t job_id, const std::string& stage,
                                       const std::string& error_class, int64_t now) {
-  // A URL that could not be fetched has no media to analyse: its other jobs are
-  // skipped (the failure is the fetch's), not failed.
-  if (stage == kFetchStage)
+  // A URL that could not be downloaded has no media to analyse: its other jobs are
+  // skipped (the failure is the download's), not failed.
+  const StageSpec* spec = graph_->Find(stage);
+  if (spec != nullptr && spec->downloads)
     return CascadeTerminal(job_id, JobState::kSkipped, "fetch_failed",
                            "the fetch of this URL failed (" + error_class + ")", now);
   return CascadeTerminal(job_id, JobState::kFailed, "dependency_failed", "a dependency failed",
                          now);
 }
 
-Status SqliteJobStore::ApplyFetched(int64_t job_id, const std::string& result_json,
-                                    int64_t now) {
-  auto r = nlohmann::json::parse(result_json, nullptr, false);
-  if (r.is_discarded() || !r.is_object() || !r.contains("path")) {
-    // A fetch stage that says done without a file: nothing can run on this item.
-    return CascadeTerminal(job_id, JobState::kSkipped, "fetch_failed",
-                           "the fetch recorded no local file", now);
-  }
-  const MediaKind kind =
-      r.value("media", std::string("image")) == "video" ? MediaKind::kVideo : MediaKind::kImage;
-  std::string info = r.contains("media_info") ? r["media_info"].dump() : "{}";
+Status SqliteJobStore::ApplyFetched(int64_t job_id, const FetchedFile& file, int64_t now) {
   FM_PREPARE(up, "UPDATE items SET fetched_path = ?, kind = ?, content_hash = ?, size = ?,"
                  " media_info = ?, updated_at = ? WHERE id = (SELECT item_id FROM jobs WHERE id = ?)"
                  " RETURNING id");
-  up.Bind(1, r.value("path", std::string())).Bind(2, static_cast<int>(kind))
-      .Bind(3, r.value("content_hash", std::string())).Bind(4, r.value("bytes", int64_t{0}))
-      .Bind(5, info).Bind(6, now).Bind(7, job_id);
+  up.Bind(1, file.path).Bind(2, static_cast<int>(file.kind)).Bind(3, file.content_hash)
+      .Bind(4, file.bytes).Bind(5, file.media_info.dump()).Bind(6, now).Bind(7, job_id);
   FM_STEP(row, up.Step());
   if (!row) return Status::Internal("fetch job " + std::to_string(job_id) + " has no item");
-  const int64_t item_id = up.Int(0);
-  // Now that the kind is known, stages that do not apply to it are skipped.
+  return SkipNotApplicable(up.Int(0), file.kind, now);
+}
+
+Status SqliteJobStore::SkipNotApplicable(int64_t item_id, MediaKind kind, int64_t now) {
   FM_PREPARE(waiting, "SELECT id, stage FROM jobs WHERE item_id = ? AND state = " S_WAITING);
   waiting.Bind(1, item_id);
   std::vector<std::pair<int64_t, std::string>> not_applicable;
@@ -559,15 +551,16 @@ Result<std::vector<ClaimedJob>> SqliteJobStore::Claim(const std::string& worker,
     FM_RETURN_IF_ERROR(claim(suspect_sql, false));
     if (out.empty()) FM_RETURN_IF_ERROR(claim(sql, true));
     for (ClaimedJob& j : out) {
-      // A fetched URL item is its local file for every stage but the fetch itself.
-      FM_PREPARE(item, "SELECT CASE WHEN fetched_path IS NOT NULL AND ? <> '" + std::string(kFetchStage) +
-                           "' THEN fetched_path ELSE source END, kind, media_info FROM items WHERE id = ?");
-      item.Bind(1, j.stage).Bind(2, j.item_id);
+      FM_PREPARE(item, "SELECT source, fetched_path, kind, media_info FROM items WHERE id = ?");
+      item.Bind(1, j.item_id);
       FM_STEP(row, item.Step());
       if (!row) return Status::Internal("job " + std::to_string(j.id) + " has no item");
-      j.source = item.Text(0);
-      j.kind = static_cast<MediaKind>(item.Int(1));
-      j.media_info = item.Text(2);
+      // A fetched URL item is its local file for every stage but the download itself.
+      const StageSpec* spec = graph_->Find(j.stage);
+      const bool downloads = spec != nullptr && spec->downloads;
+      j.source = item.IsNull(1) || downloads ? item.Text(0) : item.Text(1);
+      j.kind = static_cast<MediaKind>(item.Int(2));
+      j.media_info = item.Text(3);
     }
     return Status::OK();
   });
@@ -591,97 +584,128 @@ Result<int> SqliteJobStore::Heartbeat(const std::string& worker, int64_t lease_m
   return n;
 }
 
-Result<CompleteStats> SqliteJobStore::Complete(const std::vector<Completion>& batch) {
+Result<CompleteStats> SqliteJobStore::Complete(const std::vector<FinishedJob>& batch) {
+  // Serialised before the write lock is taken: the lock is held only for the writes.
+  std::vector<SerializedDone> done(batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const Outcome& o = batch[i].outcome;
+    if (!o.done()) continue;
+    done[i].result = o.result.dump();
+    done[i].artifacts = nlohmann::json(o.artifacts).dump();
+  }
   CompleteStats stats;
   Status s = db_->Transaction(SqliteDb::TxnKind::kWrite, [&]() -> Status {
     stats = CompleteStats();
-    std::map<std::string, std::pair<int, int>> per_worker;  // done, failed
+    std::map<std::string, WorkerTally> per_worker;
     const int64_t now = clock_->NowMs();
-    for (const Completion& c : batch) {
-      // Fence: only the holder of the current lease may record an outcome.
-      FM_PREPARE(own, "SELECT attempts, max_attempts, lease_owner, stage FROM jobs"
-                      " WHERE id = ? AND state = " S_RUNNING " AND lease_token = ?");
-      own.Bind(1, c.job_id).Bind(2, c.lease_token);
-      FM_STEP(held, own.Step());
-      if (!held) {
-        ++stats.stale;
-        continue;
-      }
-      const int attempts = static_cast<int>(own.Int(0));
-      const int max_attempts = static_cast<int>(own.Int(1));
-      const std::string worker = own.Text(2);
-      const std::string stage = own.Text(3);
-      const bool is_fetch = stage == kFetchStage;
-      const bool has_dependants = is_fetch || stages_with_dependants_.count(stage) > 0;
-      switch (c.outcome) {
-        case Completion::Outcome::kDone: {
-          FM_PREPARE(up, "UPDATE jobs SET state = " S_DONE ", finished_at = ?, device = ?,"
-                         " lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,"
-                         " suspect = 0, error_class = NULL, last_error = NULL WHERE id = ?");
-          FM_RETURN_IF_ERROR(up.Bind(1, now).Bind(2, c.device).Bind(3, c.job_id).Run());
-          FM_PREPARE(res, "INSERT INTO results (job_id, device, result, artifacts, created_at)"
-                          " VALUES (?,?,?,?,?) ON CONFLICT (job_id) DO UPDATE SET"
-                          " device = excluded.device, result = excluded.result,"
-                          " artifacts = excluded.artifacts, created_at = excluded.created_at");
-          FM_RETURN_IF_ERROR(res.Bind(1, c.job_id).Bind(2, c.device).Bind(3, c.result_json)
-                                 .Bind(4, c.artifacts_json).Bind(5, now).Run());
-          if (is_fetch) FM_RETURN_IF_ERROR(ApplyFetched(c.job_id, c.result_json, now));
-          if (has_dependants) FM_RETURN_IF_ERROR(PromoteDependants(c.job_id, now));
-          ++stats.done;
-          ++per_worker[worker].first;
-          break;
-        }
-        case Completion::Outcome::kSkipped: {
-          FM_PREPARE(up, "UPDATE jobs SET state = " S_SKIPPED ", finished_at = ?, lease_owner = NULL,"
-                         " lease_token = NULL, lease_expires_at = NULL,"
-                         " error_class = 'not_applicable', last_error = ? WHERE id = ?");
-          FM_RETURN_IF_ERROR(up.Bind(1, now).Bind(2, c.error.message()).Bind(3, c.job_id).Run());
-          if (has_dependants) FM_RETURN_IF_ERROR(CascadeTerminal(c.job_id, JobState::kSkipped, "not_applicable",
-                                             "a dependency was skipped", now));
-          ++stats.skipped;
-          break;
-        }
-        case Completion::Outcome::kFailed: {
-          const std::string why_class =
-              c.error_class.empty() ? std::string(c.error.CodeName()) : c.error_class;
-          FM_RETURN_IF_ERROR(
-              InsertJobError(*db_, c.job_id, attempts, worker, c.error, why_class, now));
-          const bool again = c.error.IsTransient() && attempts < max_attempts;
-          if (again) {
-            double unit = std::uniform_real_distribution<double>(0, 1)(rng_);
-            // A server's Retry-After is a floor under our own backoff.
-            int64_t at = now + std::max(options_.retry.DelayMs(attempts, unit), c.retry_after_ms);
-            FM_PREPARE(up, "UPDATE jobs SET state = " S_PENDING ", next_run_at = ?,"
-                           " lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,"
-                           " error_class = ?, last_error = ? WHERE id = ?");
-            FM_RETURN_IF_ERROR(up.Bind(1, at).Bind(2, why_class)
-                                   .Bind(3, c.error.message()).Bind(4, c.job_id).Run());
-            ++stats.retried;
-          } else {
-            FM_PREPARE(up, "UPDATE jobs SET state = " S_FAILED ", finished_at = ?, device = ?,"
-                           " lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,"
-                           " error_class = ?, last_error = ? WHERE id = ?");
-            FM_RETURN_IF_ERROR(up.Bind(1, now).Bind(2, c.device).Bind(3, why_class)
-                                   .Bind(4, c.error.message()).Bind(5, c.job_id).Run());
-            if (has_dependants)
-              FM_RETURN_IF_ERROR(CascadeFailure(c.job_id, stage, why_class, now));
-            ++stats.failed;
-            ++per_worker[worker].second;
-          }
-          break;
-        }
-      }
-    }
-    for (auto& [worker, counts] : per_worker) {
-      FM_PREPARE(w, "UPDATE workers SET heartbeat_at = ?, jobs_done = jobs_done + ?,"
-                    " jobs_failed = jobs_failed + ? WHERE id = ?");
-      FM_RETURN_IF_ERROR(
-          w.Bind(1, now).Bind(2, counts.first).Bind(3, counts.second).Bind(4, worker).Run());
-    }
+    for (size_t i = 0; i < batch.size(); ++i)
+      FM_RETURN_IF_ERROR(CompleteOne(batch[i], done[i], now, &stats, &per_worker));
+    FM_RETURN_IF_ERROR(AddWorkerTallies(per_worker, now));
     return PromoteDatasetJobs(now);
   });
   if (!s.ok()) return s;
   return stats;
+}
+
+Status SqliteJobStore::CompleteOne(const FinishedJob& f, const SerializedDone& done, int64_t now,
+                                   CompleteStats* stats,
+                                   std::map<std::string, WorkerTally>* per_worker) {
+  // Fence: only the holder of the current lease may record an outcome.
+  FM_PREPARE(own, "SELECT attempts, lease_owner, stage FROM jobs"
+                  " WHERE id = ? AND state = " S_RUNNING " AND lease_token = ?");
+  own.Bind(1, f.job_id).Bind(2, f.lease_token);
+  FM_STEP(held, own.Step());
+  if (!held) {
+    ++stats->stale;
+    return Status::OK();
+  }
+  const HeldJob job{f.job_id, static_cast<int>(own.Int(0)), own.Text(1), own.Text(2)};
+  switch (f.outcome.kind) {
+    case Outcome::Kind::kDone:
+      ++stats->done;
+      ++(*per_worker)[job.worker].done;
+      return RecordDone(job, f.outcome, done, now);
+    case Outcome::Kind::kSkipped:
+      ++stats->skipped;
+      return RecordSkipped(job, f.outcome, now);
+    case Outcome::Kind::kFailed:
+      if (f.retry_at_ms > 0) {
+        ++stats->retried;
+      } else {
+        ++stats->failed;
+        ++(*per_worker)[job.worker].failed;
+      }
+      return RecordFailed(job, f.outcome, f.retry_at_ms, now);
+  }
+  return Status::Internal("unknown outcome kind");
+}
+
+bool SqliteJobStore::HasDependants(const std::string& stage) const {
+  const StageSpec* spec = graph_->Find(stage);
+  return (spec != nullptr && spec->downloads) || stages_with_dependants_.count(stage) > 0;
+}
+
+Status SqliteJobStore::RecordDone(const HeldJob& job, const Outcome& o, const SerializedDone& done,
+                                  int64_t now) {
+  FM_PREPARE(up, "UPDATE jobs SET state = " S_DONE ", finished_at = ?, device = ?,"
+                 " lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,"
+                 " suspect = 0, error_class = NULL, last_error = NULL WHERE id = ?");
+  FM_RETURN_IF_ERROR(up.Bind(1, now).Bind(2, o.device).Bind(3, job.id).Run());
+  FM_PREPARE(res, "INSERT INTO results (job_id, device, result, artifacts, created_at)"
+                  " VALUES (?,?,?,?,?) ON CONFLICT (job_id) DO UPDATE SET"
+                  " device = excluded.device, result = excluded.result,"
+                  " artifacts = excluded.artifacts, created_at = excluded.created_at");
+  FM_RETURN_IF_ERROR(res.Bind(1, job.id).Bind(2, o.device).Bind(3, done.result)
+                         .Bind(4, done.artifacts).Bind(5, now).Run());
+  if (o.fetched) {
+    FM_RETURN_IF_ERROR(ApplyFetched(job.id, *o.fetched, now));
+  } else if (const StageSpec* spec = graph_->Find(job.stage); spec != nullptr && spec->downloads) {
+    // A download that says done without a file: nothing can run on this item.
+    FM_RETURN_IF_ERROR(CascadeTerminal(job.id, JobState::kSkipped, "fetch_failed",
+                                       "the fetch recorded no local file", now));
+  }
+  if (HasDependants(job.stage)) FM_RETURN_IF_ERROR(PromoteDependants(job.id, now));
+  return Status::OK();
+}
+
+Status SqliteJobStore::RecordSkipped(const HeldJob& job, const Outcome& o, int64_t now) {
+  FM_PREPARE(up, "UPDATE jobs SET state = " S_SKIPPED ", finished_at = ?, lease_owner = NULL,"
+                 " lease_token = NULL, lease_expires_at = NULL,"
+                 " error_class = 'not_applicable', last_error = ? WHERE id = ?");
+  FM_RETURN_IF_ERROR(up.Bind(1, now).Bind(2, o.error.message()).Bind(3, job.id).Run());
+  if (!HasDependants(job.stage)) return Status::OK();
+  return CascadeTerminal(job.id, JobState::kSkipped, "not_applicable", "a dependency was skipped",
+                         now);
+}
+
+Status SqliteJobStore::RecordFailed(const HeldJob& job, const Outcome& o, int64_t retry_at_ms,
+                                    int64_t now) {
+  const std::string why_class = o.ErrorClass();
+  FM_RETURN_IF_ERROR(InsertJobError(*db_, job.id, job.attempts, job.worker, o.error, why_class, now));
+  if (retry_at_ms > 0) {
+    FM_PREPARE(up, "UPDATE jobs SET state = " S_PENDING ", next_run_at = ?,"
+                   " lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,"
+                   " error_class = ?, last_error = ? WHERE id = ?");
+    return up.Bind(1, retry_at_ms).Bind(2, why_class).Bind(3, o.error.message())
+        .Bind(4, job.id).Run();
+  }
+  FM_PREPARE(up, "UPDATE jobs SET state = " S_FAILED ", finished_at = ?, device = ?,"
+                 " lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,"
+                 " error_class = ?, last_error = ? WHERE id = ?");
+  FM_RETURN_IF_ERROR(up.Bind(1, now).Bind(2, o.device).Bind(3, why_class)
+                         .Bind(4, o.error.message()).Bind(5, job.id).Run());
+  if (!HasDependants(job.stage)) return Status::OK();
+  return CascadeFailure(job.id, job.stage, why_class, now);
+}
+
+Status SqliteJobStore::AddWorkerTallies(const std::map<std::string, WorkerTally>& per_worker,
+                                        int64_t now) {
+  for (const auto& [worker, t] : per_worker) {
+    FM_PREPARE(w, "UPDATE workers SET heartbeat_at = ?, jobs_done = jobs_done + ?,"
+                  " jobs_failed = jobs_failed + ? WHERE id = ?");
+    FM_RETURN_IF_ERROR(w.Bind(1, now).Bind(2, t.done).Bind(3, t.failed).Bind(4, worker).Run());
+  }
+  return Status::OK();
 }
 
 Result<int> SqliteJobStore::Release(const std::vector<ClaimedJob>& jobs) {

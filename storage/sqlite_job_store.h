@@ -2,6 +2,7 @@
 // Thread-safety: as JobStore (one instance per thread/process).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <random>
 #include <set>
@@ -25,7 +26,7 @@ class SqliteJobStore : public JobStore {
                                         int64_t lease_ms) override;
   Result<int> Heartbeat(const std::string& worker, int64_t lease_ms) override;
   Result<int> RescueExpired() override;
-  Result<CompleteStats> Complete(const std::vector<Completion>& batch) override;
+  Result<CompleteStats> Complete(const std::vector<FinishedJob>& batch) override;
   Result<int> Release(const std::vector<ClaimedJob>& jobs) override;
   Result<Outstanding> CountOutstanding(const std::vector<std::string>& stages) override;
   Result<int64_t> BeginRun(int workers, const std::string& stages) override;
@@ -52,9 +53,11 @@ class SqliteJobStore : public JobStore {
   // Inside a transaction: the helpers below assume one is open.
   Status InsertJobsForItem(int64_t item_id, MediaKind kind, const EnqueueOptions& options,
                            EnqueueStats* stats, bool is_url);
-  // A fetch job is done: the item becomes its local file, of the kind fetched.
-  Status ApplyFetched(int64_t fetch_job_id, const std::string& result_json, int64_t now);
-  // A job failed for good: its waiting dependants fail too (or are skipped, for fetch).
+  // A download job is done: the item becomes its local file, of the kind fetched.
+  Status ApplyFetched(int64_t fetch_job_id, const FetchedFile& file, int64_t now);
+  // The item's kind is known at last: its waiting jobs that do not apply are skipped.
+  Status SkipNotApplicable(int64_t item_id, MediaKind kind, int64_t now);
+  // A job failed for good: its waiting dependants fail too (or are skipped, for a download).
   Status CascadeFailure(int64_t job_id, const std::string& stage,
                         const std::string& error_class, int64_t now);
   Status RequeueItemJobs(int64_t item_id, MediaKind kind, EnqueueStats* stats);
@@ -68,11 +71,32 @@ class SqliteJobStore : public JobStore {
                      const Status& error, int64_t now);
   Result<int> RescueExpiredLocked(int64_t now);
 
+  // Complete, one job at a time, inside its transaction.
+  struct SerializedDone {  // a done outcome's JSON, made before the write lock
+    std::string result, artifacts;
+  };
+  struct HeldJob {  // a job whose lease the completion holds
+    int64_t id;
+    int attempts;
+    std::string worker, stage;
+  };
+  struct WorkerTally {
+    int done = 0, failed = 0;
+  };
+  Status CompleteOne(const FinishedJob& f, const SerializedDone& done, int64_t now,
+                     CompleteStats* stats, std::map<std::string, WorkerTally>* per_worker);
+  Status RecordDone(const HeldJob& job, const Outcome& o, const SerializedDone& done, int64_t now);
+  Status RecordSkipped(const HeldJob& job, const Outcome& o, int64_t now);
+  Status RecordFailed(const HeldJob& job, const Outcome& o, int64_t retry_at_ms, int64_t now);
+  Status AddWorkerTallies(const std::map<std::string, WorkerTally>& per_worker, int64_t now);
+  // Whether outcomes of `stage` can change other jobs (promotion, cascades).
+  bool HasDependants(const std::string& stage) const;
+
   std::unique_ptr<SqliteDb> db_;
   const StageGraph* graph_;
   const Clock* clock_;
   StoreOptions options_;
-  std::mt19937_64 rng_;
+  std::mt19937_64 rng_;  // lease tokens
   // Stages some other stage depends on: only their outcomes need promotion or
   // cascade queries, which keeps completing a leaf stage's job to three statements.
   std::set<std::string> stages_with_dependants_;

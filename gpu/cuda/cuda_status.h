@@ -13,7 +13,7 @@
 
 #include <string_view>
 
-#include "storage/status.h"
+#include "base/status.h"
 
 namespace framemill::gpu::cuda {
 

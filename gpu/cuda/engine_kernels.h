@@ -16,8 +16,8 @@
 #include <string>
 #include <unordered_map>
 
+#include "base/status.h"
 #include "gpu/engine/kernels.h"
-#include "storage/status.h"
 
 namespace framemill::gpu::cuda {
 

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "base/status.h"
 #include "gpu/engine/kernels.h"
-#include "storage/status.h"
 
 namespace framemill::gpu::engine {
 

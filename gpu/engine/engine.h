@@ -8,11 +8,11 @@
 #include <memory>
 #include <string>
 
+#include "base/status.h"
 #include "gpu/engine/graph.h"
 #include "gpu/engine/kernels.h"
 #include "gpu/engine/plan.h"
 #include "gpu/ops.h"
-#include "storage/status.h"
 
 namespace framemill::gpu::engine {
 

@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "storage/status.h"
+#include "base/status.h"
 
 namespace framemill::gpu::engine {
 

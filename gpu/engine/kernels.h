@@ -22,7 +22,7 @@
 #include <cstdint>
 #include <string>
 
-#include "storage/status.h"
+#include "base/status.h"
 
 namespace framemill::gpu::engine {
 

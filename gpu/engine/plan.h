@@ -12,9 +12,9 @@
 #include <variant>
 #include <vector>
 
+#include "base/status.h"
 #include "gpu/engine/graph.h"
 #include "gpu/engine/kernels.h"
-#include "storage/status.h"
 
 namespace framemill::gpu::engine {
 

@@ -1,5 +1,5 @@
 // FaultyJobStore: a JobStore that forwards every call to a real one (usually a
-// SqliteJobStore), with switches that inject the faults a worker must survive —
+// SqliteJobStore) through JobStoreWrapper, and breaks the few it has switches for,
 // after leveldb's ErrorEnv. Used by the scheduler tests to make a commit fail
 // (`fail_next_complete`: Complete returns IOError without touching the real store,
 // as if the transaction had rolled back), to lose a lease mid-batch
@@ -11,13 +11,13 @@
 
 #include <atomic>
 
-#include "storage/job_store.h"
+#include "storage/job_store_wrapper.h"
 
 namespace framemill::testing {
 
-class FaultyJobStore : public JobStore {
+class FaultyJobStore : public JobStoreWrapper {
  public:
-  explicit FaultyJobStore(JobStore* real) : real_(real) {}
+  explicit FaultyJobStore(JobStore* real) : JobStoreWrapper(real) {}
 
   // --- switches ---
   // The next `fail_next_complete` calls to Complete fail with IOError (a failed
@@ -38,40 +38,16 @@ class FaultyJobStore : public JobStore {
   std::atomic<int> heartbeats_dropped{0};
   std::atomic<int> release_calls{0};
 
-  Result<std::unordered_map<std::string, ItemRecord>> LoadItems() override;
-  Result<EnqueueStats> Enqueue(const std::vector<NewItem>& items,
-                               const EnqueueOptions& options) override;
   Result<std::vector<ClaimedJob>> Claim(const std::string& worker,
                                         const std::vector<std::string>& stages, int limit,
                                         int64_t lease_ms) override;
   Result<int> Heartbeat(const std::string& worker, int64_t lease_ms) override;
-  Result<int> RescueExpired() override;
-  Result<CompleteStats> Complete(const std::vector<Completion>& batch) override;
+  Result<CompleteStats> Complete(const std::vector<FinishedJob>& batch) override;
   Result<int> Release(const std::vector<ClaimedJob>& jobs) override;
-  Result<Outstanding> CountOutstanding(const std::vector<std::string>& stages) override;
-  Result<int64_t> BeginRun(int workers, const std::string& stages) override;
-  Status EndRun(int64_t run_id, int exit_code) override;
-  Status RegisterWorker(const std::string& worker, int64_t run_id, int pid,
-                        const std::string& host) override;
-  Status WorkerStopped(const std::string& worker) override;
-  Status AddGpuEvents(const std::string& worker, int64_t oom_events,
-                      int64_t cpu_fallbacks) override;
-  Result<std::optional<TuningRecord>> LoadTuning(const std::string& op, const std::string& device,
-                                                 int size_bucket) override;
-  Status SaveTuning(const TuningRecord& record) override;
-  Result<int64_t> RetryFailed(const std::string& stage) override;
-  Result<std::vector<StageCounts>> Counts(int64_t window_ms) override;
-  Result<int64_t> ItemCount() override;
-  Result<std::vector<ErrorClassCount>> FailuresByClass() override;
-  Result<std::optional<RunRecord>> LastRun() override;
-  Status ForEachResult(const std::string& stage,
-                       const std::function<void(const ExportRow&)>& fn) override;
 
  private:
   // Consumes one pending injected failure from `counter`, if any.
   static bool Take(std::atomic<int>& counter);
-
-  JobStore* real_;
 };
 
 }  // namespace framemill::testing

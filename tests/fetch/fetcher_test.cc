@@ -92,7 +92,7 @@ TEST_F(FetcherTest, StoresImagesAndVideosUnderTheirContentHash) {
     EXPECT_EQ(r.failure, FailureClass::kNone);
     EXPECT_EQ(r.http_status, 200);
     EXPECT_EQ(r.format, formats[i]);
-    EXPECT_EQ(r.media, i == 2 ? "video" : "image");
+    EXPECT_EQ(r.kind, i == 2 ? MediaKind::kVideo : MediaKind::kImage);
     EXPECT_EQ(r.content_hash.size(), 32u);
     EXPECT_EQ(r.path, ContentPath(out_.path(), r.content_hash, r.format));
     EXPECT_EQ(fs::path(r.path).extension(), exts[i]);

@@ -14,9 +14,9 @@ std::vector<DeviceInfo> OneH100() {
   return {d};
 }
 
-GpuConfig Cfg(std::map<std::string, Tristate> ops = {}, Tristate all = Tristate::kAuto,
-              std::string backend = "auto") {
-  GpuConfig c;
+GpuOptions Cfg(std::map<std::string, DeviceChoice> ops = {},
+               DeviceChoice all = DeviceChoice::kAuto, std::string backend = "auto") {
+  GpuOptions c;
   c.ops = std::move(ops);
   c.all = all;
   c.backend = std::move(backend);
@@ -46,13 +46,13 @@ TEST(GpuPolicyTest, AutoWithoutADeviceRunsOnTheCpuQuietly) {
 }
 
 TEST(GpuPolicyTest, OperationFlagOverridesAllGpu) {
-  GpuPlan off = PlanDevices(Cfg({{"LIGHTING", Tristate::kOff}}, Tristate::kOn), OneH100(), "");
+  GpuPlan off = PlanDevices(Cfg({{"LIGHTING", DeviceChoice::kCpu}}, DeviceChoice::kGpu), OneH100(), "");
   EXPECT_FALSE(off.For("LIGHTING").use_gpu);
   EXPECT_EQ(off.For("LIGHTING").reason, "LIGHTING_GPU=false");
   EXPECT_TRUE(off.For("PREPROCESS").use_gpu);
   EXPECT_EQ(off.For("PREPROCESS").reason, "ALL_GPU=true");
 
-  GpuPlan on = PlanDevices(Cfg({{"LIGHTING", Tristate::kOn}}, Tristate::kOff), OneH100(), "");
+  GpuPlan on = PlanDevices(Cfg({{"LIGHTING", DeviceChoice::kGpu}}, DeviceChoice::kCpu), OneH100(), "");
   EXPECT_TRUE(on.For("LIGHTING").use_gpu);
   EXPECT_EQ(on.For("LIGHTING").reason, "LIGHTING_GPU=true");
   EXPECT_FALSE(on.For("PREPROCESS").use_gpu);
@@ -60,40 +60,40 @@ TEST(GpuPolicyTest, OperationFlagOverridesAllGpu) {
 }
 
 TEST(GpuPolicyTest, AnExplicitOperationAutoDefersToAllGpu) {
-  GpuPlan p = PlanDevices(Cfg({{"LIGHTING", Tristate::kAuto}}, Tristate::kOff), OneH100(), "");
+  GpuPlan p = PlanDevices(Cfg({{"LIGHTING", DeviceChoice::kAuto}}, DeviceChoice::kCpu), OneH100(), "");
   EXPECT_FALSE(p.For("LIGHTING").use_gpu);
   EXPECT_EQ(p.For("LIGHTING").reason, "ALL_GPU=false");
 }
 
 TEST(GpuPolicyTest, AskingForAMissingGpuFallsBackToTheCpuWithOneWarning) {
-  GpuPlan p = PlanDevices(Cfg({{"LIGHTING", Tristate::kOn}}), {}, "no CUDA device found");
+  GpuPlan p = PlanDevices(Cfg({{"LIGHTING", DeviceChoice::kGpu}}), {}, "no CUDA device found");
   EXPECT_FALSE(p.For("LIGHTING").use_gpu);
   EXPECT_EQ(p.For("LIGHTING").device, "cpu");
   ASSERT_EQ(p.warnings.size(), 1u);
   EXPECT_EQ(p.warnings[0], "LIGHTING_GPU=true but no CUDA device found: it runs on the CPU");
 
-  GpuPlan all = PlanDevices(Cfg({}, Tristate::kOn), {}, "no CUDA device found");
+  GpuPlan all = PlanDevices(Cfg({}, DeviceChoice::kGpu), {}, "no CUDA device found");
   EXPECT_FALSE(all.AnyGpu());
   // One line for ALL_GPU, plus one per operation that has no GPU implementation at all.
   EXPECT_EQ(all.warnings.back(), "ALL_GPU=true but no CUDA device found: operations run on the CPU");
 }
 
 TEST(GpuPolicyTest, BackendCudaWithoutADeviceWarnsOnce) {
-  GpuPlan p = PlanDevices(Cfg({}, Tristate::kAuto, "cuda"), {}, "CUDA driver too old");
+  GpuPlan p = PlanDevices(Cfg({}, DeviceChoice::kAuto, "cuda"), {}, "CUDA driver too old");
   EXPECT_FALSE(p.AnyGpu());
   ASSERT_EQ(p.warnings.size(), 1u);
   EXPECT_NE(p.warnings[0].find("GPU_BACKEND=cuda but CUDA driver too old"), std::string::npos);
 }
 
 TEST(GpuPolicyTest, BackendCpuKeepsEverythingOnTheCpuEvenWithADevice) {
-  GpuPlan p = PlanDevices(Cfg({}, Tristate::kAuto, "cpu"), OneH100(), "");
+  GpuPlan p = PlanDevices(Cfg({}, DeviceChoice::kAuto, "cpu"), OneH100(), "");
   EXPECT_FALSE(p.AnyGpu());
   EXPECT_TRUE(p.devices.empty());
   EXPECT_EQ(p.For("LIGHTING").reason, "auto: GPU_BACKEND=cpu");
 }
 
 TEST(GpuPolicyTest, SimIsUsedOnlyWhenAskedFor) {
-  GpuPlan sim = PlanDevices(Cfg({}, Tristate::kAuto, "sim"), {}, "");
+  GpuPlan sim = PlanDevices(Cfg({}, DeviceChoice::kAuto, "sim"), {}, "");
   EXPECT_EQ(sim.backend, "sim");
   EXPECT_EQ(sim.For("LIGHTING").device, "sim:0");
   // auto never picks the simulated device.
@@ -102,7 +102,7 @@ TEST(GpuPolicyTest, SimIsUsedOnlyWhenAskedFor) {
 }
 
 TEST(GpuPolicyTest, DeviceIdBeyondTheDevicesFallsBackWithAWarning) {
-  GpuConfig c = Cfg();
+  GpuOptions c = Cfg();
   c.device_id = 3;
   GpuPlan p = PlanDevices(c, OneH100(), "");
   EXPECT_FALSE(p.AnyGpu());

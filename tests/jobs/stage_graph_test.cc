@@ -43,6 +43,19 @@ TEST(StageGraphTest, RejectsDuplicatesAndUnknownDependencies) {
   EXPECT_NE(err.find("unknown stage 'y'"), std::string::npos);
 }
 
+TEST(StageGraphTest, AtMostOneStageDownloadsUrlItems) {
+  StageGraph g;
+  std::string err;
+  EXPECT_EQ(g.Downloader(), nullptr);
+  StageSpec fetch{"fetch", true, true, {}, false, true};
+  ASSERT_TRUE(g.Add(fetch, &err)) << err;
+  ASSERT_NE(g.Downloader(), nullptr);
+  EXPECT_EQ(g.Downloader()->name, "fetch");
+  StageSpec other{"mirror", true, true, {}, false, true};
+  EXPECT_FALSE(g.Add(other, &err));
+  EXPECT_NE(err.find("already does"), std::string::npos) << err;
+}
+
 TEST(StageGraphTest, AppliesToFollowsMediaKindsAndScope) {
   StageGraph g = Sample();
   EXPECT_TRUE(g.Find("faces")->AppliesTo(MediaKind::kImage));

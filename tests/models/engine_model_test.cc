@@ -24,25 +24,6 @@ cv::Mat Photo(const char* name) {
   return cv::imread(std::string("/usr/share/doc/opencv-doc/examples/data/") + name, cv::IMREAD_COLOR);
 }
 
-// Max |a-b| over every output of every image, relative to the largest |b|.
-double RelMaxDiff(const std::vector<std::vector<OutputTensor>>& a,
-                  const std::vector<std::vector<OutputTensor>>& b) {
-  double worst = 0;
-  for (size_t i = 0; i < b.size(); ++i)
-    for (size_t k = 0; k < b[i].size(); ++k) {
-      double d = 0, ref = 1e-6;
-      EXPECT_EQ(a[i][k].name, b[i][k].name);
-      EXPECT_EQ(a[i][k].shape, b[i][k].shape) << b[i][k].name;
-      if (a[i][k].data.size() != b[i][k].data.size()) return 1e9;
-      for (size_t j = 0; j < b[i][k].data.size(); ++j) {
-        d = std::max(d, double{std::fabs(a[i][k].data[j] - b[i][k].data[j])});
-        ref = std::max(ref, double{std::fabs(b[i][k].data[j])});
-      }
-      worst = std::max(worst, d / ref);
-    }
-  return worst;
-}
-
 TEST(EngineModelTest, CpuBackendMatchesOpenCvDnnPerImageInABatch) {
   FM_LOAD_MODEL_OR_SKIP(m, "mobilefacenet");
   auto cpu = gpu::MakeCpuBackend();
@@ -58,7 +39,7 @@ TEST(EngineModelTest, CpuBackendMatchesOpenCvDnnPerImageInABatch) {
   auto ref = (*dnn)->Run(faces);
   ASSERT_TRUE(ref.ok()) << ref.status().ToString();
   ASSERT_EQ(ours->size(), 3u);
-  double rel = RelMaxDiff(*ours, *ref);
+  double rel = testing::RelMaxDiff(*ours, *ref);
   std::printf("mobilefacenet, engine on the CPU backend vs cv::dnn, batch 3: rel max diff %.2e\n", rel);
   EXPECT_LT(rel, 2e-4);
   EXPECT_EQ((*engine)->device(), "cpu");

@@ -10,8 +10,8 @@
 #include <mutex>
 #include <vector>
 
+#include "base/clock.h"
 #include "stages/registry.h"
-#include "storage/clock.h"
 #include "storage/job_store.h"
 #include "tests/support/test_support.h"
 
@@ -23,16 +23,18 @@ class BatchRecordingStage : public Stage {
  public:
   explicit BatchRecordingStage(std::string name) { spec_.name = std::move(name); }
   const StageSpec& spec() const override { return spec_; }
-  StageOutput Run(const ClaimedJob& job) override {
-    return StageOutput::Done({{"n", job.id}});
-  }
-  std::vector<StageOutput> RunBatch(const std::vector<ClaimedJob>& jobs,
-                                    const StageContext& ctx) override {
+  std::vector<Outcome> RunBatch(const std::vector<ClaimedJob>& jobs,
+                                const StageContext& ctx) override {
     {
       std::lock_guard<std::mutex> l(mu_);
       sizes_.push_back(static_cast<int>(jobs.size()));
     }
-    return Stage::RunBatch(jobs, ctx);
+    std::vector<Outcome> out;
+    for (const ClaimedJob& job : jobs) {
+      if (ctx.stopped()) break;
+      out.push_back(Outcome::Done({{"n", job.id}}));
+    }
+    return out;
   }
   std::vector<int> sizes() const {
     std::lock_guard<std::mutex> l(mu_);

@@ -16,8 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/clock.h"
 #include "stages/registry.h"
-#include "storage/clock.h"
 #include "storage/job_store.h"
 #include "tests/fakes/faulty_job_store.h"
 #include "tests/support/test_support.h"
@@ -44,7 +44,18 @@ class ProbeStage : public Stage {
   }
   const StageSpec& spec() const override { return spec_; }
 
-  StageOutput Run(const ClaimedJob& job) override {
+  // Job by job, checking for a stop between jobs.
+  std::vector<Outcome> RunBatch(const std::vector<ClaimedJob>& jobs,
+                                const StageContext& ctx) override {
+    std::vector<Outcome> out;
+    for (const ClaimedJob& job : jobs) {
+      if (ctx.stopped()) break;
+      out.push_back(RunOne(job));
+    }
+    return out;
+  }
+
+  Outcome RunOne(const ClaimedJob& job) {
     std::function<void(const ClaimedJob&)> hook;
     Status fail;
     {
@@ -62,8 +73,8 @@ class ProbeStage : public Stage {
       }
     }
     if (hook) hook(job);
-    if (!fail.ok()) return StageOutput::Failed(fail);
-    return StageOutput::Done({{"n", job.id}, {"by", t_worker}});
+    if (!fail.ok()) return Outcome::Failed(fail);
+    return Outcome::Done({{"n", job.id}, {"by", t_worker}});
   }
 
   // Every run of `source` fails with `s`.
@@ -156,6 +167,7 @@ class WorkerTest : public ::testing::Test {
     o.batch = batch;
     o.lease_ms = lease_ms;
     o.poll_ms = 20;
+    o.retry = retry_;
     return o;
   }
 
@@ -185,6 +197,7 @@ class WorkerTest : public ::testing::Test {
   ProbeStage* stage_ = nullptr;
   ProbeStage* after_ = nullptr;
   StoreOptions store_options_;
+  RetryPolicy retry_;  // the workers' (Options() copies it)
   int max_attempts_ = 3;
   std::atomic<bool> stop_{false};
 };
@@ -255,8 +268,8 @@ TEST_F(WorkerTest, DrainsADependentStageOnlyAfterItsDependencyIsDone) {
 }
 
 TEST_F(WorkerTest, WaitsForAJobInBackoffRatherThanReturningAndAStopEndsTheWait) {
-  store_options_.retry.base_delay_ms = 60'000;  // far beyond the test
-  store_options_.retry.max_delay_ms = 60'000;
+  retry_.base_delay_ms = 60'000;  // far beyond the test
+  retry_.max_delay_ms = 60'000;
   auto store = Open(SystemClock());
   ASSERT_NE(store, nullptr);
   EnqueueImages(*store, 1);
@@ -314,8 +327,8 @@ TEST_F(WorkerTest, PermanentStageErrorFailsThatJobOnlyAndOthersAreDone) {
 }
 
 TEST_F(WorkerTest, TransientStageErrorIsRetriedAfterBackoffAndThenSucceeds) {
-  store_options_.retry.base_delay_ms = 20;
-  store_options_.retry.max_delay_ms = 40;
+  retry_.base_delay_ms = 20;
+  retry_.max_delay_ms = 40;
   auto store = Open(SystemClock());  // backoff is waited out in real time (~20 ms)
   ASSERT_NE(store, nullptr);
   EnqueueImages(*store, 5);
@@ -336,8 +349,8 @@ TEST_F(WorkerTest, TransientStageErrorIsRetriedAfterBackoffAndThenSucceeds) {
 }
 
 TEST_F(WorkerTest, TransientErrorOnEveryAttemptFailsTheJobAtMaxAttempts) {
-  store_options_.retry.base_delay_ms = 4;
-  store_options_.retry.max_delay_ms = 8;
+  retry_.base_delay_ms = 4;
+  retry_.max_delay_ms = 8;
   max_attempts_ = 3;
   auto store = Open(SystemClock());
   ASSERT_NE(store, nullptr);

@@ -25,12 +25,12 @@ std::set<std::string> Labels(const nlohmann::json& r) {
 
 TEST(CategorizeStageTest, FindsPeopleInRealPhotosWithBoxesInsideTheImage) {
   FM_REQUIRE_MODEL("centernet");
-  auto pool = std::make_shared<ModelPool>(ModelsDir());
-  CategorizeStage stage(pool, MediaConfig{}, CategorizeConfig{});
+  auto pool = std::make_shared<models::ModelCache>(ModelsDir());
+  CategorizeStage stage(pool, ModelStageOptions{}, CategorizeOptions{});
   for (const auto& [file, w, h] : std::vector<std::tuple<std::string, int, int>>{
            {"messi5.jpg", 548, 342}, {"basketball1.png", 640, 480}}) {
-    StageOutput out = stage.Run(JobFor("categorize", testing::SampleData(file), MediaKind::kImage));
-    ASSERT_EQ(out.kind, StageOutput::Kind::kDone) << file << ": " << out.error.ToString();
+    Outcome out = stage.Run(JobFor("categorize", testing::SampleData(file), MediaKind::kImage));
+    ASSERT_EQ(out.kind, Outcome::Kind::kDone) << file << ": " << out.error.ToString();
     EXPECT_EQ(out.device, "cpu");
     EXPECT_EQ(out.result["model"], "centernet");
     EXPECT_EQ(out.result["media"]["width"], w);
@@ -55,11 +55,11 @@ TEST(CategorizeStageTest, FindsPeopleInRealPhotosWithBoxesInsideTheImage) {
 
 TEST(CategorizeStageTest, MessiHasASportsBall) {
   FM_REQUIRE_MODEL("centernet");
-  CategorizeConfig c;
+  CategorizeOptions c;
   c.min_score = 0.1;
-  CategorizeStage stage(std::make_shared<ModelPool>(ModelsDir()), MediaConfig{}, c);
-  StageOutput out = stage.Run(JobFor("categorize", testing::SampleData("messi5.jpg"), MediaKind::kImage));
-  ASSERT_EQ(out.kind, StageOutput::Kind::kDone) << out.error.ToString();
+  CategorizeStage stage(std::make_shared<models::ModelCache>(ModelsDir()), ModelStageOptions{}, c);
+  Outcome out = stage.Run(JobFor("categorize", testing::SampleData("messi5.jpg"), MediaKind::kImage));
+  ASSERT_EQ(out.kind, Outcome::Kind::kDone) << out.error.ToString();
   EXPECT_TRUE(Labels(out.result).count("sports ball")) << out.result["categories"].dump();
 }
 
@@ -67,7 +67,7 @@ TEST(CategorizeStageTest, BatchWithACorruptImageFailsOnlyThatJob) {
   FM_REQUIRE_MODEL("centernet");
   testing::TempDir d;
   testing::WriteTruncated(testing::SampleData("messi5.jpg"), d / "cut.jpg", 0.4);
-  CategorizeStage stage(std::make_shared<ModelPool>(ModelsDir()), MediaConfig{}, CategorizeConfig{});
+  CategorizeStage stage(std::make_shared<models::ModelCache>(ModelsDir()), ModelStageOptions{}, CategorizeOptions{});
   std::vector<ClaimedJob> jobs = {
       JobFor("categorize", testing::SampleData("basketball1.png"), MediaKind::kImage, 1),
       JobFor("categorize", d / "cut.jpg", MediaKind::kImage, 2),
@@ -75,22 +75,22 @@ TEST(CategorizeStageTest, BatchWithACorruptImageFailsOnlyThatJob) {
   std::atomic<bool> stop{false};
   auto outs = stage.RunBatch(jobs, StageContext{nullptr, &stop});
   ASSERT_EQ(outs.size(), 3u);
-  EXPECT_EQ(outs[0].kind, StageOutput::Kind::kDone) << outs[0].error.ToString();
-  ASSERT_EQ(outs[1].kind, StageOutput::Kind::kFailed);
+  EXPECT_EQ(outs[0].kind, Outcome::Kind::kDone) << outs[0].error.ToString();
+  ASSERT_EQ(outs[1].kind, Outcome::Kind::kFailed);
   EXPECT_TRUE(outs[1].error.IsCorruption()) << outs[1].error.ToString();
   EXPECT_FALSE(outs[1].error.IsTransient());
-  EXPECT_EQ(outs[2].kind, StageOutput::Kind::kDone) << outs[2].error.ToString();
+  EXPECT_EQ(outs[2].kind, Outcome::Kind::kDone) << outs[2].error.ToString();
   stop = true;  // a stopped worker gets nothing started
   EXPECT_TRUE(stage.RunBatch(jobs, StageContext{nullptr, &stop}).empty());
 }
 
 TEST(CategorizeStageTest, VideoIsCategorisedOverSampledFrames) {
   FM_REQUIRE_MODEL("centernet");
-  MediaConfig m;
-  m.model_frames = 3;
-  CategorizeStage stage(std::make_shared<ModelPool>(ModelsDir()), m, CategorizeConfig{});
-  StageOutput out = stage.Run(JobFor("categorize", testing::SampleData("vtest.avi"), MediaKind::kVideo));
-  ASSERT_EQ(out.kind, StageOutput::Kind::kDone) << out.error.ToString();
+  ModelStageOptions m;
+  m.video_frames = 3;
+  CategorizeStage stage(std::make_shared<models::ModelCache>(ModelsDir()), m, CategorizeOptions{});
+  Outcome out = stage.Run(JobFor("categorize", testing::SampleData("vtest.avi"), MediaKind::kVideo));
+  ASSERT_EQ(out.kind, Outcome::Kind::kDone) << out.error.ToString();
   ASSERT_EQ(out.result["frames"].size(), 3u);
   EXPECT_EQ(out.result["media"]["kind"], "video");
   EXPECT_TRUE(Labels(out.result).count("person")) << out.result["categories"].dump();  // pedestrians
@@ -99,14 +99,14 @@ TEST(CategorizeStageTest, VideoIsCategorisedOverSampledFrames) {
 
 TEST(CategorizeStageTest, MissingModelFailsEachJobWithTheInstallHint) {
   testing::TempDir empty;
-  CategorizeStage stage(std::make_shared<ModelPool>(empty.path()), MediaConfig{}, CategorizeConfig{});
+  CategorizeStage stage(std::make_shared<models::ModelCache>(empty.path()), ModelStageOptions{}, CategorizeOptions{});
   std::vector<ClaimedJob> jobs = {
       JobFor("categorize", testing::SampleData("messi5.jpg"), MediaKind::kImage, 1),
       JobFor("categorize", testing::SampleData("vtest.avi"), MediaKind::kVideo, 2)};
   auto outs = stage.RunBatch(jobs, StageContext{});
   ASSERT_EQ(outs.size(), 2u);
   for (const auto& o : outs) {
-    ASSERT_EQ(o.kind, StageOutput::Kind::kFailed);
+    ASSERT_EQ(o.kind, Outcome::Kind::kFailed);
     EXPECT_TRUE(o.error.IsNotFound());
     EXPECT_NE(o.error.message().find("framemill models fetch"), std::string::npos) << o.error.ToString();
   }

@@ -32,18 +32,18 @@ models::FaceBox BoxOf(const nlohmann::json& face) {
   return f;
 }
 
-StageOutput FacesOf(const std::string& file, FacesConfig c = {}) {
-  FacesStage stage(std::make_shared<ModelPool>(ModelsDir()), MediaConfig{}, c);
+Outcome FacesOf(const std::string& file, FacesOptions c = {}) {
+  FacesStage stage(std::make_shared<models::ModelCache>(ModelsDir()), ModelStageOptions{}, c);
   return stage.Run(JobFor("faces", testing::SampleData(file), MediaKind::kImage));
 }
 
 TEST(FacesStageTest, FindsFacesInMessiWithUnitLengthEmbeddings) {
   FM_REQUIRE_MODEL("blazeface");
   FM_REQUIRE_MODEL("mobilefacenet");
-  FacesConfig c;
+  FacesOptions c;
   c.embedding_model = "mobilefacenet";
-  StageOutput out = FacesOf("messi5.jpg", c);
-  ASSERT_EQ(out.kind, StageOutput::Kind::kDone) << out.error.ToString();
+  Outcome out = FacesOf("messi5.jpg", c);
+  ASSERT_EQ(out.kind, Outcome::Kind::kDone) << out.error.ToString();
   EXPECT_EQ(out.device, "cpu");
   EXPECT_EQ(out.result["embedding_model"], "mobilefacenet");
   const auto& faces = out.result["faces"];
@@ -74,8 +74,8 @@ TEST(FacesStageTest, FindsFacesInMessiWithUnitLengthEmbeddings) {
 TEST(FacesStageTest, EmbeddingIsStableUnderSmallShiftsAndTellsPeopleApart) {
   FM_REQUIRE_MODEL("blazeface");
   FM_REQUIRE_MODEL("faceres");
-  StageOutput a = FacesOf("messi5.jpg");
-  ASSERT_EQ(a.kind, StageOutput::Kind::kDone) << a.error.ToString();
+  Outcome a = FacesOf("messi5.jpg");
+  ASSERT_EQ(a.kind, Outcome::Kind::kDone) << a.error.ToString();
   ASSERT_GE(a.result["faces"].size(), 1u);
   // Another person: the other photo's best face, or Messi's second face when the
   // photo has one.
@@ -84,13 +84,13 @@ TEST(FacesStageTest, EmbeddingIsStableUnderSmallShiftsAndTellsPeopleApart) {
   if (fa.size() >= 2) {
     other = fa[1]["embedding"].get<std::vector<float>>();
   } else {
-    StageOutput b = FacesOf("basketball1.png");
-    ASSERT_EQ(b.kind, StageOutput::Kind::kDone) << b.error.ToString();
+    Outcome b = FacesOf("basketball1.png");
+    ASSERT_EQ(b.kind, Outcome::Kind::kDone) << b.error.ToString();
     ASSERT_GE(b.result["faces"].size(), 1u) << "no second person to compare with";
     other = b.result["faces"][0]["embedding"].get<std::vector<float>>();
   }
   const auto base = fa[0]["embedding"].get<std::vector<float>>();
-  ModelPool pool(ModelsDir());
+  models::ModelCache pool(ModelsDir());
   auto emb = pool.Borrow("faceres");
   ASSERT_TRUE(emb.ok()) << emb.status().ToString();
   const cv::Mat img = cv::imread(testing::SampleData("messi5.jpg"));
@@ -116,10 +116,10 @@ TEST(FacesStageTest, EmbeddingIsStableUnderSmallShiftsAndTellsPeopleApart) {
 TEST(FacesStageTest, FaceresGivesA1024dEmbeddingWithAgeAndGender) {
   FM_REQUIRE_MODEL("blazeface");
   FM_REQUIRE_MODEL("faceres");
-  FacesConfig c;
+  FacesOptions c;
   c.embedding_model = "faceres";
-  StageOutput out = FacesOf("messi5.jpg", c);
-  ASSERT_EQ(out.kind, StageOutput::Kind::kDone) << out.error.ToString();
+  Outcome out = FacesOf("messi5.jpg", c);
+  ASSERT_EQ(out.kind, Outcome::Kind::kDone) << out.error.ToString();
   ASSERT_GE(out.result["faces"].size(), 1u);
   const auto& f = out.result["faces"][0];
   auto e = f["embedding"].get<std::vector<float>>();
@@ -133,16 +133,16 @@ TEST(FacesStageTest, FaceresGivesA1024dEmbeddingWithAgeAndGender) {
 TEST(FacesStageTest, VideoFramesAndAPhotoWithoutFacesAreDone) {
   FM_REQUIRE_MODEL("blazeface");
   FM_REQUIRE_MODEL("faceres");
-  FacesStage stage(std::make_shared<ModelPool>(ModelsDir()), MediaConfig{}, FacesConfig{});
+  FacesStage stage(std::make_shared<models::ModelCache>(ModelsDir()), ModelStageOptions{}, FacesOptions{});
   std::vector<ClaimedJob> jobs = {
       JobFor("faces", testing::SampleData("Megamind.avi"), MediaKind::kVideo, 1),
       JobFor("faces", testing::SampleData("box.png"), MediaKind::kImage, 2)};
   auto outs = stage.RunBatch(jobs, StageContext{});
   ASSERT_EQ(outs.size(), 2u);
-  ASSERT_EQ(outs[0].kind, StageOutput::Kind::kDone) << outs[0].error.ToString();
+  ASSERT_EQ(outs[0].kind, Outcome::Kind::kDone) << outs[0].error.ToString();
   EXPECT_EQ(outs[0].result["frames"].size(), 4u);
   EXPECT_TRUE(outs[0].result.contains("max_faces"));
-  ASSERT_EQ(outs[1].kind, StageOutput::Kind::kDone) << outs[1].error.ToString();
+  ASSERT_EQ(outs[1].kind, Outcome::Kind::kDone) << outs[1].error.ToString();
   EXPECT_EQ(outs[1].result["count"], 0);  // a box of tea: no face
 }
 
@@ -150,9 +150,9 @@ TEST(FacesStageTest, MissingEmbeddingModelFailsWithTheInstallHint) {
   FM_REQUIRE_MODEL("blazeface");
   testing::TempDir dir;
   std::filesystem::create_directory_symlink(ModelsDir() + "/blazeface", dir / "blazeface");
-  FacesStage stage(std::make_shared<ModelPool>(dir.path()), MediaConfig{}, FacesConfig{});
-  StageOutput out = stage.Run(JobFor("faces", testing::SampleData("messi5.jpg"), MediaKind::kImage));
-  ASSERT_EQ(out.kind, StageOutput::Kind::kFailed);
+  FacesStage stage(std::make_shared<models::ModelCache>(dir.path()), ModelStageOptions{}, FacesOptions{});
+  Outcome out = stage.Run(JobFor("faces", testing::SampleData("messi5.jpg"), MediaKind::kImage));
+  ASSERT_EQ(out.kind, Outcome::Kind::kFailed);
   EXPECT_TRUE(out.error.IsNotFound());
   EXPECT_NE(out.error.message().find("faceres"), std::string::npos) << out.error.ToString();
   EXPECT_NE(out.error.message().find("framemill models fetch"), std::string::npos);

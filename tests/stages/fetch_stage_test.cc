@@ -13,8 +13,9 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "base/clock.h"
+#include "jobs/retry_policy.h"
 #include "jobs/stage_graph.h"
-#include "storage/clock.h"
 #include "storage/job_store.h"
 #include "tests/support/fault_server.h"
 #include "tests/support/test_support.h"
@@ -32,13 +33,11 @@ class FetchStageTest : public ::testing::Test {
     for (const char* name : {"fetch", "look"}) {
       StageSpec spec;
       spec.name = name;
+      spec.downloads = spec.name == FetchStage::kName;
       ASSERT_TRUE(graph_.Add(spec, &err)) << err;
     }
     db_ = dir_ / "jobs.db";
-    StoreOptions so;
-    so.retry.base_delay_ms = 100;
-    so.retry.max_delay_ms = 100;
-    store_ = std::move(OpenSqliteJobStore(db_, &graph_, &clock_, so)).value();
+    store_ = std::move(OpenSqliteJobStore(db_, &graph_, &clock_)).value();
   }
   std::string Url(const std::string& path) const { return server_->Url(path); }
   int Requests(const std::string& path) const { return server_->Requests(path); }
@@ -58,11 +57,15 @@ class FetchStageTest : public ::testing::Test {
 };
 
 TEST_F(FetchStageTest, EveryFaultEndsInTheRightStateAndClassAndPermanentOnesAreNotRetried) {
-  FetchConfig fc;
-  fc.connect_timeout_ms = 2000;
-  fc.timeout_ms = 1500;
-  fc.max_bytes = 200'000;  // messi5.jpg (73 KB) fits, /big (303 KB) does not
-  FetchStage stage(fc, dir_ / "out");
+  fetch::FetchOptions fo;
+  fo.connect_timeout_ms = 2000;
+  fo.total_timeout_ms = 1500;
+  fo.max_bytes = 200'000;  // messi5.jpg (73 KB) fits, /big (303 KB) does not
+  fo.out_dir = dir_ / "out";
+  FetchStage stage(fo);
+  RetryPolicy retry;  // the worker's decision, with a short backoff
+  retry.base_delay_ms = 100;
+  retry.max_delay_ms = 100;
   struct Case {
     std::string path, state, error_class;
   };
@@ -108,20 +111,14 @@ TEST_F(FetchStageTest, EveryFaultEndsInTheRightStateAndClassAndPermanentOnesAreN
     }
     auto outs = stage.RunBatch(*jobs, StageContext{});
     ASSERT_EQ(outs.size(), jobs->size());
-    std::vector<Completion> cs;
+    for (size_t i = 0; i < outs.size(); ++i)
+      EXPECT_EQ(outs[i].fetched.has_value(), outs[i].done()) << (*jobs)[i].source;
+    std::vector<FinishedJob> cs;
     for (size_t i = 0; i < outs.size(); ++i) {
-      Completion c;
-      c.job_id = (*jobs)[i].id;
-      c.lease_token = (*jobs)[i].lease_token;
-      if (outs[i].kind == StageOutput::Kind::kDone) {
-        c.result_json = outs[i].result.dump();
-      } else {
-        c.outcome = Completion::Outcome::kFailed;
-        c.error = outs[i].error;
-        c.error_class = outs[i].error_class;
-        c.retry_after_ms = outs[i].retry_after_ms;
-      }
-      cs.push_back(c);
+      const ClaimedJob& job = (*jobs)[i];
+      const int64_t retry_at =
+          outs[i].failed() ? retry.RetryAt(job, outs[i], clock_.NowMs(), 0.5) : 0;
+      cs.push_back({job.id, job.lease_token, outs[i], retry_at});
     }
     ASSERT_TRUE(store_->Complete(cs).ok());
   }

@@ -17,9 +17,9 @@ ClaimedJob JobFor(const std::string& path, MediaKind kind) {
 }
 
 TEST(LightingStageTest, ImageResultHasTheDocumentedKeys) {
-  LightingStage stage(MediaConfig{});
-  StageOutput out = stage.Run(JobFor(testing::SampleData("apple.jpg"), MediaKind::kImage));
-  ASSERT_EQ(out.kind, StageOutput::Kind::kDone) << out.error.ToString();
+  LightingStage stage(LightingOptions{});
+  Outcome out = stage.Run(JobFor(testing::SampleData("apple.jpg"), MediaKind::kImage));
+  ASSERT_EQ(out.kind, Outcome::Kind::kDone) << out.error.ToString();
   EXPECT_EQ(out.device, "cpu");
   for (const char* k : {"luminance_percentiles", "exposure_ev", "rms_contrast",
                         "dynamic_range_stops", "color_temperature_k", "light_direction",
@@ -29,11 +29,11 @@ TEST(LightingStageTest, ImageResultHasTheDocumentedKeys) {
 }
 
 TEST(LightingStageTest, VideoIsAnalysedOverSampledFrames) {
-  MediaConfig m;
-  m.video_sample_frames = 5;
+  LightingOptions m;
+  m.video_frames = 5;
   LightingStage stage(m);
-  StageOutput out = stage.Run(JobFor(testing::SampleData("vtest.avi"), MediaKind::kVideo));
-  ASSERT_EQ(out.kind, StageOutput::Kind::kDone) << out.error.ToString();
+  Outcome out = stage.Run(JobFor(testing::SampleData("vtest.avi"), MediaKind::kVideo));
+  ASSERT_EQ(out.kind, Outcome::Kind::kDone) << out.error.ToString();
   EXPECT_EQ(out.result["frames_sampled"].size(), 5u);
   EXPECT_EQ(out.result["per_frame"].size(), 5u);
   EXPECT_EQ(out.result["media"]["frames"], 795);
@@ -43,12 +43,12 @@ TEST(LightingStageTest, VideoIsAnalysedOverSampledFrames) {
 TEST(LightingStageTest, UndecodableInputFailsPermanentlyWithoutThrowing) {
   testing::TempDir d;
   testing::WriteFile(d / "x.jpg", "not a jpeg");
-  LightingStage stage(MediaConfig{});
-  StageOutput out = stage.Run(JobFor(d / "x.jpg", MediaKind::kImage));
-  ASSERT_EQ(out.kind, StageOutput::Kind::kFailed);
+  LightingStage stage(LightingOptions{});
+  Outcome out = stage.Run(JobFor(d / "x.jpg", MediaKind::kImage));
+  ASSERT_EQ(out.kind, Outcome::Kind::kFailed);
   EXPECT_FALSE(out.error.IsTransient());
-  StageOutput v = stage.Run(JobFor(d / "x.jpg", MediaKind::kVideo));
-  ASSERT_EQ(v.kind, StageOutput::Kind::kFailed);
+  Outcome v = stage.Run(JobFor(d / "x.jpg", MediaKind::kVideo));
+  ASSERT_EQ(v.kind, Outcome::Kind::kFailed);
   EXPECT_NE(v.error.message().find("not a video"), std::string::npos);
 }
 

@@ -21,16 +21,16 @@ std::map<std::string, nlohmann::json> ByName(const nlohmann::json& r) {
   return m;
 }
 
-StageOutput PoseOf(const std::string& file, const std::string& model) {
-  PoseConfig c;
+Outcome PoseOf(const std::string& file, const std::string& model) {
+  PoseOptions c;
   c.model = model;
-  PoseStage stage(std::make_shared<ModelPool>(ModelsDir()), MediaConfig{}, c);
+  PoseStage stage(std::make_shared<models::ModelCache>(ModelsDir()), ModelStageOptions{}, c);
   return stage.Run(JobFor("pose", testing::SampleData(file), MediaKind::kImage));
 }
 
 // Confident keypoints lie inside the image; the nose is above the hips.
-void ExpectUprightPerson(const StageOutput& out, int w, int h, size_t count) {
-  ASSERT_EQ(out.kind, StageOutput::Kind::kDone) << out.error.ToString();
+void ExpectUprightPerson(const Outcome& out, int w, int h, size_t count) {
+  ASSERT_EQ(out.kind, Outcome::Kind::kDone) << out.error.ToString();
   EXPECT_EQ(out.device, "cpu");
   ASSERT_EQ(out.result["keypoints"].size(), count);
   int confident = 0;
@@ -55,7 +55,7 @@ void ExpectUprightPerson(const StageOutput& out, int w, int h, size_t count) {
 
 TEST(PoseStageTest, MoveNetFindsAnUprightPersonInMessi) {
   FM_REQUIRE_MODEL("movenet-lightning");
-  StageOutput out = PoseOf("messi5.jpg", "movenet-lightning");
+  Outcome out = PoseOf("messi5.jpg", "movenet-lightning");
   ExpectUprightPerson(out, 548, 342, 17);
   EXPECT_EQ(out.result["model"], "movenet-lightning");
   EXPECT_GT(out.result["score"].get<double>(), 0.2);
@@ -68,26 +68,26 @@ TEST(PoseStageTest, MoveNetFindsAnUprightPersonInBasketball) {
 
 TEST(PoseStageTest, BlazePoseGives39LandmarksOfAnUprightPerson) {
   FM_REQUIRE_MODEL("blazepose-full");
-  StageOutput out = PoseOf("messi5.jpg", "blazepose-full");
+  Outcome out = PoseOf("messi5.jpg", "blazepose-full");
   ExpectUprightPerson(out, 548, 342, 39);
   EXPECT_TRUE(out.result.contains("pose_score"));
 }
 
 TEST(PoseStageTest, VideoGivesPerFrameKeypointsAndAMissingModelFails) {
   FM_REQUIRE_MODEL("movenet-lightning");
-  MediaConfig m;
-  m.model_frames = 2;
-  PoseStage stage(std::make_shared<ModelPool>(ModelsDir()), m, PoseConfig{});
-  StageOutput v = stage.Run(JobFor("pose", testing::SampleData("vtest.avi"), MediaKind::kVideo));
-  ASSERT_EQ(v.kind, StageOutput::Kind::kDone) << v.error.ToString();
+  ModelStageOptions m;
+  m.video_frames = 2;
+  PoseStage stage(std::make_shared<models::ModelCache>(ModelsDir()), m, PoseOptions{});
+  Outcome v = stage.Run(JobFor("pose", testing::SampleData("vtest.avi"), MediaKind::kVideo));
+  ASSERT_EQ(v.kind, Outcome::Kind::kDone) << v.error.ToString();
   ASSERT_EQ(v.result["frames"].size(), 2u);
   EXPECT_EQ(v.result["frames"][0]["keypoints"].size(), 17u);
   EXPECT_TRUE(v.result.contains("mean_score"));
 
   testing::TempDir empty;
-  PoseStage none(std::make_shared<ModelPool>(empty.path()), MediaConfig{}, PoseConfig{});
-  StageOutput f = none.Run(JobFor("pose", testing::SampleData("messi5.jpg"), MediaKind::kImage));
-  ASSERT_EQ(f.kind, StageOutput::Kind::kFailed);
+  PoseStage none(std::make_shared<models::ModelCache>(empty.path()), ModelStageOptions{}, PoseOptions{});
+  Outcome f = none.Run(JobFor("pose", testing::SampleData("messi5.jpg"), MediaKind::kImage));
+  ASSERT_EQ(f.kind, Outcome::Kind::kFailed);
   EXPECT_TRUE(f.error.IsNotFound());
   EXPECT_NE(f.error.message().find("movenet-lightning"), std::string::npos);
 }

@@ -20,8 +20,8 @@ using testing::JobFor;
 using testing::ModelsDir;
 
 // The PNG at the result's path agrees with the result and the image.
-void ExpectMaskMatches(const StageOutput& out, const cv::Size& image) {
-  ASSERT_EQ(out.kind, StageOutput::Kind::kDone) << out.error.ToString();
+void ExpectMaskMatches(const Outcome& out, const cv::Size& image) {
+  ASSERT_EQ(out.kind, Outcome::Kind::kDone) << out.error.ToString();
   ASSERT_EQ(out.artifacts.size(), 1u);
   EXPECT_EQ(out.artifacts[0], out.result["mask"].get<std::string>());
   cv::Mat m = cv::imread(out.artifacts[0], cv::IMREAD_UNCHANGED);
@@ -40,11 +40,11 @@ void ExpectMaskMatches(const StageOutput& out, const cv::Size& image) {
 TEST(SegmentStageTest, SelfieMaskOfAPersonIsWrittenAsAPng) {
   FM_REQUIRE_MODEL("selfie");
   testing::TempDir out;
-  SegmentStage stage(std::make_shared<ModelPool>(ModelsDir()), MediaConfig{}, SegmentConfig{},
+  SegmentStage stage(std::make_shared<models::ModelCache>(ModelsDir()), ModelStageOptions{}, SegmentOptions{},
                      out.path());
   for (const auto& [file, item] : std::vector<std::pair<std::string, int64_t>>{
            {"messi5.jpg", 7}, {"basketball1.png", 8}}) {
-    StageOutput o = stage.Run(JobFor("segment", testing::SampleData(file), MediaKind::kImage, item));
+    Outcome o = stage.Run(JobFor("segment", testing::SampleData(file), MediaKind::kImage, item));
     const cv::Mat img = cv::imread(testing::SampleData(file));
     ExpectMaskMatches(o, img.size());
     EXPECT_EQ(o.result["model"], "selfie");
@@ -59,11 +59,11 @@ TEST(SegmentStageTest, SelfieMaskOfAPersonIsWrittenAsAPng) {
 TEST(SegmentStageTest, VideoFramesEachGetAMask) {
   FM_REQUIRE_MODEL("selfie");
   testing::TempDir out;
-  MediaConfig m;
-  m.model_frames = 3;
-  SegmentStage stage(std::make_shared<ModelPool>(ModelsDir()), m, SegmentConfig{}, out.path());
-  StageOutput o = stage.Run(JobFor("segment", testing::SampleData("vtest.avi"), MediaKind::kVideo, 4));
-  ASSERT_EQ(o.kind, StageOutput::Kind::kDone) << o.error.ToString();
+  ModelStageOptions m;
+  m.video_frames = 3;
+  SegmentStage stage(std::make_shared<models::ModelCache>(ModelsDir()), m, SegmentOptions{}, out.path());
+  Outcome o = stage.Run(JobFor("segment", testing::SampleData("vtest.avi"), MediaKind::kVideo, 4));
+  ASSERT_EQ(o.kind, Outcome::Kind::kDone) << o.error.ToString();
   ASSERT_EQ(o.result["frames"].size(), 3u);
   ASSERT_EQ(o.artifacts.size(), 3u);
   for (size_t k = 0; k < 3; ++k) {
@@ -77,10 +77,10 @@ TEST(SegmentStageTest, VideoFramesEachGetAMask) {
 TEST(SegmentStageTest, IsnetMaskOfMessi) {
   FM_REQUIRE_MODEL("isnet");
   testing::TempDir out;
-  SegmentConfig c;
+  SegmentOptions c;
   c.model = "isnet";
-  SegmentStage stage(std::make_shared<ModelPool>(ModelsDir()), MediaConfig{}, c, out.path());
-  StageOutput o = stage.Run(JobFor("segment", testing::SampleData("messi5.jpg"), MediaKind::kImage));
+  SegmentStage stage(std::make_shared<models::ModelCache>(ModelsDir()), ModelStageOptions{}, c, out.path());
+  Outcome o = stage.Run(JobFor("segment", testing::SampleData("messi5.jpg"), MediaKind::kImage));
   ExpectMaskMatches(o, cv::Size(548, 342));
   EXPECT_EQ(o.result["model"], "isnet");
   const double cov = o.result["coverage"];
@@ -92,15 +92,15 @@ TEST(SegmentStageTest, CorruptImageFailsAndMissingModelFailsWithTheHint) {
   FM_REQUIRE_MODEL("selfie");
   testing::TempDir d;
   testing::WriteFile(d / "x.png", "not a png at all");
-  SegmentStage stage(std::make_shared<ModelPool>(ModelsDir()), MediaConfig{}, SegmentConfig{}, d / "out");
-  StageOutput bad = stage.Run(JobFor("segment", d / "x.png", MediaKind::kImage));
-  ASSERT_EQ(bad.kind, StageOutput::Kind::kFailed);
+  SegmentStage stage(std::make_shared<models::ModelCache>(ModelsDir()), ModelStageOptions{}, SegmentOptions{}, d / "out");
+  Outcome bad = stage.Run(JobFor("segment", d / "x.png", MediaKind::kImage));
+  ASSERT_EQ(bad.kind, Outcome::Kind::kFailed);
   EXPECT_FALSE(bad.error.IsTransient()) << bad.error.ToString();
   EXPECT_FALSE(std::filesystem::exists(stage.MaskPath(1, -1)));
 
-  SegmentStage none(std::make_shared<ModelPool>(d / "no-models"), MediaConfig{}, SegmentConfig{}, d / "out");
-  StageOutput f = none.Run(JobFor("segment", testing::SampleData("messi5.jpg"), MediaKind::kImage));
-  ASSERT_EQ(f.kind, StageOutput::Kind::kFailed);
+  SegmentStage none(std::make_shared<models::ModelCache>(d / "no-models"), ModelStageOptions{}, SegmentOptions{}, d / "out");
+  Outcome f = none.Run(JobFor("segment", testing::SampleData("messi5.jpg"), MediaKind::kImage));
+  ASSERT_EQ(f.kind, Outcome::Kind::kFailed);
   EXPECT_TRUE(f.error.IsNotFound());
   EXPECT_NE(f.error.message().find("framemill models fetch"), std::string::npos);
 }

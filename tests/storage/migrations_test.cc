@@ -7,8 +7,8 @@
 #include <thread>
 #include <vector>
 
+#include "base/clock.h"
 #include "jobs/stage_graph.h"
-#include "storage/clock.h"
 #include "storage/job_store.h"
 #include "storage/sqlite_db.h"
 #include "tests/storage/storage_test_util.h"

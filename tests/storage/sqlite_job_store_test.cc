@@ -6,12 +6,13 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <random>
 #include <set>
 #include <thread>
 
+#include "base/clock.h"
 #include "jobs/retry_policy.h"
 #include "jobs/stage_graph.h"
-#include "storage/clock.h"
 #include "tests/storage/storage_test_util.h"
 
 namespace framemill {
@@ -89,30 +90,23 @@ class SqliteJobStoreTest : public ::testing::Test {
                                 JobStore* store = nullptr) {
     return Must((store ? store : store_.get())->Claim(worker, stages, limit, lease_ms), "Claim");
   }
-  static Completion Done(const ClaimedJob& j, const std::string& result = "{}") {
-    Completion c;
-    c.job_id = j.id;
-    c.lease_token = j.lease_token;
-    c.outcome = Completion::Outcome::kDone;
-    c.result_json = result;
-    return c;
+  static FinishedJob Done(const ClaimedJob& j, const std::string& result = "{}") {
+    return {j.id, j.lease_token, Outcome::Done(nlohmann::json::parse(result)), 0};
   }
-  static Completion Failed(const ClaimedJob& j, Status error, std::string error_class = "",
-                           int64_t retry_after_ms = -1) {
-    Completion c;
-    c.job_id = j.id;
-    c.lease_token = j.lease_token;
-    c.outcome = Completion::Outcome::kFailed;
-    c.error = std::move(error);
-    c.error_class = std::move(error_class);
-    c.retry_after_ms = retry_after_ms;
-    return c;
+  // A failure with the retry decision the worker would make (retry_, jittered).
+  FinishedJob Failed(const ClaimedJob& j, Status error, std::string error_class = "",
+                     int64_t retry_after_ms = -1) {
+    FinishedJob f{j.id, j.lease_token,
+                  Outcome::Failed(std::move(error), std::move(error_class), retry_after_ms), 0};
+    const double unit = std::uniform_real_distribution<double>(0, 1)(rng_);
+    f.retry_at_ms = retry_.RetryAt(j, f.outcome, clock_.NowMs(), unit);
+    return f;
   }
-  CompleteStats Complete(const std::vector<Completion>& batch, JobStore* store = nullptr) {
+  CompleteStats Complete(const std::vector<FinishedJob>& batch, JobStore* store = nullptr) {
     return Must((store ? store : store_.get())->Complete(batch), "Complete");
   }
   CompleteStats CompleteAllDone(const std::vector<ClaimedJob>& jobs) {
-    std::vector<Completion> batch;
+    std::vector<FinishedJob> batch;
     for (const ClaimedJob& j : jobs) batch.push_back(Done(j));
     return Complete(batch);
   }
@@ -158,6 +152,8 @@ class SqliteJobStoreTest : public ::testing::Test {
   TempDir dir_;
   std::string path_;
   ManualClock clock_;
+  RetryPolicy retry_;  // the worker's decision, made in Failed()
+  std::mt19937_64 rng_{42};
   StageGraph graph_;
   std::unique_ptr<JobStore> store_;
   Inspector in_;
@@ -635,7 +631,7 @@ TEST_F(SqliteJobStoreTest, WorkerWhoseLeaseWasRescuedCannotCompleteItsJobs) {
     b.push_back(one[0]);
   }
 
-  std::vector<Completion> late;
+  std::vector<FinishedJob> late;
   for (const auto& j : a) late.push_back(Done(j, R"({"by":"A"})"));
   CompleteStats sa = Complete(late);
   EXPECT_EQ(sa.stale, 3);
@@ -643,14 +639,14 @@ TEST_F(SqliteJobStoreTest, WorkerWhoseLeaseWasRescuedCannotCompleteItsJobs) {
   EXPECT_EQ(Count("results"), 0);
   EXPECT_EQ(Count("jobs WHERE state = 1 AND lease_owner = 'B'"), 3);
   // Nor can it fail them, or give them back.
-  std::vector<Completion> late_fail;
+  std::vector<FinishedJob> late_fail;
   for (const auto& j : a) late_fail.push_back(Failed(j, Status::Corruption("x")));
   EXPECT_EQ(Complete(late_fail).stale, 3);
   EXPECT_EQ(Must(store_->Release(a)), 0);
   EXPECT_EQ(Count("jobs WHERE state = 1 AND lease_owner = 'B'"), 3);
   const int64_t errors_before = Count("job_errors");
 
-  std::vector<Completion> fresh;
+  std::vector<FinishedJob> fresh;
   for (const auto& j : b) fresh.push_back(Done(j, R"({"by":"B"})"));
   CompleteStats sb = Complete(fresh);
   EXPECT_EQ(sb.done, 3);
@@ -711,14 +707,13 @@ TEST_F(SqliteJobStoreTest, ReleaseWithAStaleTokenLeavesTheNewHoldersJobAlone) {
 
 TEST_F(SqliteJobStoreTest, TransientFailureIsRetriedAfterJitteredBackoffUntilMaxAttempts) {
   AddStage(Stage("a"));
-  StoreOptions so;
-  so.retry.base_delay_ms = 2000;
-  Open(so);
-  // The bounds the store must honour, from the policy itself.
-  EXPECT_EQ(so.retry.DelayMs(1, 0.0), 1000);
-  EXPECT_LT(so.retry.DelayMs(1, 0.999999), 2000);
-  EXPECT_EQ(so.retry.DelayMs(2, 0.0), 2000);
-  EXPECT_LT(so.retry.DelayMs(2, 0.999999), 4000);
+  retry_.base_delay_ms = 2000;
+  Open();
+  // The bounds the store must honour, from the policy the worker decides with.
+  EXPECT_EQ(retry_.DelayMs(1, 0.0), 1000);
+  EXPECT_LT(retry_.DelayMs(1, 0.999999), 2000);
+  EXPECT_EQ(retry_.DelayMs(2, 0.0), 2000);
+  EXPECT_LT(retry_.DelayMs(2, 0.999999), 4000);
 
   constexpr int kItems = 20;  // many draws of the jitter
   Enqueue(Images(kItems), {"a"}, /*max_attempts=*/3);
@@ -726,7 +721,7 @@ TEST_F(SqliteJobStoreTest, TransientFailureIsRetriedAfterJitteredBackoffUntilMax
     const int64_t now = clock_.NowMs();
     auto jobs = Claim("w", {"a"});
     ASSERT_EQ(jobs.size(), static_cast<size_t>(kItems)) << "attempt " << attempt;
-    std::vector<Completion> batch;
+    std::vector<FinishedJob> batch;
     for (const auto& j : jobs) {
       EXPECT_EQ(j.attempts, attempt);
       batch.push_back(Failed(j, Status::IOError("read timed out")));
@@ -735,7 +730,7 @@ TEST_F(SqliteJobStoreTest, TransientFailureIsRetriedAfterJitteredBackoffUntilMax
     if (attempt < 3) {
       EXPECT_EQ(cs.retried, kItems);
       EXPECT_EQ(cs.failed, 0);
-      const int64_t d = so.retry.base_delay_ms << (attempt - 1);
+      const int64_t d = retry_.base_delay_ms << (attempt - 1);
       EXPECT_EQ(Count("jobs WHERE state = 0 AND next_run_at >= " + std::to_string(now + d / 2) +
                       " AND next_run_at < " + std::to_string(now + d)),
                 kItems)
@@ -883,11 +878,7 @@ TEST_F(SqliteJobStoreTest, WorkerSkippingAJobSkipsItsDependantsButNotOtherStages
   const std::string src = "/data/img0.png";
   auto j = Claim("w", {"a"});
   ASSERT_EQ(j.size(), 1u);
-  Completion c;
-  c.job_id = j[0].id;
-  c.lease_token = j[0].lease_token;
-  c.outcome = Completion::Outcome::kSkipped;
-  c.error = Status::Unsupported("animated gif");
+  FinishedJob c{j[0].id, j[0].lease_token, Outcome::Skipped("animated gif"), 0};
   EXPECT_EQ(Complete({c}).skipped, 1);
   EXPECT_EQ(State(src, "a"), kSkipped);
   EXPECT_EQ(JobText("last_error", src, "a"), "animated gif");
@@ -1179,9 +1170,9 @@ TEST_F(SqliteJobStoreTest, ForEachResultExportsDoneJobsWithTheirResults) {
   auto a = Claim("w", {"a"});
   ASSERT_EQ(a.size(), 3u);
   const int64_t t = clock_.NowMs();
-  Completion c0 = Done(a[0], R"({"score":0.5})");
-  c0.device = "cuda:0";
-  c0.artifacts_json = R"(["/out/0.png"])";
+  FinishedJob c0 = Done(a[0], R"({"score":0.5})");
+  c0.outcome.device = "cuda:0";
+  c0.outcome.artifacts = {"/out/0.png"};
   Complete({c0, Done(a[1], R"({"score":0.7})"), Failed(a[2], Status::Corruption("bad"))});
   CompleteAllDone(Claim("w", {"b"}));
 
@@ -1264,7 +1255,7 @@ TEST_F(SqliteJobStoreTest, TwoWorkersWithTheirOwnConnectionsDoEveryJobExactlyOnc
         if (!o.ok() || (o->pending == 0)) return;
         continue;
       }
-      std::vector<Completion> batch;
+      std::vector<FinishedJob> batch;
       for (const ClaimedJob& j : *jobs) batch.push_back(Done(j, "{\"by\":\"" + name + "\"}"));
       auto cs = store->Complete(batch);
       std::lock_guard<std::mutex> l(mu);
@@ -1295,7 +1286,9 @@ class UrlItemTest : public SqliteJobStoreTest {
  protected:
   void SetUp() override {
     SqliteJobStoreTest::SetUp();
-    AddStage(Stage("fetch"));
+    StageSpec fetch = Stage("fetch");
+    fetch.downloads = true;
+    AddStage(fetch);
     AddStage(Stage("look"));  // images and videos
     StageSpec still = Stage("still");
     still.videos = false;
@@ -1311,9 +1304,11 @@ class UrlItemTest : public SqliteJobStoreTest {
     it.media_info = "{\"metadata\":" + meta + "}";
     return it;
   }
-  static std::string Fetched(const std::string& path, const std::string& media) {
-    return "{\"path\":\"" + path + "\",\"media\":\"" + media +
-           "\",\"content_hash\":\"abc\",\"bytes\":123,\"media_info\":{\"format\":\"jpeg\"}}";
+  // The download's outcome: a result for export, and the file the item becomes.
+  static FinishedJob Fetched(const ClaimedJob& f, const std::string& path, MediaKind kind) {
+    FinishedJob done = Done(f, R"({"url":")" + f.source + R"("})");
+    done.outcome.fetched = FetchedFile{path, kind, "abc", 123, {{"format", "jpeg"}}};
+    return done;
   }
   const std::vector<std::string> kStages = {"look", "still", "deep"};
 };
@@ -1337,7 +1332,7 @@ TEST_F(UrlItemTest, EnqueueingTheSameUrlsAgainAddsNothingEvenAfterTheFetch) {
   EXPECT_EQ(first.items_added, 2);
   EXPECT_EQ(first.items_unchanged, 1);  // the duplicate line
   ClaimedJob f = ClaimOne("fetch", "http://h/a.jpg");
-  Complete({Done(f, Fetched("/out/fetched/ab/abc.jpg", "image"))});
+  Complete({Fetched(f, "/out/fetched/ab/abc.jpg", MediaKind::kImage)});
   const int64_t jobs = Count("jobs");
   EnqueueStats again = Enqueue(items, kStages);
   EXPECT_EQ(again.items_added, 0);
@@ -1353,7 +1348,7 @@ TEST_F(UrlItemTest, EnqueueingTheSameUrlsAgainAddsNothingEvenAfterTheFetch) {
 TEST_F(UrlItemTest, DoneFetchMakesMediaJobsClaimableWithTheLocalFileAsSource) {
   Enqueue({Url("http://h/a.jpg")}, kStages);
   ClaimedJob f = ClaimOne("fetch", "http://h/a.jpg");
-  Complete({Done(f, Fetched("/out/fetched/ab/abc.jpg", "image"))});
+  Complete({Fetched(f, "/out/fetched/ab/abc.jpg", MediaKind::kImage)});
   EXPECT_EQ(in_.Text("SELECT fetched_path FROM items"), "/out/fetched/ab/abc.jpg");
   EXPECT_EQ(in_.Text("SELECT content_hash FROM items"), "abc");
   EXPECT_EQ(in_.Int("SELECT size FROM items"), 123);
@@ -1376,7 +1371,7 @@ TEST_F(UrlItemTest, DoneFetchMakesMediaJobsClaimableWithTheLocalFileAsSource) {
 TEST_F(UrlItemTest, FetchedVideoSkipsStagesThatDoNotApplyToVideos) {
   Enqueue({Url("http://h/v.mp4")}, kStages);
   ClaimedJob f = ClaimOne("fetch", "http://h/v.mp4");
-  Complete({Done(f, Fetched("/out/fetched/cd/cd.mp4", "video"))});
+  Complete({Fetched(f, "/out/fetched/cd/cd.mp4", MediaKind::kVideo)});
   EXPECT_EQ(in_.Int("SELECT kind FROM items"), static_cast<int>(MediaKind::kVideo));
   EXPECT_EQ(State("http://h/v.mp4", "still"), kSkipped);
   EXPECT_EQ(JobText("error_class", "http://h/v.mp4", "still"), "not_applicable");
@@ -1405,11 +1400,20 @@ TEST_F(UrlItemTest, PermanentFetchFailureFailsWithItsClassAndSkipsEveryDependant
   for (const std::string& s : kStages) EXPECT_EQ(State("http://h/gone.jpg", s), kWaiting) << s;
 }
 
+TEST_F(UrlItemTest, DoneFetchWithoutAFileSkipsTheItemsOtherJobs) {
+  Enqueue({Url("http://h/a.jpg")}, kStages);
+  ClaimedJob f = ClaimOne("fetch", "http://h/a.jpg");
+  EXPECT_EQ(Complete({Done(f)}).done, 1);
+  EXPECT_TRUE(in_.Text("SELECT coalesce(fetched_path, '') FROM items").empty());
+  for (const std::string& s : kStages) {
+    EXPECT_EQ(State("http://h/a.jpg", s), kSkipped) << s;
+    EXPECT_EQ(JobText("error_class", "http://h/a.jpg", s), "fetch_failed") << s;
+  }
+}
+
 TEST_F(UrlItemTest, TransientFetchFailureWaitsAtLeastTheServersRetryAfter) {
-  StoreOptions o;
-  o.retry.base_delay_ms = 10;
-  o.retry.max_delay_ms = 10;
-  store_ = OpenStore(o);
+  retry_.base_delay_ms = 10;
+  retry_.max_delay_ms = 10;
   Enqueue({Url("http://h/busy.jpg")}, kStages);
   ClaimedJob f = ClaimOne("fetch", "http://h/busy.jpg");
   CompleteStats st = Complete({Failed(f, Status::Busy("HTTP 429"), "http_status", 5000)});
@@ -1442,10 +1446,8 @@ TEST_F(UrlItemTest, FileItemsGetNoFetchJob) {
 }
 
 TEST_F(UrlItemTest, ATypedErrorClassAndRetryAfterReachTheStoreAndTheMessageIsKept) {
-  StoreOptions o;
-  o.retry.base_delay_ms = 1;
-  o.retry.max_delay_ms = 1;
-  store_ = OpenStore(o);
+  retry_.base_delay_ms = 1;
+  retry_.max_delay_ms = 1;
   Enqueue({Url("http://h/slow.jpg")}, kStages);
   ClaimedJob f = ClaimOne("fetch", "http://h/slow.jpg");
   const int64_t failed_at = clock_.NowMs();

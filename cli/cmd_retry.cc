@@ -1,0 +1,21 @@
+#include "cli/command.h"
+
+#include <cstdio>
+
+namespace framemill {
+
+int CmdRetry(const Flags& f) {
+  auto env = Resolve(f);
+  if (!env.ok()) return UsageError(env.status().message());
+  if (Status st = CheckStoreExists(*env); !st.ok()) return UsageError(st.message());
+  if (Status st = CheckStageFlag(*env, f.stage); !st.ok()) return UsageError(st.message());
+  auto store = OpenStore(*env);
+  if (!store.ok()) return StoreError(store.status());
+  auto n = (*store)->RetryFailed(f.stage);
+  if (!n.ok()) return StoreError(n.status());
+  std::printf("re-queued %lld failed job(s)%s\n", static_cast<long long>(*n),
+              f.stage.empty() ? "" : (" of stage " + f.stage).c_str());
+  return ToInt(ExitCode::kOk);
+}
+
+}  // namespace framemill

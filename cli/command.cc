@@ -1,0 +1,79 @@
+#include "cli/command.h"
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "base/clock.h"
+#include "cli/options.h"
+
+namespace framemill {
+namespace {
+
+void SetUpLogging(const std::string& level) {
+  auto logger = spdlog::stderr_color_mt("framemill");
+  logger->set_pattern(isatty(STDERR_FILENO) ? "%^[%H:%M:%S.%e %L]%$ %v" : "[%Y-%m-%dT%H:%M:%S.%e %L %P] %v");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(spdlog::level::from_str(level));
+}
+
+}  // namespace
+
+Result<Env> Resolve(const Flags& f) {
+  ConfigInputs in;
+  in.env = ProcessEnvironment();
+  in.config_file_flag = f.config;
+  if (!f.db.empty()) in.flags["db"] = f.db;
+  if (!f.out.empty()) in.flags["out"] = f.out;
+  if (!f.stages.empty()) in.flags["run.stages"] = f.stages;
+  if (f.workers) in.flags["workers"] = std::to_string(*f.workers);
+  if (f.batch) in.flags["run.batch"] = std::to_string(*f.batch);
+  if (f.priority) in.flags["enqueue.priority"] = std::to_string(*f.priority);
+  auto cfg = LoadConfig(in);
+  if (!cfg.ok()) return cfg.status();
+  Env env;
+  env.config = std::move(cfg).value();
+  SetUpLogging(env.config.log_level);
+  env.registry = MakeDefaultRegistry(ToStageOptions(env.config));
+  return env;
+}
+
+Result<std::vector<std::string>> ResolveStages(const Env& env) {
+  std::string err;
+  auto names = env.registry->graph().Closure(env.config.run.stages, &err);
+  if (names.empty()) return Status::InvalidArgument(err.empty() ? "no stages selected" : err);
+  return names;
+}
+
+Result<std::unique_ptr<JobStore>> OpenStore(const Env& env) {
+  return OpenJobStore(env.config.db, &env.registry->graph(), SystemClock());
+}
+
+Status CheckStoreExists(const Env& env) {
+  // An empty store made here would hide the mistake.
+  if (std::filesystem::exists(env.config.db)) return Status::OK();
+  return Status::InvalidArgument("no job store at " + env.config.db +
+                                 " (set by --db or FRAMEMILL_DB; `framemill enqueue` creates one)");
+}
+
+Status CheckStageFlag(const Env& env, const std::string& stage) {
+  if (stage.empty() || env.registry->graph().Find(stage) != nullptr) return Status::OK();
+  std::string err;
+  env.registry->graph().Closure({stage}, &err);
+  return Status::InvalidArgument("--stage: " + err);
+}
+
+int UsageError(const std::string& msg) {
+  std::fprintf(stderr, "framemill: %s\n", msg.c_str());
+  return ToInt(ExitCode::kUsage);
+}
+
+int StoreError(const Status& s) {
+  std::fprintf(stderr, "framemill: %s\n", s.ToString().c_str());
+  return ToInt(s.IsInvalidArgument() ? ExitCode::kUsage : ExitCode::kStoreFailed);
+}
+
+}  // namespace framemill

@@ -1,0 +1,63 @@
+// What the commands share: the flags every subcommand parses into, the resolved
+// configuration and stage registry, and the contract's errors; and the commands
+// themselves, one cmd_*.cc each, returning the contract's exit code.
+// Used from the main thread only.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/exit_code.h"
+#include "base/status.h"
+#include "configs/config.h"
+#include "stages/registry.h"
+#include "storage/job_store.h"
+
+namespace framemill {
+
+// Flags shared by the subcommands; empty/unset means "not given".
+struct Flags {
+  std::string config, db, out, stages, stage, format = "jsonl", output;
+  std::optional<int> workers, batch, priority;
+  bool forever = false, json = false, failed = false;
+  std::vector<std::string> sources;
+  // models / infer
+  std::string models_action;  // "list" | "fetch"
+  std::string only, model, device = "cpu";
+  bool force = false;
+};
+
+// A command's world: the configuration (flags > environment > YAML > defaults) and every
+// stage of this build, configured from it.
+struct Env {
+  Config config;
+  std::unique_ptr<StageRegistry> registry;
+};
+
+Result<Env> Resolve(const Flags& f);
+// The configured stages (--stages), closed over their dependencies.
+Result<std::vector<std::string>> ResolveStages(const Env& env);
+Result<std::unique_ptr<JobStore>> OpenStore(const Env& env);
+// Only `enqueue` creates a store: elsewhere a missing file is a mistyped path.
+Status CheckStoreExists(const Env& env);
+// A `--stage S` flag must name a stage of this build; the error lists the valid ones.
+Status CheckStageFlag(const Env& env, const std::string& stage);
+
+// Prints the message; returns 2.
+int UsageError(const std::string& msg);
+// Prints the store's error; returns 2 for InvalidArgument, else 4.
+int StoreError(const Status& s);
+
+int CmdEnqueue(const Flags& f);
+int CmdRun(const Flags& f);
+int CmdStatus(const Flags& f);
+int CmdRetry(const Flags& f);
+int CmdExport(const Flags& f);
+int CmdConfig(const Flags& f);
+int CmdGpu(const Flags& f);
+int CmdModels(const Flags& f);
+int CmdInfer(const Flags& f);
+
+}  // namespace framemill

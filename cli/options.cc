@@ -1,0 +1,81 @@
+#include "cli/options.h"
+
+#include "stages/fetch_stage.h"
+
+namespace framemill {
+namespace {
+
+gpu::DeviceChoice ToChoice(Tristate t) {
+  switch (t) {
+    case Tristate::kOn: return gpu::DeviceChoice::kGpu;
+    case Tristate::kOff: return gpu::DeviceChoice::kCpu;
+    case Tristate::kAuto: break;
+  }
+  return gpu::DeviceChoice::kAuto;
+}
+
+}  // namespace
+
+StageOptions ToStageOptions(const Config& c) {
+  StageOptions o;
+  o.out_dir = c.out;
+  o.models_dir = c.models;
+  o.fetch.concurrency = c.fetch.concurrency;
+  o.fetch.per_host = c.fetch.per_host;
+  o.fetch.connect_timeout_ms = c.fetch.connect_timeout_ms;
+  o.fetch.total_timeout_ms = c.fetch.timeout_ms;
+  o.fetch.max_bytes = c.fetch.max_bytes;
+  o.fetch.max_redirects = c.fetch.max_redirects;
+  o.fetch.user_agent = c.fetch.user_agent;
+  o.lighting.limits.max_pixels = c.media.max_image_pixels;
+  o.lighting.video_frames = c.media.video_sample_frames;
+  o.model_frames.limits.max_pixels = c.media.max_image_pixels;
+  o.model_frames.video_frames = c.media.model_frames;
+  o.categorize.min_score = c.categorize.min_score;
+  o.faces.embedding_model = c.faces.embedding_model;
+  o.pose.model = c.pose.model;
+  o.segment.model = c.segment.model;
+  return o;
+}
+
+gpu::GpuOptions ToGpuOptions(const Config& c) {
+  gpu::GpuOptions o;
+  o.all = ToChoice(c.gpu.all);
+  for (const auto& [op, t] : c.gpu.ops) o.ops[op] = ToChoice(t);
+  o.backend = c.gpu.backend;
+  o.device_id = c.gpu.device_id;
+  o.memory_limit_gb = c.gpu.memory_limit_gb;
+  o.batch_size = c.gpu.batch_size;
+  o.sim_vram_mb = c.gpu.sim_vram_mb;
+  o.sim_cost = c.gpu.sim_cost;
+  return o;
+}
+
+RunOptions ToRunOptions(const Config& c, const std::vector<std::string>& stages, bool forever) {
+  RunOptions o;
+  o.db = c.db;
+  o.workers = c.workers;
+  o.max_respawns = c.run.max_respawns;
+  o.gpu = ToGpuOptions(c);
+  WorkerOptions& w = o.worker;
+  w.stages = stages;
+  w.batch = c.run.batch;
+  // The fetch stage's transfers overlap only within one batch: it has a batch of its own.
+  w.batch_by_stage[FetchStage::kName] = c.fetch.batch;
+  w.lease_ms = c.run.lease_ms;
+  w.poll_ms = c.run.poll_ms;
+  w.retry.base_delay_ms = c.run.retry_base_ms;
+  w.retry.max_delay_ms = c.run.retry_max_ms;
+  w.forever = forever;
+  return o;
+}
+
+EnqueueOptions ToEnqueueOptions(const Config& c, const std::vector<std::string>& stages) {
+  EnqueueOptions o;
+  o.stages = stages;
+  o.priority = c.priority;
+  o.max_attempts = c.run.max_attempts;
+  return o;
+}
+
+}  // namespace framemill

@@ -1,0 +1,62 @@
+// The one typed result of a job. A stage returns an Outcome per claimed job (done with
+// its result, failed with the reason, or skipped with the reason); the worker adds the
+// retry decision and hands the store a FinishedJob, which the store writes as it is.
+// Plain values; thread-safe to copy.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+#include "media/kind.h"
+
+namespace framemill {
+
+// The local file a downloading stage made of a URL item: from then on the item is this
+// file, of this kind, for every other stage.
+struct FetchedFile {
+  std::string path;
+  MediaKind kind = MediaKind::kImage;
+  std::string content_hash;
+  int64_t bytes = 0;
+  nlohmann::json media_info = nlohmann::json::object();  // as enqueue records a local file's
+};
+
+struct Outcome {
+  enum class Kind { kDone, kFailed, kSkipped };
+
+  Kind kind = Kind::kDone;
+  nlohmann::json result = nlohmann::json::object();  // kDone: the stage's result
+  std::vector<std::string> artifacts;                // kDone: files the stage wrote
+  std::string device = "cpu";                        // what produced it: "cpu", "cuda:0"
+  std::optional<FetchedFile> fetched;                // kDone, downloading stages only
+  Status error;  // kFailed: why (its code decides transient or permanent); kSkipped: the reason
+  // kFailed only: a class finer than error's code ("" = the code's name), and a server's
+  // Retry-After, a floor under the retry backoff (-1 = none).
+  std::string error_class;
+  int64_t retry_after_ms = -1;
+
+  static Outcome Done(nlohmann::json result, std::string device = "cpu");
+  static Outcome Failed(Status error, std::string error_class = "", int64_t retry_after_ms = -1);
+  static Outcome Skipped(std::string reason);
+
+  bool done() const { return kind == Kind::kDone; }
+  bool failed() const { return kind == Kind::kFailed; }
+  // The error class the store records and `status` counts: error_class, else the code's name.
+  std::string ErrorClass() const;
+};
+
+// A claimed job's outcome as the worker hands it to the store: fenced by the claim's
+// lease token, and for a failure the retry decision (jobs/retry_policy.h).
+struct FinishedJob {
+  int64_t job_id = 0;
+  int64_t lease_token = 0;
+  Outcome outcome;
+  int64_t retry_at_ms = 0;  // kFailed: pending again at this time; 0 = failed for good
+};
+
+}  // namespace framemill

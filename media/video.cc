@@ -1,0 +1,56 @@
+#include "media/video.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include <opencv2/videoio.hpp>
+
+#include "media/sniff.h"
+
+namespace framemill {
+
+Result<VideoSample> SampleVideoFrames(const std::string& path, int count) {
+  auto head = ReadFileBytes(path, 512);
+  if (!head.ok()) return head.status();
+  if (head->empty()) return Status::Corruption("empty file (0 bytes)");
+  auto sniffed = SniffMedia(*head);
+  if (!sniffed || sniffed->kind != MediaKind::kVideo)
+    return Status::Unsupported("not a video: content is " +
+                               (sniffed ? sniffed->format + " image" : DescribeContent(*head)));
+  cv::VideoCapture cap;
+  try {
+    cap.open(path, cv::CAP_FFMPEG);
+  } catch (const cv::Exception& e) {
+    return Status::Corruption(std::string("could not open video: ") + e.what());
+  }
+  if (!cap.isOpened())
+    return Status::Corruption("could not open " + sniffed->format + " video (damaged or truncated)");
+  VideoSample out;
+  out.info.fps = cap.get(cv::CAP_PROP_FPS);
+  out.info.frames = static_cast<int64_t>(cap.get(cv::CAP_PROP_FRAME_COUNT));
+  out.info.width = static_cast<int>(cap.get(cv::CAP_PROP_FRAME_WIDTH));
+  out.info.height = static_cast<int>(cap.get(cv::CAP_PROP_FRAME_HEIGHT));
+  int fourcc = static_cast<int>(cap.get(cv::CAP_PROP_FOURCC));
+  for (int i = 0; i < 4; ++i) {
+    char c = static_cast<char>((fourcc >> (8 * i)) & 0xFF);
+    if (std::isprint(uint8_t(c))) out.info.codec += c;
+  }
+  if (out.info.frames <= 0) return Status::Corruption("video reports no frames");
+  count = static_cast<int>(std::min<int64_t>(count, out.info.frames));
+  for (int k = 0; k < count; ++k) {
+    // Centres of `count` equal spans: the first and last frames are avoided, since
+    // fades and black leaders there say little about the footage.
+    int64_t idx = static_cast<int64_t>((k + 0.5) * out.info.frames / count);
+    cv::Mat frame;
+    bool ok = cap.set(cv::CAP_PROP_POS_FRAMES, static_cast<double>(idx)) && cap.read(frame);
+    if (!ok || frame.empty()) {
+      return Status::Corruption("video truncated or damaged: frame " + std::to_string(idx) +
+                                " of " + std::to_string(out.info.frames) + " unreadable");
+    }
+    out.indices.push_back(idx);
+    out.frames.push_back(frame);
+  }
+  return out;
+}
+
+}  // namespace framemill

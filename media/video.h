@@ -1,0 +1,33 @@
+// Sampling frames of a video file for analysis. Stateless; thread-safe (each call opens
+// its own decoder).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <opencv2/core.hpp>
+
+#include "base/status.h"
+
+namespace framemill {
+
+struct VideoInfo {
+  double fps = 0;
+  int64_t frames = 0;
+  int width = 0, height = 0;
+  std::string codec;
+};
+
+struct VideoSample {
+  VideoInfo info;
+  std::vector<int64_t> indices;
+  std::vector<cv::Mat> frames;  // 8-bit BGR, one per index
+};
+
+// Decodes `count` frames spread evenly over the video. A file that does not open,
+// has no frames, or whose sampled frames cannot all be read (truncated) fails with
+// Corruption and the frame that failed; a file that is not a video is Unsupported.
+Result<VideoSample> SampleVideoFrames(const std::string& path, int count);
+
+}  // namespace framemill

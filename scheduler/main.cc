@@ -1,3 +1,0 @@
-#include "scheduler/cli.h"
-
-int main(int argc, char** argv) { return framemill::RunCli(argc, argv); }

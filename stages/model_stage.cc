@@ -1,0 +1,213 @@
+#include "stages/model_stage.h"
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+
+#include "media/video.h"
+
+namespace framemill {
+namespace {
+
+bool IsMedia(const ClaimedJob& job) {
+  return job.kind == MediaKind::kImage || job.kind == MediaKind::kVideo;
+}
+
+Outcome NotMedia(const ClaimedJob& job) {
+  return Outcome::Skipped(job.stage + " applies to images and videos");
+}
+
+// Reads one item into its frames, or says why not.
+Status DecodeItem(const ClaimedJob& job, size_t j, const ModelStageOptions& opt,
+                  std::vector<ModelFrame>* frames, nlohmann::json* info) {
+  if (job.kind == MediaKind::kImage) {
+    auto img = DecodeImageFile(job.source, opt.limits);
+    if (!img.ok()) return img.status();
+    *info = {{"kind", "image"}, {"width", img->cols}, {"height", img->rows}};
+    frames->push_back({j, -1, std::move(img).value()});
+    return Status::OK();
+  }
+  auto sample = SampleVideoFrames(job.source, opt.video_frames);
+  if (!sample.ok()) return sample.status();
+  const VideoInfo& vi = sample->info;
+  *info = {{"kind", "video"}, {"fps", vi.fps}, {"frames", vi.frames},
+           {"width", vi.width}, {"height", vi.height}, {"codec", vi.codec}};
+  for (size_t k = 0; k < sample->frames.size(); ++k)
+    frames->push_back({j, sample->indices[k], std::move(sample->frames[k])});
+  return Status::OK();
+}
+
+// Decodes every job of a chunk; a job that cannot be decoded gets its failure in `out`.
+std::vector<ModelFrame> DecodeAll(const std::vector<ClaimedJob>& jobs,
+                                  const ModelStageOptions& opt, std::vector<Outcome>* out,
+                                  std::vector<nlohmann::json>* info, std::vector<bool>* decoded) {
+  std::vector<ModelFrame> frames;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const ClaimedJob& job = jobs[j];
+    if (!IsMedia(job)) {
+      (*out)[j] = NotMedia(job);
+      continue;
+    }
+    try {
+      Status s = DecodeItem(job, j, opt, &frames, &(*info)[j]);
+      if (!s.ok()) {
+        (*out)[j] = Outcome::Failed(s);
+        continue;
+      }
+      (*decoded)[j] = true;
+    } catch (const std::bad_alloc&) {
+      (*out)[j] = Outcome::Failed(Status::OutOfMemory("out of host memory decoding " + job.source));
+    } catch (const std::exception& e) {
+      // OpenCV throws on inputs it cannot handle: this item's failure.
+      (*out)[j] = Outcome::Failed(Status::Corruption(std::string("decoding failed: ") + e.what()));
+    }
+  }
+  return frames;
+}
+
+}  // namespace
+
+ModelStage::ModelStage(std::string name, std::shared_ptr<models::ModelCache> cache,
+                       ModelStageOptions options)
+    : cache_(std::move(cache)), options_(options) {
+  spec_.name = std::move(name);
+}
+
+Result<models::BatchOutputs> ModelStage::RunModel(models::ModelRunner& runner,
+                                                  const std::vector<cv::Mat>& images,
+                                                  const StageContext& ctx, std::string* device) {
+  return models::RunModel(*cache_, runner, images, ctx.ladder, device);
+}
+
+Result<models::BatchOutputs> ModelStage::RunOnFrames(models::ModelRunner& runner,
+                                                     const ModelBatch& batch,
+                                                     const StageContext& ctx,
+                                                     std::string* device) {
+  std::vector<cv::Mat> images;
+  images.reserve(batch.frames.size());
+  for (const ModelFrame& f : batch.frames) images.push_back(f.bgr);
+  return RunModel(runner, images, ctx, device);
+}
+
+std::vector<Outcome> ModelStage::RunBatch(const std::vector<ClaimedJob>& jobs,
+                                          const StageContext& ctx) {
+  if (ctx.stopped()) return {};
+  std::vector<models::ModelCache::Lease> leases;
+  std::vector<models::ModelRunner*> runners;
+  for (const std::string& name : Models()) {
+    auto lease = cache_->Borrow(name);
+    if (!lease.ok()) {
+      // Not one item's fault, but every item's job cannot run: each fails with the fix.
+      std::vector<Outcome> out;
+      for (const ClaimedJob& job : jobs) {
+        if (ctx.stopped()) break;
+        out.push_back(IsMedia(job) ? Outcome::Failed(lease.status()) : NotMedia(job));
+      }
+      return out;
+    }
+    runners.push_back(&**lease);
+    leases.push_back(std::move(lease).value());
+  }
+  // A batchable model takes the whole batch at once; otherwise job by job, which checks
+  // ctx.stop between jobs and keeps one decoded item in memory at a time.
+  if (runners.front()->batchable() || jobs.size() <= 1) return RunChunk(jobs, runners, ctx);
+  std::vector<Outcome> out;
+  for (const ClaimedJob& job : jobs) {
+    if (ctx.stopped()) break;
+    out.push_back(std::move(RunChunk({job}, runners, ctx).front()));
+  }
+  return out;
+}
+
+std::vector<Outcome> ModelStage::RunChunk(const std::vector<ClaimedJob>& jobs,
+                                          const std::vector<models::ModelRunner*>& runners,
+                                          const StageContext& ctx) {
+  std::vector<Outcome> out(jobs.size());
+  std::vector<nlohmann::json> info(jobs.size());
+  std::vector<bool> decoded(jobs.size(), false);
+  std::vector<ModelFrame> frames = DecodeAll(jobs, options_, &out, &info, &decoded);
+  if (frames.empty()) return out;
+
+  std::vector<FrameResult> results(frames.size());
+  std::string device = "cpu";
+  Status s;
+  try {
+    s = Analyse(ModelBatch{frames, jobs, runners}, ctx, &results, &device);
+  } catch (const std::bad_alloc&) {
+    s = Status::OutOfMemory("out of host memory running the models");
+  } catch (const std::exception& e) {
+    s = Status::Internal(std::string("analysis failed: ") + e.what());
+  }
+  if (s.ok() && results.size() != frames.size())
+    s = Status::Internal("analysis returned " + std::to_string(results.size()) + " results for " +
+                         std::to_string(frames.size()) + " frames");
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    if (!decoded[j]) continue;
+    out[j] = s.ok() ? Assemble(j, jobs[j], frames, &results, std::move(info[j]), device)
+                    : Outcome::Failed(s);
+  }
+  return out;
+}
+
+// One job's outcome from its frames' results: an image's result is its frame's; a
+// video's lists per-frame results under "frames" (each with its "frame" number).
+Outcome ModelStage::Assemble(size_t j, const ClaimedJob& job, const std::vector<ModelFrame>& frames,
+                             std::vector<FrameResult>* results, nlohmann::json info,
+                             const std::string& device) const {
+  nlohmann::json r;
+  std::vector<std::string> artifacts;
+  if (job.kind == MediaKind::kImage) {
+    for (size_t i = 0; i < frames.size(); ++i)
+      if (frames[i].job == j) {
+        r = std::move((*results)[i].result);
+        artifacts = std::move((*results)[i].artifacts);
+      }
+  } else {
+    std::vector<nlohmann::json> per;
+    for (size_t i = 0; i < frames.size(); ++i) {
+      if (frames[i].job != j) continue;
+      nlohmann::json f = {{"frame", frames[i].index}};
+      f.update((*results)[i].result);
+      per.push_back(std::move(f));
+      for (auto& a : (*results)[i].artifacts) artifacts.push_back(std::move(a));
+    }
+    r = nlohmann::json::object();
+    Summarise(per, &r);
+    r["frames"] = per;
+  }
+  r["media"] = std::move(info);
+  Outcome o = Outcome::Done(std::move(r), device);
+  o.artifacts = std::move(artifacts);
+  return o;
+}
+
+void SummariseMean(const std::vector<nlohmann::json>& frames, const char* key,
+                   const char* mean_key, nlohmann::json* r) {
+  double sum = 0;
+  for (const auto& f : frames) {
+    sum += f[key].get<double>();
+    (*r)["model"] = f["model"];
+  }
+  (*r)[mean_key] = frames.empty() ? 0.0 : sum / static_cast<double>(frames.size());
+}
+
+cv::Mat SquareCrop(const cv::Mat& image, cv::Point2f center, int side) {
+  side = std::max(side, 1);
+  cv::Mat out = cv::Mat::zeros(side, side, image.type());
+  const int x0 = static_cast<int>(std::lround(center.x - side / 2.0));
+  const int y0 = static_cast<int>(std::lround(center.y - side / 2.0));
+  cv::Rect want(x0, y0, side, side);
+  cv::Rect have = want & cv::Rect(0, 0, image.cols, image.rows);
+  if (have.area() > 0) image(have).copyTo(out(have - want.tl()));
+  return out;
+}
+
+cv::Mat PadToSquare(const cv::Mat& image) {
+  const int side = std::max(image.cols, image.rows);
+  if (image.cols == image.rows) return image;
+  cv::Mat out = cv::Mat::zeros(side, side, image.type());
+  image.copyTo(out(cv::Rect(0, 0, image.cols, image.rows)));
+  return out;
+}
+
+}  // namespace framemill

@@ -1,0 +1,128 @@
+// The configuration turned into each module's options (cli/options.h). A module's options
+// carry defaults of their own (so a module is usable, and testable, without configs/);
+// these tests keep them equal to the settings' defaults, and check that every setting
+// reaches the module it configures.
+#include "cli/options.h"
+
+#include <gtest/gtest.h>
+
+#include "stages/fetch_stage.h"
+
+namespace framemill {
+namespace {
+
+Config Defaults() {
+  auto c = LoadConfig({});
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? *c : Config{};
+}
+
+Config With(std::map<std::string, std::string> env) {
+  ConfigInputs in;
+  in.env = std::move(env);
+  auto c = LoadConfig(in);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? *c : Config{};
+}
+
+TEST(OptionsTest, DefaultSettingsGiveEveryModuleItsOwnDefaults) {
+  const Config c = Defaults();
+  const StageOptions stages = ToStageOptions(c);
+  const StageOptions own;
+  EXPECT_EQ(stages.lighting, own.lighting);
+  EXPECT_EQ(stages.model_frames, own.model_frames);
+  EXPECT_EQ(stages.categorize, own.categorize);
+  EXPECT_EQ(stages.faces, own.faces);
+  EXPECT_EQ(stages.pose, own.pose);
+  EXPECT_EQ(stages.segment, own.segment);
+  EXPECT_EQ(stages.fetch, own.fetch);
+  EXPECT_EQ(stages.out_dir, own.out_dir);
+  EXPECT_EQ(stages.models_dir, own.models_dir);
+  EXPECT_EQ(ToGpuOptions(c), gpu::GpuOptions{});
+
+  const RunOptions run = ToRunOptions(c, {"lighting"}, false);
+  const RunOptions own_run;
+  const WorkerOptions own_worker;
+  EXPECT_EQ(run.db, own_run.db);
+  EXPECT_EQ(run.max_respawns, own_run.max_respawns);
+  EXPECT_EQ(run.worker.batch, own_worker.batch);
+  EXPECT_EQ(run.worker.lease_ms, own_worker.lease_ms);
+  EXPECT_EQ(run.worker.poll_ms, own_worker.poll_ms);
+  EXPECT_EQ(run.worker.retry.base_delay_ms, own_worker.retry.base_delay_ms);
+  EXPECT_EQ(run.worker.retry.max_delay_ms, own_worker.retry.max_delay_ms);
+  EXPECT_EQ(ToEnqueueOptions(c, {"lighting"}).max_attempts, EnqueueOptions{}.max_attempts);
+}
+
+TEST(OptionsTest, EverySettingReachesTheModuleItConfigures) {
+  const Config c = With({{"FRAMEMILL_OUT", "/o"},
+                         {"FRAMEMILL_MODELS", "/m"},
+                         {"FRAMEMILL_MAX_IMAGE_PIXELS", "1234"},
+                         {"FRAMEMILL_MODEL_FRAMES", "7"},
+                         {"FRAMEMILL_CATEGORIZE_MIN_SCORE", "0.5"},
+                         {"FRAMEMILL_FACES_EMBEDDING_MODEL", "mobilefacenet"},
+                         {"FRAMEMILL_POSE_MODEL", "blazepose-full"},
+                         {"FRAMEMILL_SEGMENT_MODEL", "isnet"},
+                         {"FRAMEMILL_FETCH_CONCURRENCY", "3"},
+                         {"FRAMEMILL_FETCH_PER_HOST", "2"},
+                         {"FRAMEMILL_FETCH_CONNECT_TIMEOUT_MS", "11"},
+                         {"FRAMEMILL_FETCH_TIMEOUT_MS", "22"},
+                         {"FRAMEMILL_FETCH_MAX_BYTES", "33"},
+                         {"FRAMEMILL_FETCH_MAX_REDIRECTS", "4"},
+                         {"FRAMEMILL_FETCH_USER_AGENT", "ua/1"},
+                         {"FRAMEMILL_FETCH_BATCH", "9"},
+                         {"FRAMEMILL_DB", "/x.db"},
+                         {"FRAMEMILL_WORKERS", "5"},
+                         {"FRAMEMILL_BATCH", "6"},
+                         {"FRAMEMILL_LEASE_MS", "7000"},
+                         {"FRAMEMILL_MAX_ATTEMPTS", "8"},
+                         {"FRAMEMILL_RETRY_BASE_MS", "100"},
+                         {"ALL_GPU", "false"},
+                         {"POSE_GPU", "true"},
+                         {"GPU_BACKEND", "sim"},
+                         {"GPU_DEVICE_ID", "2"},
+                         {"GPU_MEMORY_LIMIT_GB", "1.5"},
+                         {"GPU_BATCH_SIZE", "12"},
+                         {"FRAMEMILL_SIM_VRAM_MB", "64"},
+                         {"FRAMEMILL_SIM_COST", "2"}});
+  const StageOptions s = ToStageOptions(c);
+  EXPECT_EQ(s.out_dir, "/o");
+  EXPECT_EQ(s.models_dir, "/m");
+  EXPECT_EQ(s.lighting.limits.max_pixels, 1234);
+  EXPECT_EQ(s.model_frames.limits.max_pixels, 1234);
+  EXPECT_EQ(s.model_frames.video_frames, 7);
+  EXPECT_DOUBLE_EQ(s.categorize.min_score, 0.5);
+  EXPECT_EQ(s.faces.embedding_model, "mobilefacenet");
+  EXPECT_EQ(s.pose.model, "blazepose-full");
+  EXPECT_EQ(s.segment.model, "isnet");
+  EXPECT_EQ(s.fetch.concurrency, 3);
+  EXPECT_EQ(s.fetch.per_host, 2);
+  EXPECT_EQ(s.fetch.connect_timeout_ms, 11);
+  EXPECT_EQ(s.fetch.total_timeout_ms, 22);
+  EXPECT_EQ(s.fetch.max_bytes, 33);
+  EXPECT_EQ(s.fetch.max_redirects, 4);
+  EXPECT_EQ(s.fetch.user_agent, "ua/1");
+
+  const RunOptions r = ToRunOptions(c, {"fetch", "pose"}, true);
+  EXPECT_EQ(r.db, "/x.db");
+  EXPECT_EQ(r.workers, 5);
+  EXPECT_EQ(r.worker.batch, 6);
+  EXPECT_EQ(r.worker.batch_by_stage.at(FetchStage::kName), 9);
+  EXPECT_EQ(r.worker.lease_ms, 7000);
+  EXPECT_EQ(r.worker.retry.base_delay_ms, 100);
+  EXPECT_EQ(r.worker.stages, (std::vector<std::string>{"fetch", "pose"}));
+  EXPECT_TRUE(r.worker.forever);
+  EXPECT_EQ(ToEnqueueOptions(c, {"pose"}).max_attempts, 8);
+
+  const gpu::GpuOptions g = r.gpu;
+  EXPECT_EQ(g.all, gpu::DeviceChoice::kCpu);
+  EXPECT_EQ(g.ops.at("POSE"), gpu::DeviceChoice::kGpu);
+  EXPECT_EQ(g.backend, "sim");
+  EXPECT_EQ(g.device_id, 2);
+  EXPECT_DOUBLE_EQ(g.memory_limit_gb, 1.5);
+  EXPECT_EQ(g.batch_size, 12);
+  EXPECT_EQ(g.sim_vram_mb, 64);
+  EXPECT_DOUBLE_EQ(g.sim_cost, 2);
+}
+
+}  // namespace
+}  // namespace framemill
