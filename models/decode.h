@@ -14,8 +14,8 @@
 #include <opencv2/core.hpp>
 
 #include "base/status.h"
-#include "models/dnn_model.h"
 #include "models/manifest.h"
+#include "models/output_tensor.h"
 
 namespace framemill::models {
 

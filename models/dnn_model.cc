@@ -9,12 +9,6 @@
 
 namespace framemill::models {
 
-int64_t OutputTensor::Elements() const {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
 Result<std::unique_ptr<DnnModel>> DnnModel::Open(const ModelManifest& manifest) {
   if (manifest.onnx_file.empty() || !std::filesystem::exists(manifest.onnx_file))
     return Status::NotFound("model " + manifest.name + ": no ONNX file at '" +
@@ -36,14 +30,6 @@ Result<std::unique_ptr<DnnModel>> DnnModel::Open(const ModelManifest& manifest) 
   for (const auto& o : manifest.outputs) m->output_names_.push_back(o.name);
   m->batched_ = manifest.batchable;
   return m;
-}
-
-void RoundIfIntegerInput(const ModelManifest& m, gpu::Tensor* t) {
-  // The original graph takes int32 pixels (MoveNet): the resized values are rounded to
-  // integers so that both implementations see the same input.
-  if (m.tfjs_input_dtype != "int32" || t->type != gpu::TensorType::kFloat32) return;
-  float* v = reinterpret_cast<float*>(t->data.data());
-  for (size_t i = 0, n = t->data.size() / sizeof(float); i < n; ++i) v[i] = std::nearbyint(v[i]);
 }
 
 Result<std::vector<std::vector<OutputTensor>>> DnnModel::Run(const std::vector<cv::Mat>& bgr) {

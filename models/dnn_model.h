@@ -13,18 +13,9 @@
 #include "base/status.h"
 #include "gpu/ops.h"
 #include "models/manifest.h"
+#include "models/output_tensor.h"
 
 namespace framemill::models {
-
-// One output of one image: shape has a leading 1 (the image's slice of the batch) and
-// keeps the TF.js layout the converter kept (docs/MODELS.md).
-struct OutputTensor {
-  std::string name;
-  std::vector<int64_t> shape;
-  std::vector<float> data;
-
-  int64_t Elements() const;
-};
 
 class DnnModel {
  public:
@@ -55,9 +46,5 @@ class DnnModel {
   std::vector<std::string> output_names_;
   bool batched_ = true;
 };
-
-// Rounds a preprocessed fp32 input to integers when the model's original graph takes
-// integer pixels (manifest input.tfjs_dtype "int32", MoveNet); otherwise leaves it.
-void RoundIfIntegerInput(const ModelManifest& m, gpu::Tensor* t);
 
 }  // namespace framemill::models

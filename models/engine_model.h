@@ -13,8 +13,8 @@
 #include "base/status.h"
 #include "gpu/compute_backend.h"
 #include "gpu/engine/engine.h"
-#include "models/dnn_model.h"
 #include "models/manifest.h"
+#include "models/output_tensor.h"
 
 namespace framemill::models {
 

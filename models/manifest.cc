@@ -1,5 +1,6 @@
 #include "models/manifest.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -219,6 +220,14 @@ Result<ModelManifest> LoadManifest(const std::string& dir_in) {
       return Status::NotFound("model '" + m.name + "' in " + m.dir + " is incomplete: " + f +
                               ", named by its manifest.json, does not exist");
   return m;
+}
+
+void RoundIfIntegerInput(const ModelManifest& m, gpu::Tensor* t) {
+  // The original graph takes int32 pixels (MoveNet): the resized values are rounded to
+  // integers so that both implementations see the same input.
+  if (m.tfjs_input_dtype != "int32" || t->type != gpu::TensorType::kFloat32) return;
+  float* v = reinterpret_cast<float*>(t->data.data());
+  for (size_t i = 0, n = t->data.size() / sizeof(float); i < n; ++i) v[i] = std::nearbyint(v[i]);
 }
 
 }  // namespace framemill::models

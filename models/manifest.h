@@ -51,4 +51,8 @@ struct ModelManifest {
 // Unsupported for a format_version this build does not read.
 Result<ModelManifest> LoadManifest(const std::string& dir);
 
+// Rounds a preprocessed fp32 input to integers when the model's original graph takes
+// integer pixels (manifest input.tfjs_dtype "int32", MoveNet); otherwise leaves it.
+void RoundIfIntegerInput(const ModelManifest& m, gpu::Tensor* t);
+
 }  // namespace framemill::models

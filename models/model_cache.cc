@@ -1,5 +1,6 @@
 #include "models/model_cache.h"
 
+#include "models/dnn_model.h"
 #include "models/engine_model.h"
 
 namespace framemill::models {

@@ -19,8 +19,8 @@
 
 #include "base/status.h"
 #include "gpu/compute_backend.h"
-#include "models/dnn_model.h"
 #include "models/manifest.h"
+#include "models/output_tensor.h"
 #include "models/model_store.h"
 
 namespace framemill::models {

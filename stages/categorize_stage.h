@@ -7,14 +7,9 @@
 #include <memory>
 
 #include "stages/model_stage.h"
+#include "stages/stage_options.h"
 
 namespace framemill {
-
-struct CategorizeOptions {
-  double min_score = 0.2;  // detections below are dropped (categorize.min_score)
-
-  bool operator==(const CategorizeOptions&) const = default;
-};
 
 class CategorizeStage : public ModelStage {
  public:

@@ -11,14 +11,9 @@
 
 #include "models/decode.h"
 #include "stages/model_stage.h"
+#include "stages/stage_options.h"
 
 namespace framemill {
-
-struct FacesOptions {
-  std::string embedding_model = "faceres";  // faceres | mobilefacenet (faces.embedding_model)
-
-  bool operator==(const FacesOptions&) const = default;
-};
 
 class FacesStage : public ModelStage {
  public:

@@ -4,17 +4,10 @@
 // Stateless after construction; RunBatch is thread-safe.
 #pragma once
 
-#include "media/image.h"
 #include "stages/stage.h"
+#include "stages/stage_options.h"
 
 namespace framemill {
-
-struct LightingOptions {
-  ImageLimits limits;
-  int video_frames = 8;  // frames sampled from each video (media.video_sample_frames)
-
-  bool operator==(const LightingOptions&) const = default;
-};
 
 class LightingStage : public Stage {
  public:

@@ -14,20 +14,12 @@
 #include <nlohmann/json.hpp>
 #include <opencv2/core.hpp>
 
-#include "media/image.h"
 #include "models/model_cache.h"
 #include "models/run_model.h"
 #include "stages/stage.h"
+#include "stages/stage_options.h"
 
 namespace framemill {
-
-// The media.* settings every neural stage shares.
-struct ModelStageOptions {
-  ImageLimits limits;
-  int video_frames = 4;  // frames sampled from each video (media.model_frames)
-
-  bool operator==(const ModelStageOptions&) const = default;
-};
 
 // One image the models see: a still image, or one sampled frame of a video.
 struct ModelFrame {

@@ -9,14 +9,9 @@
 #include <string>
 
 #include "stages/model_stage.h"
+#include "stages/stage_options.h"
 
 namespace framemill {
-
-struct PoseOptions {
-  std::string model = "movenet-lightning";  // movenet-lightning | blazepose-full (pose.model)
-
-  bool operator==(const PoseOptions&) const = default;
-};
 
 class PoseStage : public ModelStage {
  public:

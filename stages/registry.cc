@@ -1,7 +1,12 @@
 #include "stages/registry.h"
 
 #include "models/model_cache.h"
+#include "stages/categorize_stage.h"
+#include "stages/faces_stage.h"
 #include "stages/fetch_stage.h"
+#include "stages/lighting_stage.h"
+#include "stages/pose_stage.h"
+#include "stages/segment_stage.h"
 
 namespace framemill {
 

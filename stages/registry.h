@@ -7,14 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "fetch/fetcher.h"
 #include "jobs/stage_graph.h"
-#include "stages/categorize_stage.h"
-#include "stages/faces_stage.h"
-#include "stages/lighting_stage.h"
-#include "stages/pose_stage.h"
-#include "stages/segment_stage.h"
 #include "stages/stage.h"
+#include "stages/stage_options.h"
 
 namespace framemill {
 
@@ -28,21 +23,6 @@ class StageRegistry {
  private:
   StageGraph graph_;
   std::vector<std::unique_ptr<Stage>> stages_;
-};
-
-// Every stage's settings; the CLI fills them from the configuration.
-struct StageOptions {
-  std::string out_dir = "./framemill-out";        // artifacts (`out`)
-  std::string models_dir = "./framemill-models";  // installed models (`models`)
-  fetch::FetchOptions fetch;  // its out_dir is out_dir
-  LightingOptions lighting;
-  ModelStageOptions model_frames;
-  CategorizeOptions categorize;
-  FacesOptions faces;
-  PoseOptions pose;
-  SegmentOptions segment;
-
-  bool operator==(const StageOptions&) const = default;
 };
 
 // Every stage of this build. The neural stages share one model cache.

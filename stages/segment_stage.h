@@ -11,14 +11,9 @@
 #include <string>
 
 #include "stages/model_stage.h"
+#include "stages/stage_options.h"
 
 namespace framemill {
-
-struct SegmentOptions {
-  std::string model = "selfie";  // selfie | isnet (segment.model)
-
-  bool operator==(const SegmentOptions&) const = default;
-};
 
 class SegmentStage : public ModelStage {
  public:

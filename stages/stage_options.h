@@ -1,0 +1,68 @@
+// The stages' settings, one struct per stage, and StageOptions holding them all: what the
+// CLI fills from the configuration (cli/options.cc). A light header of its own, so that
+// code that configures stages need not include the stages. Plain values.
+#pragma once
+
+#include <string>
+
+#include "fetch/fetcher.h"
+#include "media/image.h"
+
+namespace framemill {
+
+// The lighting stage.
+struct LightingOptions {
+  ImageLimits limits;
+  int video_frames = 8;  // frames sampled from each video (media.video_sample_frames)
+
+  bool operator==(const LightingOptions&) const = default;
+};
+
+// The media.* settings every neural stage shares.
+struct ModelStageOptions {
+  ImageLimits limits;
+  int video_frames = 4;  // frames sampled from each video (media.model_frames)
+
+  bool operator==(const ModelStageOptions&) const = default;
+};
+
+struct CategorizeOptions {  // the categorize stage
+  double min_score = 0.2;  // detections below are dropped (categorize.min_score)
+
+  bool operator==(const CategorizeOptions&) const = default;
+};
+
+struct FacesOptions {  // the faces stage
+  std::string embedding_model = "faceres";  // faceres | mobilefacenet (faces.embedding_model)
+
+  bool operator==(const FacesOptions&) const = default;
+};
+
+struct PoseOptions {  // the pose stage
+  std::string model = "movenet-lightning";  // movenet-lightning | blazepose-full (pose.model)
+
+  bool operator==(const PoseOptions&) const = default;
+};
+
+struct SegmentOptions {  // the segment stage
+  std::string model = "selfie";  // selfie | isnet (segment.model)
+
+  bool operator==(const SegmentOptions&) const = default;
+};
+
+// Every stage's settings; the CLI fills them from the configuration.
+struct StageOptions {
+  std::string out_dir = "./framemill-out";        // artifacts (`out`)
+  std::string models_dir = "./framemill-models";  // installed models (`models`)
+  fetch::FetchOptions fetch;  // its out_dir is out_dir
+  LightingOptions lighting;
+  ModelStageOptions model_frames;
+  CategorizeOptions categorize;
+  FacesOptions faces;
+  PoseOptions pose;
+  SegmentOptions segment;
+
+  bool operator==(const StageOptions&) const = default;
+};
+
+}  // namespace framemill
