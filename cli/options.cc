@@ -67,6 +67,12 @@ RunOptions ToRunOptions(const Config& c, const std::vector<std::string>& stages,
   w.retry.base_delay_ms = c.run.retry_base_ms;
   w.retry.max_delay_ms = c.run.retry_max_ms;
   w.forever = forever;
+  w.horizon_ms = c.run.horizon_ms;
+  w.budget.batch_ms = c.run.batch_budget_ms;
+  w.budget.job_ms = c.run.job_budget_ms;
+  w.budget.per_mb_ms = c.run.job_budget_per_mb_ms;
+  // Transfers of one batch overlap, each bounded by the fetch timeout.
+  w.budget.extra_by_stage[FetchStage::kName] = c.fetch.timeout_ms;
   return o;
 }
 

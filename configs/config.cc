@@ -191,6 +191,15 @@ const std::vector<Setting>& Settings() {
                     [](Config& c) -> int64_t& { return c.run.retry_max_ms; }, 0, 86'400'000));
     t.push_back(Int("run.max_respawns", "", "",
                     [](Config& c) -> int& { return c.run.max_respawns; }, 0, 1'000'000));
+    t.push_back(Int("run.horizon_ms", "FRAMEMILL_HORIZON_MS", "",
+                    [](Config& c) -> int64_t& { return c.run.horizon_ms; }, 0, 365LL * 86'400'000));
+    t.push_back(Int("run.batch_budget_ms", "FRAMEMILL_BATCH_BUDGET_MS", "",
+                    [](Config& c) -> int64_t& { return c.run.batch_budget_ms; }, 0, 86'400'000));
+    t.push_back(Int("run.job_budget_ms", "FRAMEMILL_JOB_BUDGET_MS", "",
+                    [](Config& c) -> int64_t& { return c.run.job_budget_ms; }, 0, 86'400'000));
+    t.push_back(Int("run.job_budget_per_mb_ms", "FRAMEMILL_JOB_BUDGET_PER_MB_MS", "",
+                    [](Config& c) -> int64_t& { return c.run.job_budget_per_mb_ms; }, 0,
+                    3'600'000));
     t.push_back(Int("media.max_image_pixels", "FRAMEMILL_MAX_IMAGE_PIXELS", "",
                     [](Config& c) -> int64_t& { return c.media.max_image_pixels; }, 1,
                     1'000'000'000'000));

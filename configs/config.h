@@ -24,6 +24,10 @@ struct RunConfig {
   int64_t retry_base_ms = 2'000;
   int64_t retry_max_ms = 300'000;
   int max_respawns = 100;  // crashed worker processes replaced per run before giving up
+  int64_t horizon_ms = 600'000;  // without --forever, retries due later are left for a later run
+  int64_t batch_budget_ms = 60'000;  // a stage batch's time budget: this, plus per job
+  int64_t job_budget_ms = 60'000;    // this, plus per MB of the job's file
+  int64_t job_budget_per_mb_ms = 2'000;
 };
 
 struct MediaConfig {

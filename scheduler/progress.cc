@@ -21,11 +21,12 @@ std::string FormatDuration(double s) {
 }
 
 Progress::Progress(JobStore* store, std::vector<std::string> stages, bool tty)
-    : store_(store), stages_(std::move(stages)), tty_(tty) {
+    : stages_(std::move(stages)), tty_(tty) {
   start_ = last_ = std::chrono::steady_clock::now();
   // Throughput counts only what this run finishes, not what earlier runs did.
-  auto counts = store_->Counts(60'000);
   finished_at_start_ = 0;
+  if (store == nullptr) return;
+  auto counts = store->Counts(60'000);
   if (counts.ok()) {
     for (const StageCounts& c : *counts)
       if (std::find(stages_.begin(), stages_.end(), c.stage) != stages_.end())
@@ -33,12 +34,13 @@ Progress::Progress(JobStore* store, std::vector<std::string> stages, bool tty)
   }
 }
 
-void Progress::Tick(bool final) {
+void Progress::Tick(JobStore* store, bool final) {
   auto now = std::chrono::steady_clock::now();
   auto every = tty_ ? std::chrono::milliseconds(500) : std::chrono::milliseconds(5000);
   if (!final && now - last_ < every) return;
   last_ = now;
-  auto counts = store_->Counts(60'000);
+  if (store == nullptr) return;
+  auto counts = store->Counts(60'000);
   if (!counts.ok()) return;
   int64_t done = 0, failed = 0, skipped = 0, left = 0, running = 0;
   for (const StageCounts& c : *counts) {

@@ -1,5 +1,6 @@
 // Live progress of a run: a rewritten line on a terminal, periodic log lines
-// otherwise. Reads counts from the store; used from one thread.
+// otherwise. Reads counts from the store it is handed each time (the supervisor closes
+// and reopens its connection around forks); used from one thread.
 #pragma once
 
 #include <chrono>
@@ -18,10 +19,9 @@ class Progress {
   Progress(JobStore* store, std::vector<std::string> stages, bool tty);
   // Refreshes at most twice a second on a terminal, every 5 s in logs; `final`
   // forces a last report and ends the terminal line.
-  void Tick(bool final);
+  void Tick(JobStore* store, bool final);
 
  private:
-  JobStore* store_;
   std::vector<std::string> stages_;
   bool tty_;
   std::chrono::steady_clock::time_point start_, last_;

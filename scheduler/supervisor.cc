@@ -1,6 +1,9 @@
 #include "scheduler/supervisor.h"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,7 +16,9 @@
 #include <chrono>
 #include <cstring>
 #include <cstdio>
+#include <ctime>
 #include <map>
+#include <memory>
 #include <opencv2/core.hpp>
 #include <thread>
 
@@ -33,6 +38,10 @@ std::atomic<bool> g_stop{false};
 std::atomic<int> g_signals{0};
 pid_t g_children[kMaxWorkers];  // read by the signal handler; 0 = empty slot
 std::atomic<int> g_nchildren{0};
+// The read end of a pipe whose write end only the supervisor holds: when the supervisor
+// dies, however it dies and whoever reaps it (init, systemd, tini), the workers see EOF.
+int g_supervisor_alive_fd = -1;
+int g_supervisor_alive_write = -1;
 
 void ParentSignal(int) {
   int n = ++g_signals;
@@ -48,6 +57,40 @@ void ChildSignal(int) {
   g_stop = true;
 }
 
+void InstallHandler(void (*handler)(int)) {
+  struct sigaction sa {};
+  sa.sa_handler = handler;
+  sigemptyset(&sa.sa_mask);
+  // SIGHUP (the terminal or ssh session went away) ends a run as SIGTERM does.
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+}
+
+bool SupervisorGone() {
+  pollfd p{g_supervisor_alive_fd, POLLIN, 0};
+  return poll(&p, 1, 0) > 0;  // EOF (or HUP): every write end is closed
+}
+
+// Stops this worker when the supervisor dies; if the batch in hand does not end within
+// `grace_ms` (a hung stage), exits anyway: its leases expire and a rerun rescues them.
+void WatchSupervisor(int64_t grace_ms) {
+  std::thread([grace_ms] {
+    pollfd p{g_supervisor_alive_fd, POLLIN, 0};
+    while (poll(&p, 1, -1) < 0 && errno == EINTR) {
+    }
+    g_stop = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(grace_ms));
+    _exit(kExitInterrupted);
+  }).detach();
+}
+
+// One slot per worker index, in memory shared with the workers (mapped before fork).
+WorkerDeadline* MapDeadlines() {
+  void* p = mmap(nullptr, sizeof(WorkerDeadline) * kMaxWorkers, PROT_READ | PROT_WRITE,
+                 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  return new (p) WorkerDeadline[kMaxWorkers];
+}
+
 std::string Hostname() {
   char buf[256] = {0};
   gethostname(buf, sizeof buf - 1);
@@ -56,7 +99,7 @@ std::string Hostname() {
 
 // Body of one worker process. Returns its exit code.
 int WorkerMain(const RunOptions& options, const StageRegistry& registry, int64_t run_id,
-               int index) {
+               int index, WorkerDeadline* deadline) {
   std::string id = Hostname() + ":" + std::to_string(getpid()) + ":" +
                    std::to_string(SystemClock()->NowMs());
   auto store = OpenJobStore(options.db, &registry.graph(), SystemClock(), options.store);
@@ -83,6 +126,7 @@ int WorkerMain(const RunOptions& options, const StageRegistry& registry, int64_t
   WorkerOptions wo = options.worker;
   wo.id = id;
   wo.ladder = gpu->ladder.get();
+  wo.deadline = deadline;
   Worker worker(store->get(), hb->get(), &registry, SystemClock(), wo, &g_stop);
   Status s = worker.Run();
   (*store)->WorkerStopped(id);
@@ -93,14 +137,14 @@ int WorkerMain(const RunOptions& options, const StageRegistry& registry, int64_t
                 st.cpu_fallbacks);
   if (s.IsAborted()) return kExitInterrupted;
   if (!s.ok()) {
-    spdlog::error("worker {}: {}", index, s.ToString());
+    spdlog::error("worker {}: the job store {} failed: {}", index, options.db, s.ToString());
     return kExitStoreFailed;
   }
   return ToInt(ExitCode::kOk);
 }
 
 pid_t SpawnWorker(const RunOptions& options, const StageRegistry& registry, int64_t run_id,
-                  int index) {
+                  int index, WorkerDeadline* deadlines) {
   std::fflush(nullptr);
   pid_t pid = fork();
   if (pid != 0) return pid;
@@ -110,12 +154,15 @@ pid_t SpawnWorker(const RunOptions& options, const StageRegistry& registry, int6
   prctl(PR_SET_PDEATHSIG, SIGTERM);
   g_nchildren = 0;
   g_signals = 0;
-  struct sigaction sa {};
-  sa.sa_handler = ChildSignal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  if (getppid() == 1) _exit(kExitInterrupted);  // supervisor already gone
+  InstallHandler(ChildSignal);
+  // A worker writes to sockets (downloads) and pipes; a peer that goes away must fail
+  // that write, not kill the process.
+  signal(SIGPIPE, SIG_IGN);
+  close(g_supervisor_alive_write);
+  if (SupervisorGone()) _exit(kExitInterrupted);
+  WatchSupervisor(options.worker.lease_ms);
+  WorkerDeadline* deadline = deadlines != nullptr ? &deadlines[index] : nullptr;
+  if (deadline != nullptr) deadline->deadline_ms = 0;
   // Parallelism comes from processes; OpenCV's and TBB's own threads get this
   // worker's share of the cores, or they would oversubscribe them.
   const int share = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
@@ -123,33 +170,37 @@ pid_t SpawnWorker(const RunOptions& options, const StageRegistry& registry, int6
   cv::setNumThreads(share);
   tbb::global_control tbb_threads(tbb::global_control::max_allowed_parallelism,
                                   static_cast<size_t>(share));
-  _exit(WorkerMain(options, registry, run_id, index));
+  _exit(WorkerMain(options, registry, run_id, index, deadline));
 }
 
-// The parent's side of a run: its worker processes, their replacements, and the verdict.
+// The parent's side of a run: its worker processes, their replacements, the watch on
+// their time budgets, and the verdict. It holds its store connection only between forks:
+// a child must not inherit an open SQLite connection (SQLite's per-process lock
+// bookkeeping would then be shared with the parent's), so it closes the connection
+// before every fork and opens a fresh one after.
 class Supervisor {
  public:
-  Supervisor(const RunOptions& options, const StageRegistry& registry, JobStore* store,
-             int64_t run_id)
-      : options_(options), registry_(registry), store_(store), run_id_(run_id) {}
+  Supervisor(const RunOptions& options, const StageRegistry& registry,
+             std::unique_ptr<JobStore> store, int64_t run_id, WorkerDeadline* deadlines)
+      : options_(options),
+        registry_(registry),
+        store_(std::move(store)),
+        run_id_(run_id),
+        deadlines_(deadlines) {}
 
   void StartWorkers() {
     const int n = std::min(options_.workers, kMaxWorkers);
+    store_.reset();
     for (int i = 0; i < n; ++i) {
-      pid_t pid = SpawnWorker(options_, registry_, run_id_, i);
-      if (pid < 0) {
-        spdlog::error("fork failed: {}", std::strerror(errno));
-        break;
-      }
-      g_children[i] = pid;
-      g_nchildren = i + 1;
-      live_[pid] = i;
+      if (!Spawn(i)) break;
     }
+    Reopen();
   }
 
-  // Until every worker has exited: progress, and a replacement for each that crashed.
+  // Until every worker has exited: progress, the budgets, and a replacement for each
+  // worker that crashed or hung.
   void Supervise() {
-    Progress progress(store_, options_.worker.stages, isatty(STDERR_FILENO) != 0);
+    Progress progress(store_.get(), options_.worker.stages, isatty(STDERR_FILENO) != 0);
     while (!live_.empty()) {
       int status = 0;
       pid_t pid = waitpid(-1, &status, WNOHANG);
@@ -157,13 +208,22 @@ class Supervisor {
         Exited(pid, status);
         continue;
       }
-      progress.Tick(false);
+      KillOverBudget();
+      progress.Tick(store_.get(), false);
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    progress.Tick(true);
+    progress.Tick(store_.get(), true);
   }
 
   ExitCode Verdict() {
+    if (store_failed_) {
+      spdlog::error("the job store {} failed (the cause is above); nothing is lost: the jobs in "
+                    "flight go back to the queue. Fix the cause (free space, permissions) and "
+                    "rerun `framemill run` to resume",
+                    options_.db);
+      return ExitCode::kStoreFailed;
+    }
+    if (store_ == nullptr) return ExitCode::kStoreFailed;
     const std::vector<std::string>& stages = options_.worker.stages;
     auto left = store_->CountOutstanding(stages);
     auto counts = store_->Counts(60'000);
@@ -175,25 +235,107 @@ class Supervisor {
       spdlog::info("stopped; rerun `framemill run` to resume");
       return ExitCode::kInterrupted;
     }
-    if (store_error_ || !left.ok() || left->pending + left->running > 0) {
+    if (!left.ok()) {
+      spdlog::error("the job store {} failed: {}", options_.db, left.status().ToString());
+      return ExitCode::kStoreFailed;
+    }
+    if (left->running == 0 && left->pending > 0 &&
+        left->next_run_at > SystemClock()->NowMs() + options_.worker.horizon_ms) {
+      spdlog::warn("{} job(s) wait for retries, the first due at {}, beyond run.horizon_ms; "
+                   "rerun `framemill run` then (or use --forever)",
+                   left->pending, FormatLocalTime(left->next_run_at));
+      return ExitCode::kSomeFailed;
+    }
+    if (left->pending + left->running > 0) {
       spdlog::error("workers stopped with work outstanding; rerun to resume");
       return ExitCode::kStoreFailed;
     }
     return failed > 0 ? ExitCode::kSomeFailed : ExitCode::kOk;
   }
 
+  JobStore* store() const { return store_.get(); }
+
  private:
+  static std::string FormatLocalTime(int64_t ms) {
+    const time_t t = static_cast<time_t>(ms / 1000);
+    struct tm tm {};
+    localtime_r(&t, &tm);
+    char buf[64];
+    std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+    return buf;
+  }
+
+  bool Spawn(int index) {
+    pid_t pid = SpawnWorker(options_, registry_, run_id_, index, deadlines_);
+    if (pid < 0) {
+      spdlog::error("fork failed: {}", std::strerror(errno));
+      return false;
+    }
+    g_children[index] = pid;
+    g_nchildren = std::max(g_nchildren.load(), index + 1);
+    live_[pid] = index;
+    return true;
+  }
+
+  void Reopen() {
+    auto store = OpenJobStore(options_.db, &registry_.graph(), SystemClock(), options_.store);
+    if (!store.ok()) {
+      spdlog::error("the job store {} failed: {}", options_.db, store.status().ToString());
+      store_failed_ = true;
+      StopAll();
+      return;
+    }
+    store_ = std::move(store).value();
+  }
+
+  void StopAll() {
+    for (const auto& [pid, index] : live_) kill(pid, SIGTERM);
+  }
+
+  // A worker whose stage batch is past its budget is hung: kill it (it cannot be asked,
+  // its thread is stuck) and let Exited treat it as a crash.
+  void KillOverBudget() {
+    if (deadlines_ == nullptr) return;
+    const int64_t now = SteadyNowMs();
+    for (const auto& [pid, index] : live_) {
+      const int64_t deadline = deadlines_[index].deadline_ms.load();
+      if (deadline <= 0 || now <= deadline || over_budget_.count(pid)) continue;
+      const int64_t budget = deadlines_[index].budget_ms.load();
+      over_budget_[pid] = "its stage batch ran past its time budget of " +
+                          std::to_string(budget) + " ms (run.job_budget_ms, run.batch_budget_ms)"
+                          "; the worker was killed as hung";
+      spdlog::warn("worker {} (pid {}): {}", index, pid, over_budget_[pid]);
+      kill(pid, SIGKILL);
+    }
+  }
+
   void Exited(pid_t pid, int status) {
     const int index = live_[pid];
     live_.erase(pid);
     g_children[index] = 0;
+    if (deadlines_ != nullptr) deadlines_[index].deadline_ms = 0;
+    auto hung = over_budget_.find(pid);
+    if (hung != over_budget_.end()) {
+      // Its jobs are suspects now, not when their leases run out: each runs again alone
+      // and fails by itself after run.max_attempts.
+      if (store_ != nullptr) {
+        auto r = store_->RescueWorkerJobs(run_id_, pid, "timeout", hung->second);
+        if (!r.ok()) spdlog::warn("could not rescue worker {}'s jobs: {}", index, r.status().ToString());
+      }
+      over_budget_.erase(hung);
+    }
+    if (WIFEXITED(status) && WEXITSTATUS(status) == kExitStoreFailed) {
+      // Not transient: replacing the worker would only fail again. Stop the run once.
+      if (!store_failed_) StopAll();
+      store_failed_ = true;
+      if (store_ != nullptr) (void)store_->ReleaseWorkerJobs(run_id_, pid);
+      return;
+    }
     const bool crashed = WIFSIGNALED(status) ||
                          (WIFEXITED(status) && WEXITSTATUS(status) != 0 &&
                           WEXITSTATUS(status) != kExitInterrupted);
-    if (WIFEXITED(status) && WEXITSTATUS(status) == kExitStoreFailed) store_error_ = true;
-    if (!crashed || g_stop) return;
-    spdlog::warn("worker {} (pid {}) {}; its jobs return to the queue when their lease expires",
-                 index, pid,
+    if (!crashed || g_stop || store_failed_) return;
+    spdlog::warn("worker {} (pid {}) {}; its jobs return to the queue", index, pid,
                  WIFSIGNALED(status) ? "was killed by signal " + std::to_string(WTERMSIG(status))
                                      : "exited with code " + std::to_string(WEXITSTATUS(status)));
     if (respawns_ >= options_.max_respawns) {
@@ -202,21 +344,20 @@ class Supervisor {
       return;
     }
     ++respawns_;
-    pid_t np = SpawnWorker(options_, registry_, run_id_, index);
-    if (np > 0) {
-      g_children[index] = np;
-      live_[np] = index;
-      store_error_ = false;
-    }
+    store_.reset();
+    Spawn(index);
+    Reopen();
   }
 
   const RunOptions& options_;
   const StageRegistry& registry_;
-  JobStore* store_;
+  std::unique_ptr<JobStore> store_;  // null while forking
   int64_t run_id_;
-  std::map<pid_t, int> live_;  // pid -> worker index
+  WorkerDeadline* deadlines_;        // shared with the workers; may be null
+  std::map<pid_t, int> live_;        // pid -> worker index
+  std::map<pid_t, std::string> over_budget_;  // killed as hung -> why
   int respawns_ = 0;
-  bool store_error_ = false;
+  bool store_failed_ = false;
 };
 
 }  // namespace
@@ -231,22 +372,29 @@ ExitCode RunWorkers(const RunOptions& options, const StageRegistry& registry) {
   for (const auto& s : options.worker.stages) stage_list += (stage_list.empty() ? "" : ",") + s;
   auto run_id = (*store)->BeginRun(options.workers, stage_list);
   if (!run_id.ok()) {
-    spdlog::error("{}", run_id.status().ToString());
+    spdlog::error("the job store {} failed: {}", options.db, run_id.status().ToString());
     return ExitCode::kStoreFailed;
   }
-  struct sigaction sa {};
-  sa.sa_handler = ParentSignal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  int alive[2];
+  if (pipe2(alive, O_CLOEXEC) != 0) {
+    spdlog::error("pipe: {}", std::strerror(errno));
+    return ExitCode::kStoreFailed;
+  }
+  g_supervisor_alive_fd = alive[0];
+  g_supervisor_alive_write = alive[1];
+  InstallHandler(ParentSignal);
+  WorkerDeadline* deadlines = MapDeadlines();
 
   spdlog::info("run #{}: {} worker(s), stages {}, batch {}, store {}", *run_id,
                std::min(options.workers, kMaxWorkers), stage_list, options.worker.batch, options.db);
-  Supervisor supervisor(options, registry, store->get(), *run_id);
+  Supervisor supervisor(options, registry, std::move(store).value(), *run_id, deadlines);
   supervisor.StartWorkers();
   supervisor.Supervise();
   const ExitCode code = supervisor.Verdict();
-  (*store)->EndRun(*run_id, ToInt(code));
+  if (supervisor.store() != nullptr) (void)supervisor.store()->EndRun(*run_id, ToInt(code));
+  close(alive[0]);
+  close(alive[1]);
+  if (deadlines != nullptr) munmap(deadlines, sizeof(WorkerDeadline) * kMaxWorkers);
   return code;
 }
 

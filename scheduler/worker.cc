@@ -1,6 +1,7 @@
 #include "scheduler/worker.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <chrono>
@@ -48,7 +49,30 @@ class HeartbeatThread {
   std::thread thread_;
 };
 
+// The size in MB of a job's file; 0 for a URL not yet fetched or a file gone.
+double SourceMegabytes(const ClaimedJob& job) {
+  struct stat st {};
+  if (job.source.find("://") != std::string::npos || stat(job.source.c_str(), &st) != 0) return 0;
+  return static_cast<double>(st.st_size) / (1 << 20);
+}
+
 }  // namespace
+
+int64_t SteadyNowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+int64_t JobBudget::For(const std::vector<ClaimedJob>& group) const {
+  if (job_ms <= 0 || group.empty()) return 0;
+  double ms = static_cast<double>(batch_ms);
+  auto extra = extra_by_stage.find(group.front().stage);
+  if (extra != extra_by_stage.end()) ms += static_cast<double>(extra->second);
+  for (const ClaimedJob& j : group)
+    ms += static_cast<double>(job_ms) + static_cast<double>(per_mb_ms) * SourceMegabytes(j);
+  return static_cast<int64_t>(ms);
+}
 
 Worker::Worker(JobStore* store, JobStore* heartbeat_store, const StageRegistry* registry,
                const Clock* clock, WorkerOptions options, const std::atomic<bool>* stop)
@@ -85,6 +109,11 @@ Status Worker::Run() {
     auto left = store_->CountOutstanding(options_.stages);
     if (!left.ok()) return left.status();
     if (left->pending == 0 && left->running == 0 && !options_.forever) return Status::OK();
+    // Only retries due beyond the horizon are left (a server's Retry-After, a long
+    // backoff): a later run takes them; the supervisor says when they are due.
+    if (left->running == 0 && !options_.forever &&
+        left->next_run_at > clock_->NowMs() + options_.horizon_ms)
+      return Status::OK();
     // Something is in backoff or held by another worker (which may yet fail, or die
     // and be rescued): wait for it, but no longer than until the next retry is due.
     int64_t wait = options_.poll_ms;
@@ -143,7 +172,12 @@ Status Worker::RunBatch(std::vector<ClaimedJob> jobs) {
   ++stats_.batches;
   const gpu::LadderStats before = ladder_->stats();
   std::vector<FinishedJob> finished = RunStages(jobs);
-  FM_RETURN_IF_ERROR(Record(finished));
+  if (Status s = Record(finished); !s.ok()) {
+    // The store failed (disk full, read-only, corrupt): give the whole batch back while
+    // it may still take a small write; if not, the leases expire and a rerun rescues it.
+    (void)store_->Release(jobs);
+    return s;
+  }
   RecordGpuEvents(before);
   return ReleaseRest(jobs, finished.size());
 }
@@ -164,7 +198,9 @@ std::vector<FinishedJob> Worker::RunStages(const std::vector<ClaimedJob>& jobs) 
     Stage* stage = registry_->Find(group.front().stage);
     std::vector<Outcome> outs;
     if (stage != nullptr) {
+      PostDeadline(options_.budget.For(group));
       outs = stage->RunBatch(group, ctx);
+      PostDeadline(0);
     } else {
       outs.assign(group.size(), Outcome::Failed(Status::Unsupported(
                                     "stage " + group.front().stage + " is not in this build")));
@@ -175,6 +211,12 @@ std::vector<FinishedJob> Worker::RunStages(const std::vector<ClaimedJob>& jobs) 
     if (outs.size() < group.size()) break;  // stopped inside the group
   }
   return finished;
+}
+
+void Worker::PostDeadline(int64_t budget_ms) {
+  if (options_.deadline == nullptr) return;
+  options_.deadline->budget_ms = budget_ms;
+  options_.deadline->deadline_ms = budget_ms > 0 ? SteadyNowMs() + budget_ms : 0;
 }
 
 FinishedJob Worker::Finish(const ClaimedJob& job, Outcome outcome) {

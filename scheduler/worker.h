@@ -20,6 +20,29 @@
 
 namespace framemill {
 
+// How long a stage may take over a batch before the supervisor kills its worker as hung
+// (run.batch_budget_ms + per job run.job_budget_ms + run.job_budget_per_mb_ms for each MB
+// of the job's file). Generous on purpose: it catches a decoder that loops forever or a
+// deadlocked model, not a slow one. 0 job_ms: no budget.
+struct JobBudget {
+  int64_t batch_ms = 60'000;   // once per batch: model loading, set-up
+  int64_t job_ms = 60'000;
+  int64_t per_mb_ms = 2'000;
+  std::map<std::string, int64_t> extra_by_stage;  // e.g. fetch: its transfer timeout
+
+  // The budget of one stage batch; 0 = unbounded.
+  int64_t For(const std::vector<ClaimedJob>& group) const;
+};
+
+// Where a worker posts, for its supervisor, when the stage batch in hand is due to end
+// (steady-clock ms, shared across processes); 0 = no batch in hand. Lives in memory the
+// supervisor maps shared before it forks; lock-free atomics are safe across processes.
+struct WorkerDeadline {
+  std::atomic<int64_t> deadline_ms{0};
+  std::atomic<int64_t> budget_ms{0};
+};
+int64_t SteadyNowMs();
+
 struct WorkerOptions {
   std::string id;                   // unique per process start: host:pid:ms
   std::vector<std::string> stages;  // what this worker claims
@@ -31,6 +54,11 @@ struct WorkerOptions {
   int64_t poll_ms = 500;
   RetryPolicy retry;                // when a failed job runs again, or fails for good
   bool forever = false;             // keep polling when nothing is left
+  // Without `forever`, a worker stops when every job left waits for a retry due more than
+  // this far ahead (run.horizon_ms): a later run picks them up.
+  int64_t horizon_ms = 600'000;
+  JobBudget budget;
+  WorkerDeadline* deadline = nullptr;  // borrowed; null: no supervisor watches
   // Device operations go through this ladder (borrowed); null: a CPU-only one.
   gpu::OomLadder* ladder = nullptr;
 };
@@ -61,6 +89,7 @@ class Worker {
   // the finished prefix of `jobs`, each with its retry decision.
   std::vector<FinishedJob> RunStages(const std::vector<ClaimedJob>& jobs);
   FinishedJob Finish(const ClaimedJob& job, Outcome outcome);
+  void PostDeadline(int64_t budget_ms);
   Status Record(const std::vector<FinishedJob>& finished);
   void RecordGpuEvents(const gpu::LadderStats& before);
   Status ReleaseRest(const std::vector<ClaimedJob>& jobs, size_t finished);

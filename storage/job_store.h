@@ -117,6 +117,14 @@ class JobStore {
   virtual Result<int> Heartbeat(const std::string& worker, int64_t lease_ms) = 0;
   // Returns jobs whose lease expired to pending (or failed, at max attempts).
   virtual Result<int> RescueExpired() = 0;
+  // The worker process `pid` of run `run_id` is gone; its leases need not wait to expire.
+  // Rescue: as if they had expired now (suspects, an attempt spent, failed at max
+  // attempts), recording `error_class` and `reason`: the supervisor killed it for
+  // exceeding its time budget. Release: back to pending without spending an attempt: it
+  // stopped because the store failed, which is no fault of its inputs.
+  virtual Result<int> RescueWorkerJobs(int64_t run_id, int pid, const std::string& error_class,
+                                       const std::string& reason) = 0;
+  virtual Result<int> ReleaseWorkerJobs(int64_t run_id, int pid) = 0;
   // Records outcomes in one transaction, each fenced by its lease token, as they are
   // given: a failure with a retry time goes back to pending then, one without fails
   // (the retry decision is the worker's). A done outcome with a fetched file makes the

@@ -29,6 +29,13 @@ class JobStoreWrapper : public JobStore {
     return target_->Heartbeat(worker, lease_ms);
   }
   Result<int> RescueExpired() override { return target_->RescueExpired(); }
+  Result<int> RescueWorkerJobs(int64_t run_id, int pid, const std::string& error_class,
+                               const std::string& reason) override {
+    return target_->RescueWorkerJobs(run_id, pid, error_class, reason);
+  }
+  Result<int> ReleaseWorkerJobs(int64_t run_id, int pid) override {
+    return target_->ReleaseWorkerJobs(run_id, pid);
+  }
   Result<CompleteStats> Complete(const std::vector<FinishedJob>& batch) override {
     return target_->Complete(batch);
   }

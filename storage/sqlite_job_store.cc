@@ -451,17 +451,26 @@ Status SqliteJobStore::SkipNotApplicable(int64_t item_id, MediaKind kind, int64_
 }
 
 Result<int> SqliteJobStore::RescueExpiredLocked(int64_t now) {
+  return RescueLocked("lease_expires_at < ?1", [](Stmt&) {}, "lease_expired",
+                      "'worker ' || coalesce(lease_owner, '?') ||"
+                      " ' stopped renewing its lease (crashed or hung)'",
+                      now);
+}
+
+Result<int> SqliteJobStore::RescueLocked(const std::string& where,
+                                         const std::function<void(Stmt&)>& bind,
+                                         const std::string& error_class,
+                                         const std::string& why_sql, int64_t now) {
   FM_PREPARE(up,
              "UPDATE jobs SET state = CASE WHEN attempts >= max_attempts THEN " S_FAILED
              " ELSE " S_PENDING " END,"
              " lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, suspect = 1,"
-             " next_run_at = ?, error_class = 'lease_expired',"
-             " last_error = 'worker ' || coalesce(lease_owner, '?') ||"
-             "   ' stopped renewing its lease (crashed or hung)',"
-             " finished_at = CASE WHEN attempts >= max_attempts THEN ? ELSE NULL END"
-             " WHERE state = " S_RUNNING " AND lease_expires_at < ?"
+             " next_run_at = ?1, error_class = ?2, last_error = " + why_sql + ","
+             " finished_at = CASE WHEN attempts >= max_attempts THEN ?1 ELSE NULL END"
+             " WHERE state = " S_RUNNING " AND " + where +
              " RETURNING id, state, attempts, last_error, stage");
-  up.Bind(1, now).Bind(2, now).Bind(3, now);
+  up.Bind(1, now).Bind(2, error_class);
+  bind(up);
   struct Rescued {
     int64_t id;
     int state, attempts;
@@ -477,14 +486,50 @@ Result<int> SqliteJobStore::RescueExpiredLocked(int64_t now) {
   for (const Rescued& r : rescued) {
     // A lost worker is not the input's fault, so it counts as transient.
     FM_RETURN_IF_ERROR(RecordError(r.id, r.attempts, "", Status::Aborted(r.why), now));
-    if (r.state == kFailed)
-      FM_RETURN_IF_ERROR(CascadeFailure(r.id, r.stage, "lease_expired", now));
+    if (r.state == kFailed) FM_RETURN_IF_ERROR(CascadeFailure(r.id, r.stage, error_class, now));
   }
   if (!rescued.empty()) {
-    spdlog::info("rescued {} job(s) whose lease expired", rescued.size());
+    spdlog::info("rescued {} job(s): {}", rescued.size(), error_class);
     FM_RETURN_IF_ERROR(PromoteDatasetJobs(now));
   }
   return static_cast<int>(rescued.size());
+}
+
+namespace {
+constexpr char kHeldByWorker[] =
+    "lease_owner IN (SELECT id FROM workers WHERE run_id = ?4 AND pid = ?5)";
+}  // namespace
+
+Result<int> SqliteJobStore::RescueWorkerJobs(int64_t run_id, int pid,
+                                             const std::string& error_class,
+                                             const std::string& reason) {
+  int n = 0;
+  Status s = db_->Transaction(SqliteDb::TxnKind::kWrite, [&]() -> Status {
+    auto r = RescueLocked(
+        kHeldByWorker,
+        [&](Stmt& st) { st.Bind(3, reason).Bind(4, run_id).Bind(5, static_cast<int64_t>(pid)); },
+        error_class, "?3", clock_->NowMs());
+    if (!r.ok()) return r.status();
+    n = *r;
+    return Status::OK();
+  });
+  if (!s.ok()) return s;
+  return n;
+}
+
+Result<int> SqliteJobStore::ReleaseWorkerJobs(int64_t run_id, int pid) {
+  int n = 0;
+  Status s = db_->Transaction(SqliteDb::TxnKind::kWrite, [&]() -> Status {
+    FM_PREPARE(up, std::string("UPDATE jobs SET state = " S_PENDING
+                               ", attempts = max(attempts - 1, 0), lease_owner = NULL,"
+                               " lease_token = NULL, lease_expires_at = NULL, started_at = NULL"
+                               " WHERE state = " S_RUNNING " AND ") + kHeldByWorker);
+    FM_RETURN_IF_ERROR(up.Bind(4, run_id).Bind(5, static_cast<int64_t>(pid)).Run());
+    n = db_->Changes();
+    return Status::OK();
+  });
+  if (!s.ok()) return s;
+  return n;
 }
 
 Result<int> SqliteJobStore::RescueExpired() {

@@ -26,6 +26,9 @@ class SqliteJobStore : public JobStore {
                                         int64_t lease_ms) override;
   Result<int> Heartbeat(const std::string& worker, int64_t lease_ms) override;
   Result<int> RescueExpired() override;
+  Result<int> RescueWorkerJobs(int64_t run_id, int pid, const std::string& error_class,
+                               const std::string& reason) override;
+  Result<int> ReleaseWorkerJobs(int64_t run_id, int pid) override;
   Result<CompleteStats> Complete(const std::vector<FinishedJob>& batch) override;
   Result<int> Release(const std::vector<ClaimedJob>& jobs) override;
   Result<Outstanding> CountOutstanding(const std::vector<std::string>& stages) override;
@@ -70,6 +73,11 @@ class SqliteJobStore : public JobStore {
   Status RecordError(int64_t job_id, int attempt, const std::string& worker,
                      const Status& error, int64_t now);
   Result<int> RescueExpiredLocked(int64_t now);
+  // Running jobs matching `where` (SQL over jobs; ?4 and ?5 may be bound by `bind`) go
+  // back to pending as suspects, or fail at max attempts; `why_sql` is the reason.
+  Result<int> RescueLocked(const std::string& where, const std::function<void(Stmt&)>& bind,
+                           const std::string& error_class, const std::string& why_sql,
+                           int64_t now);
 
   // Complete, one job at a time, inside its transaction.
   struct SerializedDone {  // a done outcome's JSON, made before the write lock

@@ -50,6 +50,10 @@ TEST(OptionsTest, DefaultSettingsGiveEveryModuleItsOwnDefaults) {
   EXPECT_EQ(run.worker.poll_ms, own_worker.poll_ms);
   EXPECT_EQ(run.worker.retry.base_delay_ms, own_worker.retry.base_delay_ms);
   EXPECT_EQ(run.worker.retry.max_delay_ms, own_worker.retry.max_delay_ms);
+  EXPECT_EQ(run.worker.horizon_ms, own_worker.horizon_ms);
+  EXPECT_EQ(run.worker.budget.batch_ms, own_worker.budget.batch_ms);
+  EXPECT_EQ(run.worker.budget.job_ms, own_worker.budget.job_ms);
+  EXPECT_EQ(run.worker.budget.per_mb_ms, own_worker.budget.per_mb_ms);
   EXPECT_EQ(ToEnqueueOptions(c, {"lighting"}).max_attempts, EnqueueOptions{}.max_attempts);
 }
 
@@ -74,6 +78,10 @@ TEST(OptionsTest, EverySettingReachesTheModuleItConfigures) {
                          {"FRAMEMILL_WORKERS", "5"},
                          {"FRAMEMILL_BATCH", "6"},
                          {"FRAMEMILL_LEASE_MS", "7000"},
+                         {"FRAMEMILL_HORIZON_MS", "4321"},
+                         {"FRAMEMILL_BATCH_BUDGET_MS", "111"},
+                         {"FRAMEMILL_JOB_BUDGET_MS", "222"},
+                         {"FRAMEMILL_JOB_BUDGET_PER_MB_MS", "333"},
                          {"FRAMEMILL_MAX_ATTEMPTS", "8"},
                          {"FRAMEMILL_RETRY_BASE_MS", "100"},
                          {"ALL_GPU", "false"},
@@ -109,6 +117,11 @@ TEST(OptionsTest, EverySettingReachesTheModuleItConfigures) {
   EXPECT_EQ(r.worker.batch_by_stage.at(FetchStage::kName), 9);
   EXPECT_EQ(r.worker.lease_ms, 7000);
   EXPECT_EQ(r.worker.retry.base_delay_ms, 100);
+  EXPECT_EQ(r.worker.horizon_ms, 4321);
+  EXPECT_EQ(r.worker.budget.batch_ms, 111);
+  EXPECT_EQ(r.worker.budget.job_ms, 222);
+  EXPECT_EQ(r.worker.budget.per_mb_ms, 333);
+  EXPECT_EQ(r.worker.budget.extra_by_stage.at(FetchStage::kName), 22);
   EXPECT_EQ(r.worker.stages, (std::vector<std::string>{"fetch", "pose"}));
   EXPECT_TRUE(r.worker.forever);
   EXPECT_EQ(ToEnqueueOptions(c, {"pose"}).max_attempts, 8);

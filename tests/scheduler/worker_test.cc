@@ -377,7 +377,9 @@ TEST_F(WorkerTest, FailedCommitReturnsTheErrorAndTheJobsAreFinishedOnceByAnother
   ASSERT_NE(store_b, nullptr);
   EnqueueImages(*real_a, 10);
   FaultyJobStore faulty_a(real_a.get());
+  // The disk is full: the commit fails, and so does giving the batch back.
   faulty_a.fail_next_complete = 1;
+  faulty_a.fail_next_release = 1;
 
   t_worker = "A";
   Worker a(&faulty_a, nullptr, &registry_, &clock, Options("A", 4, lease), &stop_);
@@ -420,6 +422,34 @@ TEST_F(WorkerTest, FailedCommitReturnsTheErrorAndTheJobsAreFinishedOnceByAnother
   for (auto& [id, n] : after) EXPECT_EQ(n - before[id], 1) << "job " << id;
   EXPECT_EQ(Int("SELECT count(*) FROM jobs WHERE attempts = 2"), 4);
   EXPECT_EQ(Int("SELECT count(*) FROM job_errors WHERE error_class = 'aborted'"), 4);
+  t_worker = "?";
+}
+
+TEST_F(WorkerTest, FailedCommitGivesTheBatchBackWithoutSpendingAnAttempt) {
+  ManualClock clock;
+  auto real_a = Open(&clock);
+  auto store_b = Open(&clock);
+  ASSERT_NE(real_a, nullptr);
+  ASSERT_NE(store_b, nullptr);
+  EnqueueImages(*real_a, 10);
+  FaultyJobStore faulty_a(real_a.get());
+  faulty_a.fail_next_complete = 1;  // the commit fails; the small release still goes
+
+  t_worker = "A";
+  Worker a(&faulty_a, nullptr, &registry_, &clock, Options("A", 4), &stop_);
+  EXPECT_EQ(a.Run().code(), Status::Code::kIOError);
+  EXPECT_EQ(faulty_a.release_calls.load(), 1);
+  // Nothing is held: the batch is pending again at once, its attempt given back.
+  EXPECT_EQ(JobsInState(kPending), 10);
+  EXPECT_EQ(Int("SELECT count(*) FROM jobs WHERE lease_token IS NOT NULL OR attempts > 0"), 0);
+
+  // Another worker finishes everything without waiting for a lease to expire.
+  t_worker = "B";
+  Worker b(store_b.get(), nullptr, &registry_, &clock, Options("B", 4), &stop_);
+  ASSERT_TRUE(b.Run().ok());
+  EXPECT_EQ(JobsInState(kDone), 10);
+  EXPECT_EQ(Int("SELECT count(*) FROM jobs WHERE attempts <> 1"), 0);
+  EXPECT_EQ(Int("SELECT count(*) FROM job_errors"), 0);
   t_worker = "?";
 }
 
