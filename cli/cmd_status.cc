@@ -1,5 +1,6 @@
 #include "cli/command.h"
 
+#include <ctime>
 #include <cstdio>
 #include <iostream>
 #include <optional>
@@ -86,7 +87,9 @@ nlohmann::json StatusJson(const std::string& db, const StatusReport& r,
   j["stages"] = nlohmann::json::object();
   for (const StageCounts& c : r.counts) {
     const double eta = EtaOf(c);
-    j["stages"][c.stage] = {{"pending", c.pending}, {"running", c.running},
+    j["stages"][c.stage] = {{"retry_later", c.retry_later},
+                            {"next_retry_at_ms", OrNull(c.retry_later > 0, c.next_retry_at)},
+                            {"pending", c.pending}, {"running", c.running},
                             {"done", c.done},       {"failed", c.failed},
                             {"skipped", c.skipped}, {"waiting", c.waiting},
                             {"throughput_per_s", RateOf(c)},
@@ -120,6 +123,16 @@ void PrintStageTable(const std::string& db, const StatusReport& r) {
                 RateOf(c), FormatDuration(EtaOf(c)).c_str());
   }
   if (r.counts.empty()) std::printf("(no jobs: run `framemill enqueue SOURCE...`)\n");
+  for (const StageCounts& c : r.counts) {
+    if (c.retry_later == 0) continue;
+    const time_t t = static_cast<time_t>(c.next_retry_at / 1000);
+    struct tm tm {};
+    localtime_r(&t, &tm);
+    char due[64];
+    std::strftime(due, sizeof due, "%Y-%m-%d %H:%M:%S", &tm);
+    std::printf("%s: %lld pending job(s) wait for a retry, the first due at %s\n",
+                c.stage.c_str(), static_cast<long long>(c.retry_later), due);
+  }
 }
 
 void PrintFetch(const FetchSummary& f) {

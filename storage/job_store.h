@@ -66,6 +66,8 @@ struct CompleteStats {
 struct StageCounts {
   std::string stage;
   int64_t pending = 0, running = 0, done = 0, failed = 0, skipped = 0, waiting = 0;
+  int64_t retry_later = 0;   // of pending: waiting for a retry not yet due
+  int64_t next_retry_at = 0; // when the first of those is due (ms since the epoch)
   int64_t done_recent = 0;   // done within the throughput window
   double window_s = 0;       // length of that window actually covered, seconds
 };

@@ -969,6 +969,17 @@ Result<std::vector<StageCounts>> SqliteJobStore::Counts(int64_t window_ms) {
       }
     }
     const int64_t now = clock_->NowMs();
+    FM_PREPARE(later, "SELECT stage, count(*), min(next_run_at) FROM jobs"
+                      " WHERE state = " S_PENDING " AND next_run_at > ? GROUP BY stage");
+    later.Bind(1, now);
+    for (;;) {
+      FM_STEP(row, later.Step());
+      if (!row) break;
+      auto it = by.find(later.Text(0));
+      if (it == by.end()) continue;
+      it->second.retry_later = later.Int(1);
+      it->second.next_retry_at = later.Int(2);
+    }
     FM_PREPARE(rate, "SELECT stage, count(*), min(finished_at) FROM jobs"
                      " WHERE state = ? AND finished_at >= ? GROUP BY stage");
     rate.Bind(1, kDone).Bind(2, now - window_ms);

@@ -149,6 +149,14 @@ TEST_F(SupervisorTest, ARunEndsWhenOnlyRetriesBeyondTheHorizonAreLeft) {
   EXPECT_EQ(Job("/d/ok.png"), "2|1|");
   EXPECT_GT(QueryInt(db_, "SELECT next_run_at FROM jobs WHERE state = 0"),
             SystemClock()->NowMs() + 3'000'000);
+  // And `status` (the store's counts) says so.
+  auto store = OpenJobStore(db_, &registry_.graph(), SystemClock());
+  ASSERT_TRUE(store.ok());
+  auto counts = (*store)->Counts(60'000);
+  ASSERT_TRUE(counts.ok());
+  ASSERT_EQ(counts->size(), 1u);
+  EXPECT_EQ((*counts)[0].retry_later, 1);
+  EXPECT_GT((*counts)[0].next_retry_at, SystemClock()->NowMs() + 3'000'000);
 }
 
 // Under a subreaper (systemd, tini, docker --init) a dead supervisor's workers are not

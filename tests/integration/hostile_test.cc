@@ -1,0 +1,246 @@
+// Hostile input and hostile machines against the real binary: names that are not UTF-8,
+// a stage that blocks forever, a full disk, a supervisor SIGKILLed while `status` reads,
+// and signals. Every item ends terminal with a reason, each run exits with the
+// documented code within a bounded time, and the store passes integrity_check.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/test_support.h"
+
+namespace framemill::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Integrity(const std::string& db) {
+  auto rows = QueryRows(db, "PRAGMA integrity_check");
+  return rows.empty() ? "<none>" : rows[0];
+}
+
+// Jobs not in a terminal state, and terminal failures without a recorded reason.
+long long Unfinished(const std::string& db) {
+  return QueryInt(db, "SELECT count(*) FROM jobs WHERE state NOT IN (2,3,4)");
+}
+long long FailedWithoutReason(const std::string& db) {
+  return QueryInt(db, "SELECT count(*) FROM jobs WHERE state IN (3,4) AND"
+                      " (coalesce(last_error, '') = '' OR coalesce(error_class, '') = '')");
+}
+
+// Mount a small tmpfs at `dir`; false when this process may not (not root, no
+// CAP_SYS_ADMIN), and the caller skips with the reason.
+bool MountTmpfs(const std::string& dir, const std::string& size) {
+  fs::create_directories(dir);
+  return mount("tmpfs", dir.c_str(), "tmpfs", 0, ("size=" + size).c_str()) == 0;
+}
+
+// Fills the file system holding `dir` until writes fail, but for `leave` bytes.
+void FillDisk(const std::string& dir, int64_t leave) {
+  // Write past full, then give back `leave` bytes: what is left is then exact.
+  std::ofstream f(dir + "/filler", std::ios::binary);
+  std::string block(1 << 16, 'x');
+  while (f.write(block.data(), static_cast<std::streamsize>(block.size()))) {
+  }
+  f.close();
+  const auto size = fs::file_size(dir + "/filler");
+  fs::resize_file(dir + "/filler", size > static_cast<uintmax_t>(leave) ? size - leave : 0);
+}
+
+TEST(HostileTest, NamesThatAreNotUtf8AndAStageThatBlocksEndTerminalWithAReason) {
+  TempDir dir;
+  const std::string media = dir / "media";
+  MakeRealImages(media, 6, 200);
+  fs::copy_file(SampleData("baboon.jpg"), media + "/caf\xe9.jpg");
+  // A file replaced by a FIFO after it was enqueued: reading it blocks forever, as a
+  // decoder stuck in a loop or a hung network mount would.
+  fs::copy_file(SampleData("baboon.jpg"), media + "/stuck.jpg");
+  const std::string db = dir / "fm.db";
+  std::map<std::string, std::string> env = {
+      {"FRAMEMILL_DB", db},           {"FRAMEMILL_STAGES", "lighting"},
+      {"FRAMEMILL_MAX_ATTEMPTS", "2"}, {"FRAMEMILL_BATCH_BUDGET_MS", "1500"},
+      {"FRAMEMILL_JOB_BUDGET_MS", "500"}, {"FRAMEMILL_RETRY_BASE_MS", "10"}};
+  auto enq = RunProcess({FRAMEMILL_BIN, "enqueue", media}, env, dir.path());
+  ASSERT_EQ(enq.exit_code, 0) << enq.err;
+  ASSERT_EQ(QueryInt(db, "SELECT count(*) FROM items"), 8);
+  fs::remove(media + "/stuck.jpg");
+  ASSERT_EQ(mkfifo((media + "/stuck.jpg").c_str(), 0600), 0);
+
+  const auto started = std::chrono::steady_clock::now();
+  auto run = RunProcess({FRAMEMILL_BIN, "run", "--workers", "2", "--batch", "4"}, env,
+                        dir.path(), 120);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_EQ(run.exit_code, 3) << run.err;  // finished; the stuck one failed
+  EXPECT_LT(took, 110) << "the run did not end by itself";
+  EXPECT_EQ(Unfinished(db), 0);
+  EXPECT_EQ(FailedWithoutReason(db), 0);
+  auto stuck = QueryRows(db, "SELECT j.state || '|' || j.error_class FROM jobs j JOIN items i"
+                             " ON i.id = j.item_id WHERE i.source LIKE '%/stuck.jpg'");
+  ASSERT_EQ(stuck.size(), 1u);
+  EXPECT_EQ(stuck[0], "3|timeout");
+  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM jobs WHERE state = 2"), 7);
+  EXPECT_EQ(Integrity(db), "ok");
+
+  // The store kept the name's exact bytes; export and status do not abort on it.
+  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM items WHERE hex(source) LIKE '%636166E92E6A7067'"), 1);
+  auto exp = RunProcess({FRAMEMILL_BIN, "export"}, env, dir.path());
+  ASSERT_EQ(exp.exit_code, 0) << exp.err;
+  std::istringstream lines(exp.out);
+  std::string line;
+  int n = 0, with_hex = 0;
+  while (std::getline(lines, line)) {
+    auto j = nlohmann::json::parse(line);  // throws (fails the test) on bad JSON
+    ++n;
+    if (j.contains("item_hex")) {
+      ++with_hex;
+      EXPECT_NE(j["item_hex"].get<std::string>().find("636166e92e6a7067"), std::string::npos);
+    }
+  }
+  EXPECT_EQ(n, 7);
+  EXPECT_EQ(with_hex, 1);
+  auto status = RunProcess({FRAMEMILL_BIN, "status", "--json"}, env, dir.path());
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_EQ(nlohmann::json::parse(status.out)["stages"]["lighting"]["failed"], 1);
+  // Let the FIFO's blocked opener (already killed) leave nothing behind.
+  fs::remove(media + "/stuck.jpg");
+}
+
+TEST(HostileTest, AFullDiskStopsTheRunOnceWithExit4AndARerunFinishesEverything) {
+  TempDir dir;
+  const std::string small = dir / "small";
+  if (!MountTmpfs(small, "3m"))
+    GTEST_SKIP() << "cannot mount a tmpfs here (needs root): " << std::strerror(errno);
+  struct Unmount {
+    std::string dir;
+    ~Unmount() { umount2(dir.c_str(), MNT_DETACH); }
+  } unmount{small};
+  const std::string media = dir / "media";
+  MakeRealImages(media, 300, 64);
+  const std::string db = small + "/fm.db";
+  // Short leases: a batch whose give-back also failed on the full disk comes back soon.
+  std::map<std::string, std::string> env = {{"FRAMEMILL_DB", db},
+                                            {"FRAMEMILL_OUT", dir / "out"},
+                                            {"FRAMEMILL_LEASE_MS", "2000"},
+                                            {"FRAMEMILL_STAGES", "lighting"}};
+  auto enq = RunProcess({FRAMEMILL_BIN, "enqueue", media}, env, dir.path());
+  ASSERT_EQ(enq.exit_code, 0) << enq.err;
+  FillDisk(small, 96 << 10);  // room for a few commits, not for 300
+
+  auto run = RunProcess({FRAMEMILL_BIN, "run", "--workers", "2", "--batch", "8"}, env,
+                        dir.path(), 120);
+  EXPECT_EQ(run.exit_code, 4) << run.err;
+  EXPECT_NE(run.err.find(db), std::string::npos) << run.err;        // names the file
+  EXPECT_NE(run.err.find("full"), std::string::npos) << run.err;    // and the cause
+  // Stopped once: no worker replaced, none respawned in a loop.
+  EXPECT_EQ(run.err.find("exited with code"), std::string::npos) << run.err;
+  EXPECT_EQ(run.err.find("not replaced"), std::string::npos) << run.err;
+
+  // Space freed: a rerun finishes every job, none lost, none twice.
+  fs::remove(small + "/filler");
+  const long long done_before = QueryInt(db, "SELECT count(*) FROM jobs WHERE state = 2");
+  EXPECT_LT(done_before, 300);
+  auto rerun = RunProcess({FRAMEMILL_BIN, "run", "--workers", "2"}, env, dir.path(), 300);
+  EXPECT_EQ(rerun.exit_code, 0) << rerun.err;
+  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM jobs WHERE state = 2"), 300);
+  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM results"), 300);
+  EXPECT_EQ(Integrity(db), "ok");
+}
+
+TEST(HostileTest, SupervisorKilledWhileStatusReadsLeavesAnIntactStoreAndWorkersOwnLocks) {
+  TempDir dir;
+  const std::string media = dir / "media";
+  MakeRealImages(media, 400, 160);
+  const std::string db = dir / "fm.db";
+  std::map<std::string, std::string> env = {{"FRAMEMILL_DB", db},
+                                            {"FRAMEMILL_STAGES", "lighting"},
+                                            {"FRAMEMILL_LEASE_MS", "1000"}};
+  ASSERT_EQ(RunProcess({FRAMEMILL_BIN, "enqueue", media}, env, dir.path()).exit_code, 0);
+
+  std::atomic<bool> reading{true};
+  std::thread status_loop([&] {
+    while (reading) RunProcess({FRAMEMILL_BIN, "status", "--json"}, env, dir.path(), 30);
+  });
+  std::mt19937 rng(7);
+  bool saw_worker_locks = false;
+  for (int round = 0; round < 4; ++round) {
+    pid_t sup = StartProcess({FRAMEMILL_BIN, "run", "--workers", "2", "--batch", "8"}, env,
+                             dir.path(), dir / "run.log");
+    std::vector<pid_t> workers;
+    for (int i = 0; i < 200 && workers.size() < 2; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      workers = ChildPids(sup);
+    }
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(std::uniform_int_distribution<int>(200, 600)(rng)));
+    // Each worker opened its own connection after the fork, so the kernel lists its own
+    // POSIX locks on the store's files (the WAL index is locked while a connection is open).
+    const std::string locks = ReadFile("/proc/locks");
+    int with_locks = 0;
+    for (pid_t w : workers)
+      if (locks.find(" " + std::to_string(w) + " ") != std::string::npos) ++with_locks;
+    if (workers.size() == 2 && with_locks == 2) saw_worker_locks = true;
+    kill(sup, SIGKILL);  // the supervisor only: its workers must notice and stop
+    WaitProcess(sup);
+    for (int i = 0; i < 300; ++i) {
+      bool any = false;
+      for (pid_t w : workers) any |= kill(w, 0) == 0;
+      if (!any) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    for (pid_t w : workers) EXPECT_NE(kill(w, 0), 0) << "worker " << w << " outlived its supervisor";
+    EXPECT_EQ(Integrity(db), "ok");
+  }
+  reading = false;
+  status_loop.join();
+  EXPECT_TRUE(saw_worker_locks) << ReadFile("/proc/locks");
+  auto final_run = RunProcess({FRAMEMILL_BIN, "run", "--workers", "2"}, env, dir.path(), 300);
+  EXPECT_EQ(final_run.exit_code, 0) << final_run.err;
+  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM jobs WHERE state = 2"), 400);
+  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM results"), 400);
+  EXPECT_EQ(Integrity(db), "ok");
+}
+
+// SIGHUP (the terminal or the ssh session went away) ends a run as SIGTERM does, and
+// workers ignore SIGPIPE (a peer that goes away fails a write, it does not kill).
+TEST(HostileTest, SighupStopsARunGracefullyAndWorkersIgnoreSigpipe) {
+  TempDir dir;
+  const std::string media = dir / "media";
+  MakeRealImages(media, 600, 400);
+  const std::string db = dir / "fm.db";
+  std::map<std::string, std::string> env = {{"FRAMEMILL_DB", db}, {"FRAMEMILL_STAGES", "lighting"}};
+  ASSERT_EQ(RunProcess({FRAMEMILL_BIN, "enqueue", media}, env, dir.path()).exit_code, 0);
+  pid_t sup = StartProcess({FRAMEMILL_BIN, "run", "--workers", "2"}, env, dir.path(),
+                           dir / "run.log");
+  std::vector<pid_t> workers;
+  for (int i = 0; i < 300 && workers.size() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    workers = ChildPids(sup);
+  }
+  ASSERT_EQ(workers.size(), 2u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  for (pid_t w : workers) {
+    const std::string st = ReadFile("/proc/" + std::to_string(w) + "/status");
+    auto at = st.find("SigIgn:");
+    ASSERT_NE(at, std::string::npos);
+    const unsigned long long ignored = std::stoull(st.substr(at + 7), nullptr, 16);
+    EXPECT_TRUE(ignored & (1ULL << (SIGPIPE - 1))) << "worker " << w << " " << st.substr(at, 30);
+  }
+  kill(sup, SIGHUP);
+  EXPECT_EQ(WaitProcess(sup), 130) << ReadFile(dir / "run.log");
+  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM jobs WHERE state = 1"), 0);  // all given back
+  EXPECT_EQ(Integrity(db), "ok");
+}
+
+}  // namespace
+}  // namespace framemill::testing
