@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <mutex>
 #include <thread>
 
@@ -239,7 +240,18 @@ Status Worker::Record(const std::vector<FinishedJob>& finished) {
   stats_.stale += st->stale;
   if (st->stale > 0)
     spdlog::warn("{} result(s) discarded: their lease was lost to another worker", st->stale);
+  RemoveStaleArtifacts(finished, st->stale_jobs);
   return Status::OK();
+}
+
+void Worker::RemoveStaleArtifacts(const std::vector<FinishedJob>& finished,
+                                  const std::vector<int64_t>& stale) {
+  // Stages name artifacts by lease token, so a fenced-out worker never overwrote the new
+  // holder's files; what it wrote itself is nobody's result and goes.
+  for (const FinishedJob& f : finished) {
+    if (std::find(stale.begin(), stale.end(), f.job_id) == stale.end()) continue;
+    for (const std::string& path : f.outcome.artifacts) std::remove(path.c_str());
+  }
 }
 
 void Worker::RecordGpuEvents(const gpu::LadderStats& before) {

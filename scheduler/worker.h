@@ -91,6 +91,8 @@ class Worker {
   FinishedJob Finish(const ClaimedJob& job, Outcome outcome);
   void PostDeadline(int64_t budget_ms);
   Status Record(const std::vector<FinishedJob>& finished);
+  void RemoveStaleArtifacts(const std::vector<FinishedJob>& finished,
+                            const std::vector<int64_t>& stale);
   void RecordGpuEvents(const gpu::LadderStats& before);
   Status ReleaseRest(const std::vector<ClaimedJob>& jobs, size_t finished);
   void SleepFor(int64_t ms);

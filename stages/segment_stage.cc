@@ -46,10 +46,15 @@ SegmentStage::SegmentStage(std::shared_ptr<models::ModelCache> cache, ModelStage
   mask_dir_ = ((ec ? std::filesystem::path(out_dir) : abs) / "segment").lexically_normal().string();
 }
 
-std::string SegmentStage::MaskPath(int64_t item_id, int64_t frame) const {
-  std::string name = std::to_string(item_id);
+std::string SegmentStage::MaskPath(const ClaimedJob& job, int64_t frame) const {
+  // The lease token in the name fences the file as the store fences the result: a worker
+  // that lost its lease writes beside the new holder's mask, never over it.
+  std::string name = std::to_string(job.item_id);
   if (frame >= 0) name += "-f" + std::to_string(frame);
-  return mask_dir_ + "/" + name + ".png";
+  char token[24];
+  std::snprintf(token, sizeof token, "-%016llx",
+                static_cast<unsigned long long>(job.lease_token));
+  return mask_dir_ + "/" + name + token + ".png";
 }
 
 Status SegmentStage::Analyse(const ModelBatch& batch, const StageContext& ctx,
@@ -61,7 +66,7 @@ Status SegmentStage::Analyse(const ModelBatch& batch, const StageContext& ctx,
     const ModelFrame& frame = batch.frames[i];
     auto mask = models::DecodeSegmentation(runner.manifest(), (*outs)[i], frame.bgr.size());
     if (!mask.ok()) return mask.status();
-    const std::string path = MaskPath(batch.jobs[frame.job].item_id, frame.index);
+    const std::string path = MaskPath(batch.jobs[frame.job], frame.index);
     FM_RETURN_IF_ERROR(WritePng(mask->binary, path));
     nlohmann::json r = {{"model", runner.manifest().name}, {"coverage", mask->coverage},
                         {"mask", path}};

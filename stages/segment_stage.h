@@ -21,8 +21,8 @@ class SegmentStage : public ModelStage {
   SegmentStage(std::shared_ptr<models::ModelCache> cache, ModelStageOptions frames,
                SegmentOptions options, const std::string& out_dir);
 
-  // Where the mask of `item_id` (frame -1 for an image) goes.
-  std::string MaskPath(int64_t item_id, int64_t frame) const;
+  // Where the mask of `job`'s item (frame -1 for an image) goes under this claim.
+  std::string MaskPath(const ClaimedJob& job, int64_t frame) const;
 
  protected:
   std::vector<std::string> Models() const override { return {options_.model}; }

@@ -61,6 +61,7 @@ struct EnqueueStats {
 struct CompleteStats {
   int done = 0, skipped = 0, failed = 0, retried = 0;
   int stale = 0;  // rejected: the lease was lost (expired and rescued, or item changed)
+  std::vector<int64_t> stale_jobs;  // their ids: the worker removes what they wrote
 };
 
 struct StageCounts {

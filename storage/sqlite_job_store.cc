@@ -662,6 +662,7 @@ Status SqliteJobStore::CompleteOne(const FinishedJob& f, const SerializedDone& d
   FM_STEP(held, own.Step());
   if (!held) {
     ++stats->stale;
+    stats->stale_jobs.push_back(f.job_id);
     return Status::OK();
   }
   const HeldJob job{f.job_id, static_cast<int>(own.Int(0)), own.Text(1), own.Text(2)};

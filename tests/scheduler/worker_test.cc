@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -74,8 +75,16 @@ class ProbeStage : public Stage {
     }
     if (hook) hook(job);
     if (!fail.ok()) return Outcome::Failed(fail);
-    return Outcome::Done({{"n", job.id}, {"by", t_worker}});
+    Outcome o = Outcome::Done({{"n", job.id}, {"by", t_worker}});
+    if (!artifact_dir.empty()) {
+      // Named by lease token, as the real stages name theirs.
+      o.artifacts.push_back(artifact_dir + "/" + std::to_string(job.id) + "-" +
+                            std::to_string(job.lease_token) + ".txt");
+      WriteFile(o.artifacts.back(), t_worker);
+    }
+    return o;
   }
+  std::string artifact_dir;  // set: each run writes one artifact there
 
   // Every run of `source` fails with `s`.
   void FailAlways(const std::string& source, Status s) {
@@ -503,6 +512,7 @@ TEST_F(WorkerTest, LostLeaseMakesTheFirstWorkersResultsStaleAndEachJobHasOneResu
   EnqueueImages(*store_a, n);
   FaultyJobStore hb_a(hb_real.get());
   hb_a.drop_heartbeats = true;
+  stage_->artifact_dir = dir_.path();
 
   std::atomic<bool> stop_b{false};
   Worker b(store_b.get(), nullptr, &registry_, SystemClock(), Options("B", n, lease), &stop_b);
@@ -536,6 +546,17 @@ TEST_F(WorkerTest, LostLeaseMakesTheFirstWorkersResultsStaleAndEachJobHasOneResu
   EXPECT_EQ(DuplicatedResults(), 0);
   EXPECT_EQ(Int("SELECT count(*) FROM results WHERE json_extract(result, '$.by') = 'B'"), n);
   EXPECT_EQ(Int("SELECT count(*) FROM jobs WHERE lease_token IS NOT NULL"), 0);
+  // A's artifacts went with its results; B's, the ones the results name, are all there.
+  stage_->artifact_dir.clear();
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir_.path()))
+    if (e.path().extension() == ".txt") {
+      ++files;
+      EXPECT_EQ(ReadFile(e.path().string()), "B") << e.path();
+    }
+  EXPECT_EQ(files, n);
+  for (const std::string& a : QueryRows(db_, "SELECT value FROM results, json_each(results.artifacts)"))
+    EXPECT_TRUE(std::filesystem::exists(a)) << a;
 }
 
 TEST_F(WorkerTest, HeartbeatsKeepTheLeaseWhileAJobRunsLongerThanTheLease) {

@@ -44,16 +44,37 @@ TEST(SegmentStageTest, SelfieMaskOfAPersonIsWrittenAsAPng) {
                      out.path());
   for (const auto& [file, item] : std::vector<std::pair<std::string, int64_t>>{
            {"messi5.jpg", 7}, {"basketball1.png", 8}}) {
-    Outcome o = stage.Run(JobFor("segment", testing::SampleData(file), MediaKind::kImage, item));
+    const ClaimedJob job = JobFor("segment", testing::SampleData(file), MediaKind::kImage, item);
+    Outcome o = stage.Run(job);
     const cv::Mat img = cv::imread(testing::SampleData(file));
     ExpectMaskMatches(o, img.size());
     EXPECT_EQ(o.result["model"], "selfie");
-    EXPECT_EQ(o.artifacts[0], stage.MaskPath(item, -1));
+    EXPECT_EQ(o.artifacts[0], stage.MaskPath(job, -1));
     EXPECT_EQ(o.artifacts[0].rfind(out.path(), 0), 0u);
     const double c = o.result["coverage"];
     EXPECT_GT(c, 0.01) << file;
     EXPECT_LT(c, 0.90) << file;
   }
+}
+
+// A worker that lost its lease may still be writing when the job's new holder writes:
+// each claim's mask has its own name, so neither overwrites the other.
+TEST(SegmentStageTest, EachClaimWritesItsOwnMask) {
+  FM_REQUIRE_MODEL("selfie");
+  testing::TempDir out;
+  SegmentStage stage(std::make_shared<models::ModelCache>(ModelsDir()), ModelStageOptions{},
+                     SegmentOptions{}, out.path());
+  ClaimedJob first = JobFor("segment", testing::SampleData("messi5.jpg"), MediaKind::kImage, 7);
+  ClaimedJob second = first;
+  first.lease_token = 0x1111;
+  second.lease_token = 0x2222;
+  Outcome a = stage.Run(first);
+  const std::string first_bytes = testing::ReadFile(a.artifacts.at(0));
+  Outcome b = stage.Run(second);
+  ASSERT_EQ(b.kind, Outcome::Kind::kDone);
+  EXPECT_NE(a.artifacts.at(0), b.artifacts.at(0));
+  EXPECT_EQ(testing::ReadFile(a.artifacts.at(0)), first_bytes);
+  EXPECT_TRUE(std::filesystem::exists(b.artifacts.at(0)));
 }
 
 TEST(SegmentStageTest, VideoFramesEachGetAMask) {
@@ -62,13 +83,14 @@ TEST(SegmentStageTest, VideoFramesEachGetAMask) {
   ModelStageOptions m;
   m.video_frames = 3;
   SegmentStage stage(std::make_shared<models::ModelCache>(ModelsDir()), m, SegmentOptions{}, out.path());
-  Outcome o = stage.Run(JobFor("segment", testing::SampleData("vtest.avi"), MediaKind::kVideo, 4));
+  const ClaimedJob job = JobFor("segment", testing::SampleData("vtest.avi"), MediaKind::kVideo, 4);
+  Outcome o = stage.Run(job);
   ASSERT_EQ(o.kind, Outcome::Kind::kDone) << o.error.ToString();
   ASSERT_EQ(o.result["frames"].size(), 3u);
   ASSERT_EQ(o.artifacts.size(), 3u);
   for (size_t k = 0; k < 3; ++k) {
     const auto& f = o.result["frames"][k];
-    EXPECT_EQ(o.artifacts[k], stage.MaskPath(4, f["frame"].get<int64_t>()));
+    EXPECT_EQ(o.artifacts[k], stage.MaskPath(job, f["frame"].get<int64_t>()));
     EXPECT_TRUE(std::filesystem::exists(o.artifacts[k]));
   }
   EXPECT_TRUE(o.result.contains("mean_coverage"));
@@ -93,10 +115,11 @@ TEST(SegmentStageTest, CorruptImageFailsAndMissingModelFailsWithTheHint) {
   testing::TempDir d;
   testing::WriteFile(d / "x.png", "not a png at all");
   SegmentStage stage(std::make_shared<models::ModelCache>(ModelsDir()), ModelStageOptions{}, SegmentOptions{}, d / "out");
-  Outcome bad = stage.Run(JobFor("segment", d / "x.png", MediaKind::kImage));
+  const ClaimedJob job = JobFor("segment", d / "x.png", MediaKind::kImage);
+  Outcome bad = stage.Run(job);
   ASSERT_EQ(bad.kind, Outcome::Kind::kFailed);
   EXPECT_FALSE(bad.error.IsTransient()) << bad.error.ToString();
-  EXPECT_FALSE(std::filesystem::exists(stage.MaskPath(1, -1)));
+  EXPECT_FALSE(std::filesystem::exists(stage.MaskPath(job, -1)));
 
   SegmentStage none(std::make_shared<models::ModelCache>(d / "no-models"), ModelStageOptions{}, SegmentOptions{}, d / "out");
   Outcome f = none.Run(JobFor("segment", testing::SampleData("messi5.jpg"), MediaKind::kImage));
