@@ -1,4 +1,5 @@
 #include "cli/command.h"
+#include "base/json_text.h"
 
 #include <cstdio>
 #include <iostream>
@@ -19,7 +20,7 @@ int CmdConfig(const Flags& f) {
       j["settings"][p.key] = {{"value", p.value}, {"source", p.source},
                               {"env", p.env.empty() ? nlohmann::json(nullptr) : nlohmann::json(p.env)}};
     j["stages"] = env->registry->graph().Names();
-    std::cout << j.dump(2) << "\n";
+    std::cout << JsonDump(j, 2) << "\n";
     return ToInt(ExitCode::kOk);
   }
   std::printf("config file: %s\n\n", c.config_file.empty() ? "(none)" : c.config_file.c_str());

@@ -1,4 +1,5 @@
 #include "cli/command.h"
+#include "base/json_text.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -48,13 +49,13 @@ int CmdExport(const Flags& f) {
       return;
     }
     nlohmann::json j;
-    j["item"] = r.source;
+    SetBytesField(j, "item", r.source);
     j["stage"] = r.stage;
     j["device"] = r.device;
     j["attempts"] = r.attempts;
     j["result"] = nlohmann::json::parse(r.result_json, nullptr, false);
     j["artifacts"] = nlohmann::json::parse(r.artifacts_json, nullptr, false);
-    *out << j.dump() << '\n';
+    *out << JsonDump(j) << '\n';
   });
   if (!s.ok()) return StoreError(s);
   out->flush();

@@ -1,4 +1,5 @@
 #include "cli/command.h"
+#include "base/json_text.h"
 
 #include <cstdio>
 #include <iostream>
@@ -40,7 +41,7 @@ int CmdGpu(const Flags& f) {
       j["operations"][d.op] = {{"device", d.device}, {"gpu", d.use_gpu}, {"reason", d.reason},
                                {"gpu_implemented", d.gpu_implemented}};
     j["warnings"] = plan.warnings;
-    std::cout << j.dump(2) << "\n";
+    std::cout << JsonDump(j, 2) << "\n";
     return ToInt(ExitCode::kOk);
   }
   std::printf("CUDA built in: %s\n", gpu::CudaCompiledIn() ? "yes" : "no");

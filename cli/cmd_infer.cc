@@ -2,6 +2,7 @@
 // the model's decode (models/decode.h, the entry point the stages use), as the contract
 // says. Each call opens its own model.
 #include "cli/command.h"
+#include "base/json_text.h"
 
 #include <algorithm>
 #include <chrono>
@@ -179,7 +180,7 @@ int RunInfer(const InferOptions& opts, std::ostream& out, std::ostream& err) {
                           {"device", device},
                           {"ms_per_image", ran ? total_ms / ran : 0.0},
                           {"results", std::move(results)}};
-    out << doc.dump() << "\n";
+    out << JsonDump(doc) << "\n";
   } else if (ran) {
     out << opts.model << " on " << device << ": " << std::fixed << std::setprecision(1)
         << total_ms / ran << " ms per image (" << ran << " image(s))\n";

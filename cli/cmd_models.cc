@@ -1,4 +1,5 @@
 #include "cli/command.h"
+#include "base/json_text.h"
 
 #include <cstdio>
 #include <iostream>
@@ -84,7 +85,7 @@ int ModelsList(const Config& c, bool json) {
     nlohmann::json j = {{"dir", store.dir()}, {"dir_source", source}, {"installed", installed},
                         {"models", nlohmann::json::array()}};
     for (const auto& e : entries) j["models"].push_back(EntryJson(store, e));
-    std::cout << j.dump(2) << "\n";
+    std::cout << JsonDump(j, 2) << "\n";
     return ToInt(ExitCode::kOk);
   }
   std::printf("model directory: %s (%s%s)\n\n", store.dir().c_str(), source.c_str(),

@@ -1,4 +1,5 @@
 #include "cli/command.h"
+#include "base/json_text.h"
 
 #include <ctime>
 #include <cstdio>
@@ -179,7 +180,7 @@ int CmdStatus(const Flags& f) {
   const std::string& db = env->config.db;
   const std::optional<FetchSummary> fetch = SummariseFetch(*report, env->registry->graph());
   if (f.json) {
-    std::cout << StatusJson(db, *report, fetch).dump(2) << "\n";
+    std::cout << JsonDump(StatusJson(db, *report, fetch), 2) << "\n";
     return ToInt(ExitCode::kOk);
   }
   PrintStageTable(db, *report);

@@ -1,4 +1,5 @@
 #include "cli/enqueue.h"
+#include "base/json_text.h"
 
 #include <sys/stat.h>
 #include <tbb/parallel_for.h>
@@ -86,7 +87,7 @@ void ReadAndClassify(Candidate& c) {
   } else {
     c.skip_reason = total == 0 ? "empty file" : "not an image or video";
   }
-  c.item.media_info = info.dump();
+  c.item.media_info = JsonDump(info);
 }
 
 // One `enqueue` call, step by step: sources into candidate files and URL lists; which

@@ -1,4 +1,5 @@
 #include "cli/url_list.h"
+#include "base/json_text.h"
 
 #include <algorithm>
 #include <cctype>
@@ -167,7 +168,7 @@ Status ReadCsv(const std::string& path, LineReader& r, Sink& sink, UrlListReport
     nlohmann::json meta = nlohmann::json::object();
     for (size_t i = 0; i < fields.size(); ++i)
       if (static_cast<int>(i) != url_col) meta[header[i]] = fields[i];
-    FM_RETURN_IF_ERROR(sink.Offer(fields[url_col], meta.dump(), line));
+    FM_RETURN_IF_ERROR(sink.Offer(fields[url_col], JsonDump(meta), line));
   }
   return Status::OK();
 }
@@ -190,7 +191,7 @@ Status ReadJsonl(LineReader& r, Sink& sink, UrlListReport* report) {
     }
     std::string url = it->get<std::string>();
     j.erase(it);
-    FM_RETURN_IF_ERROR(sink.Offer(url, j.dump(), r.number()));
+    FM_RETURN_IF_ERROR(sink.Offer(url, JsonDump(j), r.number()));
   }
   return Status::OK();
 }

@@ -1,4 +1,5 @@
 #include "storage/sqlite_job_store.h"
+#include "base/json_text.h"
 
 #include <spdlog/spdlog.h>
 
@@ -422,7 +423,7 @@ Status SqliteJobStore::ApplyFetched(int64_t job_id, const FetchedFile& file, int
                  " media_info = ?, updated_at = ? WHERE id = (SELECT item_id FROM jobs WHERE id = ?)"
                  " RETURNING id");
   up.Bind(1, file.path).Bind(2, static_cast<int>(file.kind)).Bind(3, file.content_hash)
-      .Bind(4, file.bytes).Bind(5, file.media_info.dump()).Bind(6, now).Bind(7, job_id);
+      .Bind(4, file.bytes).Bind(5, JsonDump(file.media_info)).Bind(6, now).Bind(7, job_id);
   FM_STEP(row, up.Step());
   if (!row) return Status::Internal("fetch job " + std::to_string(job_id) + " has no item");
   return SkipNotApplicable(up.Int(0), file.kind, now);
@@ -635,8 +636,8 @@ Result<CompleteStats> SqliteJobStore::Complete(const std::vector<FinishedJob>& b
   for (size_t i = 0; i < batch.size(); ++i) {
     const Outcome& o = batch[i].outcome;
     if (!o.done()) continue;
-    done[i].result = o.result.dump();
-    done[i].artifacts = nlohmann::json(o.artifacts).dump();
+    done[i].result = JsonDump(o.result);
+    done[i].artifacts = JsonDump(nlohmann::json(o.artifacts));
   }
   CompleteStats stats;
   Status s = db_->Transaction(SqliteDb::TxnKind::kWrite, [&]() -> Status {

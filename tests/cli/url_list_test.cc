@@ -104,6 +104,22 @@ TEST(UrlListTest, CsvFindsTheUrlColumnKeepsTheOthersAndHonoursRfc4180Quoting) {
   EXPECT_EQ(p.report.examples[2].line, 9);
 }
 
+// Latin-1 bytes in a cell or a URL (not UTF-8) used to throw out of the JSON dump and
+// stop the list partway; every line must come through, the URL's bytes exact.
+TEST(UrlListTest, CsvCellsAndUrlsThatAreNotUtf8DoNotStopTheList) {
+  TempDir dir;
+  auto p = Parse(dir, "u.csv",
+                 "caption,url\n"
+                 "caf\xe9,http://h/a.jpg\n"
+                 "plain,http://h/caf\xe9.jpg\n"
+                 "last,http://h/z.jpg\n");
+  ASSERT_TRUE(p.status.ok()) << p.status.ToString();
+  ASSERT_EQ(p.entries.size(), 3u);
+  EXPECT_EQ(Meta(p.entries[0])["caption"], "caf\xef\xbf\xbd");  // U+FFFD in the JSON
+  EXPECT_EQ(p.entries[1].url, "http://h/caf\xe9.jpg");
+  EXPECT_EQ(p.entries[2].url, "http://h/z.jpg");
+}
+
 TEST(UrlListTest, CsvWithoutAUrlColumnIsInvalidArgumentNamingTheFile) {
   TempDir dir;
   auto p = Parse(dir, "u.csv", "link,caption\nhttp://h/a.jpg,x\n");
