@@ -17,23 +17,28 @@ Result<cv::Mat> DecodeImageFile(const std::string& path, const ImageLimits& limi
   if (!sniffed) return Status::Unsupported("not an image: content is " + DescribeContent(b));
   if (sniffed->kind != MediaKind::kImage)
     return Status::Unsupported("not an image: content is " + sniffed->format + " video");
+  // Decoding is allowed only once the header's declared size is known to be within the
+  // limit: a format whose size cannot be read is refused, never decoded unbounded.
   auto header = ProbeImageHeader(b, sniffed->format);
-  if (header.ok()) {
-    const int64_t px = header->width * header->height;
-    if (header->width <= 0 || header->height <= 0)
-      return Status::Corruption(sniffed->format + " header declares an empty image");
-    if (px > limits.max_pixels) {
-      char msg[256];
-      std::snprintf(msg, sizeof msg,
-                    "%s header declares %lldx%lld (%.1f MP), over the limit of %.1f MP "
-                    "(media.max_image_pixels); not decoded",
-                    sniffed->format.c_str(), static_cast<long long>(header->width),
-                    static_cast<long long>(header->height), px / 1e6,
-                    limits.max_pixels / 1e6);
-      return Status::TooLarge(msg);
-    }
-  } else if (header.status().IsCorruption()) {
-    return header.status();
+  if (!header.ok()) {
+    if (header.status().IsCorruption()) return header.status();
+    return Status::Unsupported(sniffed->format + ": the image size cannot be read from its header (" +
+                               std::string(header.status().message()) +
+                               "), so it is not decoded (media.max_image_pixels)");
+  }
+  if (header->width <= 0 || header->height <= 0)
+    return Status::Corruption(sniffed->format + " header declares an empty image");
+  int64_t px = 0;
+  if (__builtin_mul_overflow(header->width, header->height, &px) || px > limits.max_pixels) {
+    char msg[256];
+    std::snprintf(msg, sizeof msg,
+                  "%s header declares %lldx%lld (%.1f MP), over the limit of %.1f MP "
+                  "(media.max_image_pixels); not decoded",
+                  sniffed->format.c_str(), static_cast<long long>(header->width),
+                  static_cast<long long>(header->height),
+                  static_cast<double>(header->width) * static_cast<double>(header->height) / 1e6,
+                  static_cast<double>(limits.max_pixels) / 1e6);
+    return Status::TooLarge(msg);
   }
   if (sniffed->format == "jpeg") {
     // libjpeg pads a cut-off JPEG with grey and returns it; insist on the end marker.

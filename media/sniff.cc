@@ -93,6 +93,57 @@ std::optional<MediaKind> KindFromExtension(std::string_view path) {
   return std::nullopt;
 }
 
+namespace {
+
+// The first image file directory's ImageWidth (256) and ImageLength (257).
+Result<ImageHeader> ProbeTiff(std::string_view h) {
+  const bool le = h[0] == 'I';
+  auto u16 = [&](size_t at) { return le ? Le16(h, at) : Be16(h, at); };
+  auto u32 = [&](size_t at) { return le ? Le32(h, at) : Be32(h, at); };
+  if (h.size() < 8) return Status::Corruption("TIFF header cut short");
+  const uint64_t ifd = u32(4);
+  if (ifd + 2 > h.size()) return Status::Corruption("TIFF directory offset past the end of the file");
+  const uint64_t entries = u16(static_cast<size_t>(ifd));
+  int64_t width = -1, height = -1;
+  for (uint64_t k = 0; k < entries; ++k) {
+    const uint64_t e = ifd + 2 + 12 * k;
+    if (e + 12 > h.size()) return Status::Corruption("TIFF directory cut short");
+    const uint32_t tag = u16(static_cast<size_t>(e)), type = u16(static_cast<size_t>(e) + 2);
+    if (tag != 256 && tag != 257) continue;
+    // SHORT (3) sits in the first two bytes of the value field; LONG (4) fills it.
+    const int64_t v = type == 3 ? u16(static_cast<size_t>(e) + 8) : u32(static_cast<size_t>(e) + 8);
+    (tag == 256 ? width : height) = v;
+  }
+  if (width < 0 || height < 0) return Status::Corruption("TIFF directory has no image size");
+  return ImageHeader{width, height};
+}
+
+// "P1".."P6", then width and height as decimal tokens, with # comments allowed between.
+Result<ImageHeader> ProbePnm(std::string_view h) {
+  size_t i = 2;
+  int64_t dims[2];
+  for (int64_t& d : dims) {
+    for (;;) {
+      while (i < h.size() && std::isspace(uint8_t(h[i]))) ++i;
+      if (i < h.size() && h[i] == '#') {
+        while (i < h.size() && h[i] != '\n') ++i;
+        continue;
+      }
+      break;
+    }
+    if (i >= h.size() || !std::isdigit(uint8_t(h[i])))
+      return Status::Corruption("PNM header cut short or damaged (no image size)");
+    d = 0;
+    for (; i < h.size() && std::isdigit(uint8_t(h[i])); ++i) {
+      if (d > (int64_t{1} << 40)) return Status::Corruption("PNM header declares an absurd size");
+      d = d * 10 + (h[i] - '0');
+    }
+  }
+  return ImageHeader{dims[0], dims[1]};
+}
+
+}  // namespace
+
 Result<ImageHeader> ProbeImageHeader(std::string_view h, const std::string& format) {
   if (format == "png") {
     if (h.size() < 24 || !StartsWith(h, "IHDR", 12))
@@ -148,6 +199,8 @@ Result<ImageHeader> ProbeImageHeader(std::string_view h, const std::string& form
     }
     return Status::Corruption("JPEG header cut short before the frame header");
   }
+  if (format == "tiff") return ProbeTiff(h);
+  if (format == "pnm") return ProbePnm(h);
   return Status::NotFound("no header probe for " + format);
 }
 

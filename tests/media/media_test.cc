@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <opencv2/imgcodecs.hpp>
+
 #include "tests/support/test_support.h"
 
 namespace framemill {
@@ -69,6 +71,74 @@ TEST(MediaTest, RefusesOversizedImagesBeforeDecoding) {
   ASSERT_FALSE(img.ok());
   EXPECT_EQ(img.status().code(), Status::Code::kTooLarge);
   EXPECT_NE(img.status().message().find("548x342"), std::string::npos);
+}
+
+// A TIFF whose only directory declares w x h (SHORT or LONG fields) over a few bytes of
+// deflate data: a decoder that trusted it would allocate w*h*3 bytes.
+std::string TiffBomb(bool little_endian, uint32_t w, uint32_t h, bool long_fields) {
+  auto u16 = [&](uint32_t v) {
+    return little_endian ? std::string{char(v), char(v >> 8)} : std::string{char(v >> 8), char(v)};
+  };
+  auto u32 = [&](uint32_t v) {
+    return little_endian ? u16(v & 0xFFFF) + u16(v >> 16) : u16(v >> 16) + u16(v & 0xFFFF);
+  };
+  auto entry = [&](uint32_t tag, uint32_t type, uint32_t value) {
+    std::string field = type == 3 ? u16(value) + u16(0) : u32(value);
+    return u16(tag) + u16(type) + u32(1) + field;
+  };
+  const uint32_t t = long_fields ? 4 : 3;
+  std::string s = little_endian ? std::string("II*\0", 4) : std::string("MM\0*", 4);
+  s += u32(8);
+  s += u16(6) + entry(256, t, w) + entry(257, t, h) + entry(258, 3, 8) + entry(259, 3, 8) +
+       entry(273, 4, 90) + entry(279, 4, 8) + u32(0);
+  s += std::string("\x78\x9c\x03\x00\x00\x00\x00\x01", 8);
+  return s;
+}
+
+TEST(MediaTest, EveryProbedFormatIsRefusedByItsHeaderBeforeDecoding) {
+  testing::TempDir dir;
+  ImageLimits limits;  // 100 MP
+  const std::vector<std::pair<std::string, std::string>> bombs = {
+      {"le.tif", TiffBomb(true, 20000, 20000, true)},
+      {"be.tif", TiffBomb(false, 30000, 30000, false)},
+      {"big.pgm", "P5\n# a comment\n20000 20000\n255\n" + std::string(16, '\0')},
+      // 2^32 x 2^32 overflows int64 when multiplied naively.
+      {"overflow.tif", TiffBomb(true, 0xFFFFFFFF, 0xFFFFFFFF, true)},
+  };
+  for (const auto& [name, bytes] : bombs) {
+    testing::WriteFile(dir / name, bytes);
+    auto r = DecodeImageFile(dir / name, limits);
+    ASSERT_FALSE(r.ok()) << name;
+    EXPECT_EQ(r.status().code(), Status::Code::kTooLarge) << name << ": " << r.status().ToString();
+    EXPECT_NE(r.status().ToString().find("media.max_image_pixels"), std::string::npos);
+  }
+  // Within the limit, real TIFF and PNM files still decode, in both byte orders' worth.
+  const cv::Mat img = cv::imread(testing::SampleData("baboon.jpg"));
+  ASSERT_TRUE(cv::imwrite(dir / "ok.tif", img));
+  ASSERT_TRUE(cv::imwrite(dir / "ok.ppm", img));
+  for (const char* name : {"ok.tif", "ok.ppm"}) {
+    auto r = DecodeImageFile(dir / name, limits);
+    ASSERT_TRUE(r.ok()) << name << ": " << r.status().ToString();
+    EXPECT_EQ(r->size(), img.size());
+  }
+  ImageLimits small;
+  small.max_pixels = img.total() - 1;
+  EXPECT_EQ(DecodeImageFile(dir / "ok.tif", small).status().code(), Status::Code::kTooLarge);
+}
+
+TEST(MediaTest, AnImageWhoseSizeCannotBeReadIsRefusedNotDecoded) {
+  testing::TempDir dir;
+  // An AVIF/HEIF box header: sniffed as an image, but no probe reads its size.
+  std::string avif("\0\0\0\x1c" "ftypavif\0\0\0\0avifmif1miaf", 28);
+  testing::WriteFile(dir / "x.avif", avif + std::string(64, '\0'));
+  auto r = DecodeImageFile(dir / "x.avif", ImageLimits{});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kUnsupported) << r.status().ToString();
+  EXPECT_NE(r.status().ToString().find("cannot be read"), std::string::npos) << r.status().ToString();
+  // A TIFF whose directory is cut off is damaged, not decoded.
+  std::string cut = TiffBomb(true, 100, 100, true).substr(0, 20);
+  testing::WriteFile(dir / "cut.tif", cut);
+  EXPECT_EQ(DecodeImageFile(dir / "cut.tif", ImageLimits{}).status().code(), Status::Code::kCorruption);
 }
 
 TEST(MediaTest, BadImagesFailWithTheirReason) {
