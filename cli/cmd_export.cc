@@ -1,10 +1,10 @@
 #include "cli/command.h"
 #include "base/json_text.h"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iostream>
 
 #include <nlohmann/json.hpp>
 
@@ -20,6 +20,48 @@ std::string CsvField(const std::string& s) {
 
 }  // namespace
 
+// Where export writes: stdout or a file, every write checked, so a full disk or a closed
+// pipe is an error naming the file and the cause, never a silently truncated file.
+class ExportSink {
+ public:
+  explicit ExportSink(std::string path) : path_(std::move(path)) {}
+  ~ExportSink() {
+    if (file_ != nullptr && file_ != stdout) std::fclose(file_);
+  }
+  Status Open() {
+    if (path_.empty() || path_ == "-") {
+      file_ = stdout;
+      name_ = "standard output";
+      return Status::OK();
+    }
+    std::error_code ec;
+    auto parent = std::filesystem::path(path_).parent_path();
+    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+    file_ = std::fopen(path_.c_str(), "w");
+    name_ = path_;
+    if (file_ == nullptr) return Status::InvalidArgument("-o: cannot write " + path_ + ": " + std::strerror(errno));
+    return Status::OK();
+  }
+  Status Write(const std::string& s) {
+    if (std::fwrite(s.data(), 1, s.size(), file_) != s.size()) return Failed();
+    return Status::OK();
+  }
+  Status Close() {
+    if (std::fflush(file_) != 0) return Failed();
+    if (file_ != stdout) {
+      const int rc = std::fclose(file_);
+      file_ = nullptr;
+      if (rc != 0) return Failed();
+    }
+    return Status::OK();
+  }
+
+ private:
+  Status Failed() { return Status::IOError("writing " + name_ + ": " + std::strerror(errno)); }
+  std::string path_, name_;
+  std::FILE* file_ = nullptr;
+};
+
 int CmdExport(const Flags& f) {
   auto env = Resolve(f);
   if (!env.ok()) return UsageError(env.status().message());
@@ -29,24 +71,18 @@ int CmdExport(const Flags& f) {
   if (Status st = CheckStageFlag(*env, f.stage); !st.ok()) return UsageError(st.message());
   auto store = OpenStore(*env);
   if (!store.ok()) return StoreError(store.status());
-  std::ofstream file;
-  std::ostream* out = &std::cout;
-  if (!f.output.empty() && f.output != "-") {
-    std::error_code ec;
-    auto parent = std::filesystem::path(f.output).parent_path();
-    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-    file.open(f.output);
-    if (!file) return UsageError("-o: cannot write " + f.output);
-    out = &file;
-  }
-  if (f.format == "csv") *out << "item,stage,device,attempts,result,artifacts\n";
+  ExportSink out(f.output);
+  if (Status st = out.Open(); !st.ok()) return UsageError(st.message());
+  Status written = f.format == "csv" ? out.Write("item,stage,device,attempts,result,artifacts\n")
+                                     : Status::OK();
   int64_t n = 0;
-  Status s = (*store)->ForEachResult(f.stage, [&](const ExportRow& r) {
+  Status s = written;
+  if (s.ok()) s = (*store)->ForEachResult(f.stage, [&](const ExportRow& r) -> Status {
     ++n;
     if (f.format == "csv") {
-      *out << CsvField(r.source) << ',' << r.stage << ',' << r.device << ',' << r.attempts << ','
-           << CsvField(r.result_json) << ',' << CsvField(r.artifacts_json) << '\n';
-      return;
+      return out.Write(CsvField(r.source) + ',' + r.stage + ',' + r.device + ',' +
+                       std::to_string(r.attempts) + ',' + CsvField(r.result_json) + ',' +
+                       CsvField(r.artifacts_json) + '\n');
     }
     nlohmann::json j;
     SetBytesField(j, "item", r.source);
@@ -55,11 +91,16 @@ int CmdExport(const Flags& f) {
     j["attempts"] = r.attempts;
     j["result"] = nlohmann::json::parse(r.result_json, nullptr, false);
     j["artifacts"] = nlohmann::json::parse(r.artifacts_json, nullptr, false);
-    *out << JsonDump(j) << '\n';
+    return out.Write(JsonDump(j) + '\n');
   });
-  if (!s.ok()) return StoreError(s);
-  out->flush();
-  if (file.is_open())
+  if (s.ok()) s = out.Close();
+  if (!s.ok()) {
+    // A write error is the machine's (exit 4); what was written so far is not the export.
+    std::fprintf(stderr, "framemill: export failed after %lld row(s): %s\n",
+                 static_cast<long long>(n), s.ToString().c_str());
+    return ToInt(ExitCode::kStoreFailed);
+  }
+  if (!f.output.empty() && f.output != "-")
     std::fprintf(stderr, "exported %lld result(s) to %s\n", static_cast<long long>(n),
                  f.output.c_str());
   return ToInt(ExitCode::kOk);

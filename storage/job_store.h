@@ -164,12 +164,17 @@ class JobStore {
   virtual Result<int64_t> ItemCount() = 0;
   virtual Result<std::vector<ErrorClassCount>> FailuresByClass() = 0;
   virtual Result<std::optional<RunRecord>> LastRun() = 0;
+  // Every done job's result (of `stage`, or all), in job order, each exactly once. Rows
+  // are read in pages (StoreOptions::export_page_rows), each in its own read transaction,
+  // and `fn` runs between them: a slow reader (a paused pager) holds no snapshot, so
+  // writers and WAL checkpoints go on. An error from `fn` stops the walk and is returned.
   virtual Status ForEachResult(const std::string& stage,
-                               const std::function<void(const ExportRow&)>& fn) = 0;
+                               const std::function<Status(const ExportRow&)>& fn) = 0;
 };
 
 struct StoreOptions {
   int busy_wait_ms = 2000;  // one lock wait inside SQLite before the transaction restarts
+  int export_page_rows = 1000;  // ForEachResult's rows per read transaction
 };
 
 // Opens the job store `db` names (FRAMEMILL_DB, --db): a SQLite file, created and

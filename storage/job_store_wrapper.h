@@ -79,7 +79,7 @@ class JobStoreWrapper : public JobStore {
   }
   Result<std::optional<RunRecord>> LastRun() override { return target_->LastRun(); }
   Status ForEachResult(const std::string& stage,
-                       const std::function<void(const ExportRow&)>& fn) override {
+                       const std::function<Status(const ExportRow&)>& fn) override {
     return target_->ForEachResult(stage, fn);
   }
 

@@ -1056,24 +1056,33 @@ Result<std::optional<RunRecord>> SqliteJobStore::LastRun() {
 }
 
 Status SqliteJobStore::ForEachResult(const std::string& stage,
-                                     const std::function<void(const ExportRow&)>& fn) {
-  return db_->Transaction(SqliteDb::TxnKind::kRead, [&]() -> Status {
-    std::string sql =
-        "SELECT i.source, j.stage, r.device, r.result, r.artifacts, j.attempts, j.finished_at"
-        " FROM results r JOIN jobs j ON j.id = r.job_id JOIN items i ON i.id = j.item_id"
-        " WHERE j.state = ?" + std::string(stage.empty() ? "" : " AND j.stage = ?") +
-        " ORDER BY j.id";
-    FM_PREPARE(q, sql);
-    q.Bind(1, kDone);
-    if (!stage.empty()) q.Bind(2, stage);
-    for (;;) {
-      FM_STEP(row, q.Step());
-      if (!row) break;
-      ExportRow r{q.Text(0), q.Text(1), q.Text(2), q.Text(3), q.Text(4), q.Int(5), q.Int(6)};
-      fn(r);
-    }
-    return Status::OK();
-  });
+                                     const std::function<Status(const ExportRow&)>& fn) {
+  const std::string sql =
+      "SELECT i.source, j.stage, r.device, r.result, r.artifacts, j.attempts, j.finished_at, j.id"
+      " FROM results r JOIN jobs j ON j.id = r.job_id JOIN items i ON i.id = j.item_id"
+      " WHERE j.state = ?1 AND j.id > ?2" + std::string(stage.empty() ? "" : " AND j.stage = ?4") +
+      " ORDER BY j.id LIMIT ?3";
+  const int64_t page_rows = std::max(1, options_.export_page_rows);
+  std::vector<ExportRow> page;
+  int64_t after = 0;
+  do {
+    Status s = db_->Transaction(SqliteDb::TxnKind::kRead, [&]() -> Status {
+      page.clear();
+      FM_PREPARE(q, sql);
+      q.Bind(1, static_cast<int64_t>(kDone)).Bind(2, after).Bind(3, page_rows);
+      if (!stage.empty()) q.Bind(4, stage);
+      for (;;) {
+        FM_STEP(row, q.Step());
+        if (!row) break;
+        page.push_back({q.Text(0), q.Text(1), q.Text(2), q.Text(3), q.Text(4), q.Int(5), q.Int(6)});
+        after = q.Int(7);
+      }
+      return Status::OK();
+    });
+    if (!s.ok()) return s;
+    for (const ExportRow& r : page) FM_RETURN_IF_ERROR(fn(r));
+  } while (static_cast<int64_t>(page.size()) == page_rows);
+  return Status::OK();
 }
 
 }  // namespace framemill

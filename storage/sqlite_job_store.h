@@ -48,7 +48,7 @@ class SqliteJobStore : public JobStore {
   Result<std::vector<ErrorClassCount>> FailuresByClass() override;
   Result<std::optional<RunRecord>> LastRun() override;
   Status ForEachResult(const std::string& stage,
-                       const std::function<void(const ExportRow&)>& fn) override;
+                       const std::function<Status(const ExportRow&)>& fn) override;
 
   SqliteDb& db() { return *db_; }
 

@@ -139,6 +139,25 @@ TEST_F(CliTest, ExportJsonlHasOneLinePerDoneJobWithTheContractKeys) {
   EXPECT_EQ(Fm({"export"}).out, exp.out);
 }
 
+// A full disk while exporting is an error naming the cause and exit 4, not a truncated
+// file and exit 0: to a file, and to standard output.
+TEST_F(CliTest, ExportToAFullDiskFailsWithExit4) {
+  ASSERT_EQ(Fm({"enqueue", GoodMedia()}).exit_code, 0);
+  ASSERT_EQ(Fm({"run", "--workers", "2"}).exit_code, 0);
+  for (const char* format : {"jsonl", "csv"}) {
+    auto to_file = Fm({"export", "--format", format, "-o", "/dev/full"});
+    EXPECT_EQ(to_file.exit_code, 4) << to_file.err;
+    EXPECT_NE(to_file.err.find("/dev/full: No space left on device"), std::string::npos)
+        << to_file.err;
+  }
+  auto env = env_;
+  auto piped = RunProcess({"/bin/sh", "-c", std::string(FRAMEMILL_BIN) + " export > /dev/full"},
+                          env, dir_.path(), 120);
+  EXPECT_EQ(piped.exit_code, 4) << piped.err;
+  EXPECT_NE(piped.err.find("standard output: No space left on device"), std::string::npos)
+      << piped.err;
+}
+
 TEST_F(CliTest, ExportCsvToAFileWritesAHeaderAndOneRowPerResult) {
   std::string media = GoodMedia();
   ASSERT_EQ(Fm({"enqueue", media}).exit_code, 0);

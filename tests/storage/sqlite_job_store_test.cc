@@ -1177,7 +1177,10 @@ TEST_F(SqliteJobStoreTest, ForEachResultExportsDoneJobsWithTheirResults) {
   CompleteAllDone(Claim("w", {"b"}));
 
   std::vector<ExportRow> rows;
-  FM_ASSERT_OK(store_->ForEachResult("a", [&](const ExportRow& r) { rows.push_back(r); }));
+  FM_ASSERT_OK(store_->ForEachResult("a", [&](const ExportRow& r) {
+    rows.push_back(r);
+    return Status::OK();
+  }));
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[0].source, a[0].source);
   EXPECT_EQ(rows[0].stage, "a");
@@ -1191,13 +1194,58 @@ TEST_F(SqliteJobStoreTest, ForEachResultExportsDoneJobsWithTheirResults) {
   EXPECT_EQ(rows[1].artifacts_json, "[]");
 
   int all = 0, b = 0;
-  FM_ASSERT_OK(store_->ForEachResult("", [&](const ExportRow&) { ++all; }));
+  FM_ASSERT_OK(store_->ForEachResult("", [&](const ExportRow&) {
+    ++all;
+    return Status::OK();
+  }));
   FM_ASSERT_OK(store_->ForEachResult("b", [&](const ExportRow& r) {
     ++b;
     EXPECT_EQ(r.stage, "b");
+    return Status::OK();
   }));
   EXPECT_EQ(all, 4);
   EXPECT_EQ(b, 2);
+}
+
+// Export walks pages, each in its own read transaction: every row exactly once, in job
+// order, and between pages a writer can commit and a checkpoint can empty the WAL (one
+// read transaction over the whole export would pin it).
+TEST_F(SqliteJobStoreTest, ForEachResultPagesWithoutHoldingASnapshotBetweenPages) {
+  AddStage(Stage("a"));
+  StoreOptions o;
+  o.export_page_rows = 3;
+  Open(o);
+  Enqueue(Images(10), {"a"});
+  CompleteAllDone(Claim("w", {"a"}));
+  auto writer = OpenStore();
+  ASSERT_NE(writer, nullptr);
+  SqliteDb* raw = &static_cast<SqliteJobStore*>(writer.get())->db();
+  std::vector<std::string> seen;
+  int checkpoints_complete = 0;
+  FM_ASSERT_OK(store_->ForEachResult("", [&](const ExportRow& r) {
+    seen.push_back(r.source);
+    if (seen.size() % 3 == 0) {
+      // A write commits, and a TRUNCATE checkpoint finishes (busy = 0): no reader pins it.
+      EXPECT_TRUE(writer->RegisterWorker("w" + std::to_string(seen.size()), 0, 1, "h").ok());
+      auto q = raw->Prepare("PRAGMA wal_checkpoint(TRUNCATE)");
+      EXPECT_TRUE(q.ok());
+      auto row = q->Step();
+      EXPECT_TRUE(row.ok() && *row);
+      if (q->Int(0) == 0) ++checkpoints_complete;
+    }
+    return Status::OK();
+  }));
+  ASSERT_EQ(seen.size(), 10u);
+  std::set<std::string> unique(seen.begin(), seen.end());
+  EXPECT_EQ(unique.size(), 10u);
+  EXPECT_EQ(checkpoints_complete, 3);
+  // An error from the callback stops the walk and comes back.
+  int calls = 0;
+  Status stop = store_->ForEachResult("", [&](const ExportRow&) {
+    return ++calls == 4 ? Status::IOError("No space left on device") : Status::OK();
+  });
+  EXPECT_EQ(stop.code(), Status::Code::kIOError);
+  EXPECT_EQ(calls, 4);
 }
 
 TEST_F(SqliteJobStoreTest, RunAndWorkerBookkeepingAddsUpTheWorkersCounts) {
@@ -1364,7 +1412,10 @@ TEST_F(UrlItemTest, DoneFetchMakesMediaJobsClaimableWithTheLocalFileAsSource) {
   EXPECT_EQ(State("http://h/a.jpg", "deep"), kPending);
   // Results are still reported under the URL.
   std::vector<std::string> sources;
-  ASSERT_TRUE(store_->ForEachResult("look", [&](const ExportRow& r) { sources.push_back(r.source); }).ok());
+  ASSERT_TRUE(store_->ForEachResult("look", [&](const ExportRow& r) {
+                sources.push_back(r.source);
+                return Status::OK();
+              }).ok());
   EXPECT_EQ(sources, std::vector<std::string>{"http://h/a.jpg"});
 }
 
