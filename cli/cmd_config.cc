@@ -1,10 +1,11 @@
 #include "cli/command.h"
-#include "base/json_text.h"
 
 #include <cstdio>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
+
+#include "base/json_text.h"
 
 namespace framemill {
 

@@ -37,6 +37,9 @@ void PrintReport(EnqueueReport& report) {
   for (const auto& [reason, n] : report.skipped)
     std::printf("  skipped %lld file(s): %s (e.g. %s)\n", static_cast<long long>(n),
                 reason.c_str(), report.skipped_example[reason].c_str());
+  for (const auto& [reason, n] : report.unreadable)
+    std::printf("  could not read %lld entr%s: %s (e.g. %s)\n", static_cast<long long>(n),
+                n == 1 ? "y" : "ies", reason.c_str(), report.unreadable_example[reason].c_str());
   if (report.url_lists == 0) return;
   int64_t rejected = 0;
   for (const auto& [reason, n] : report.urls_rejected) rejected += n;
@@ -63,7 +66,8 @@ int CmdEnqueue(const Flags& f) {
                                [&](const EnqueueProgress& p) { ShowProgress(tty, p); });
   if (!report.ok()) return StoreError(report.status());
   PrintReport(*report);
-  return ToInt(ExitCode::kOk);
+  // Everything readable was added; exit 3 says some entries were not (see above).
+  return ToInt(report->unreadable.empty() ? ExitCode::kOk : ExitCode::kSomeFailed);
 }
 
 }  // namespace framemill

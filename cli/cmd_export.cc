@@ -1,5 +1,4 @@
 #include "cli/command.h"
-#include "base/json_text.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -7,6 +6,8 @@
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
+
+#include "base/json_text.h"
 
 namespace framemill {
 namespace {

@@ -2,7 +2,6 @@
 // the model's decode (models/decode.h, the entry point the stages use), as the contract
 // says. Each call opens its own model.
 #include "cli/command.h"
-#include "base/json_text.h"
 
 #include <algorithm>
 #include <chrono>
@@ -15,6 +14,7 @@
 #include <opencv2/imgcodecs.hpp>
 
 #include "base/exit_code.h"
+#include "base/json_text.h"
 #include "cli/options.h"
 #include "gpu/compute_backend.h"
 #include "models/catalog.h"

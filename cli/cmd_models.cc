@@ -1,11 +1,11 @@
 #include "cli/command.h"
-#include "base/json_text.h"
 
 #include <cstdio>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
 
+#include "base/json_text.h"
 #include "models/catalog.h"
 #include "models/fetch.h"
 #include "models/model_store.h"

@@ -1,13 +1,13 @@
 #include "cli/command.h"
-#include "base/json_text.h"
 
-#include <ctime>
 #include <cstdio>
+#include <ctime>
 #include <iostream>
 #include <optional>
 
 #include <nlohmann/json.hpp>
 
+#include "base/json_text.h"
 #include "scheduler/progress.h"
 
 namespace framemill {

@@ -1,15 +1,18 @@
 #include "cli/enqueue.h"
-#include "base/json_text.h"
 
+#include <dirent.h>
 #include <sys/stat.h>
 #include <tbb/parallel_for.h>
 #include <xxhash.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "base/json_text.h"
 #include "cli/url_list.h"
 #include "media/sniff.h"
 
@@ -128,6 +131,52 @@ class Enqueuer {
     if (prog_.files_seen % 20'000 == 0) Tell();
   }
 
+  // An entry the walk could not read: counted with its reason, and the walk goes on.
+  void Unreadable(const std::string& path, int err) {
+    const std::string reason = std::strerror(err);
+    if (report_.unreadable[reason]++ == 0) report_.unreadable_example[reason] = path;
+  }
+
+  // Every regular file under `root` (symbolic links to files too; links to directories
+  // are not followed, so a loop cannot trap the walk). An entry that cannot be read (a
+  // directory removed or locked mid-walk, a name past PATH_MAX, no file descriptors
+  // left, a dangling link) is skipped and counted, never the end of the walk.
+  void Walk(const std::string& root) {
+    std::vector<std::string> dirs{root};
+    while (!dirs.empty()) {
+      const std::string dir = std::move(dirs.back());
+      dirs.pop_back();
+      DIR* d = opendir(dir.c_str());
+      if (d == nullptr) {
+        Unreadable(dir, errno);
+        continue;
+      }
+      for (;;) {
+        errno = 0;
+        const dirent* e = readdir(d);
+        if (e == nullptr) {
+          if (errno != 0) Unreadable(dir, errno);
+          break;
+        }
+        const std::string name = e->d_name;
+        if (name == "." || name == "..") continue;
+        const std::string path = dir.back() == '/' ? dir + name : dir + "/" + name;
+        struct stat sb;
+        if (lstat(path.c_str(), &sb) != 0) {
+          Unreadable(path, errno);
+        } else if (S_ISDIR(sb.st_mode)) {
+          dirs.push_back(path);
+        } else if (S_ISLNK(sb.st_mode)) {
+          if (stat(path.c_str(), &sb) != 0) Unreadable(path, errno);
+          else if (S_ISREG(sb.st_mode)) AddFile(path);
+        } else if (S_ISREG(sb.st_mode)) {
+          AddFile(path);
+        }
+      }
+      closedir(d);
+    }
+  }
+
   // A source into candidate files (a directory, recursively) or a URL list.
   Status Expand(const std::string& src) {
     std::error_code ec;
@@ -136,13 +185,9 @@ class Enqueuer {
     if (ec || !fs::exists(status))
       return Status::InvalidArgument("source '" + src + "': no such file or directory");
     if (fs::is_directory(status)) {
-      auto it = fs::recursive_directory_iterator(
-          p, fs::directory_options::skip_permission_denied, ec);
-      if (ec) return Status::InvalidArgument("source '" + src + "': " + ec.message());
-      for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
-        if (ec) break;
-        if (it->is_regular_file(ec)) AddFile(it->path());
-      }
+      // No trailing separator: the same file must get the same source however the
+      // directory was spelled ("media/./sub/../").
+      Walk(p.has_filename() ? p.string() : p.parent_path().string());
       return Status::OK();
     }
     if (!fs::is_regular_file(status))

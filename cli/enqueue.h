@@ -21,6 +21,9 @@ struct EnqueueReport {
   int64_t media_files = 0;
   std::map<std::string, int64_t> skipped;  // reason -> count
   std::map<std::string, std::string> skipped_example;  // reason -> one path
+  // Entries of a directory source that could not be read (enqueue then exits 3).
+  std::map<std::string, int64_t> unreadable;               // reason -> count
+  std::map<std::string, std::string> unreadable_example;   // reason -> one path
   EnqueueStats stats;
   // URL lists
   int64_t url_lists = 0, urls_seen = 0;

@@ -1,10 +1,11 @@
 #include "cli/url_list.h"
-#include "base/json_text.h"
 
 #include <algorithm>
 #include <cctype>
 #include <fstream>
 #include <nlohmann/json.hpp>
+
+#include "base/json_text.h"
 
 namespace framemill {
 namespace {

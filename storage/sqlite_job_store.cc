@@ -1,5 +1,4 @@
 #include "storage/sqlite_job_store.h"
-#include "base/json_text.h"
 
 #include <spdlog/spdlog.h>
 
@@ -9,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/json_text.h"
 #include "storage/migrations.h"
 
 #define FM_PREPARE(var, sql)                      \
@@ -300,6 +300,27 @@ Status SqliteJobStore::EnsureDatasetJobs(const EnqueueOptions& options, bool ite
   return Status::OK();
 }
 
+Status SqliteJobStore::RearmDatasetJobs() {
+  for (const StageSpec& spec : graph_->stages()) {
+    if (!spec.dataset_level || spec.deps.empty()) continue;
+    // Its inputs are being redone: a finished (or running) dataset job saw stale ones.
+    // A running one loses its lease, so its completion is refused.
+    std::string sql =
+        "UPDATE jobs SET state = " S_WAITING ", attempts = 0, next_run_at = 0,"
+        " lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,"
+        " error_class = NULL, last_error = NULL, finished_at = NULL"
+        " WHERE stage = ? AND state <> " S_WAITING " AND EXISTS (SELECT 1 FROM jobs u WHERE"
+        " u.stage IN (" + Placeholders(spec.deps.size()) + ") AND u.state IN (" S_PENDING
+        "," S_RUNNING "," S_WAITING "))";
+    FM_PREPARE(up, sql);
+    int i = 1;
+    up.Bind(i++, spec.name);
+    for (const std::string& d : spec.deps) up.Bind(i++, d);
+    FM_RETURN_IF_ERROR(up.Run());
+  }
+  return Status::OK();
+}
+
 Status SqliteJobStore::PromoteDatasetJobs(int64_t now) {
   for (const StageSpec& spec : graph_->stages()) {
     if (!spec.dataset_level) continue;
@@ -451,25 +472,34 @@ Status SqliteJobStore::SkipNotApplicable(int64_t item_id, MediaKind kind, int64_
   return Status::OK();
 }
 
+namespace {
+// The UPDATE behind every rescue: running jobs matching `where` go back to pending as
+// suspects, or fail at max attempts, with `why_sql` as the reason. ?1 is now, ?2 the class.
+std::string RescueSql(const std::string& where, const std::string& why_sql) {
+  return "UPDATE jobs SET state = CASE WHEN attempts >= max_attempts THEN " S_FAILED
+         " ELSE " S_PENDING " END,"
+         " lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, suspect = 1,"
+         " next_run_at = ?1, error_class = ?2, last_error = " + why_sql + ","
+         " finished_at = CASE WHEN attempts >= max_attempts THEN ?1 ELSE NULL END"
+         " WHERE state = " S_RUNNING " AND " + where +
+         " RETURNING id, state, attempts, last_error, stage";
+}
+constexpr char kHeldByWorker[] =
+    "lease_owner IN (SELECT id FROM workers WHERE run_id = ?4 AND pid = ?5)";
+}  // namespace
+
 Result<int> SqliteJobStore::RescueExpiredLocked(int64_t now) {
-  return RescueLocked("lease_expires_at < ?1", [](Stmt&) {}, "lease_expired",
-                      "'worker ' || coalesce(lease_owner, '?') ||"
-                      " ' stopped renewing its lease (crashed or hung)'",
-                      now);
+  // Runs in every claim: the statement's text is made once.
+  static const std::string kSql = RescueSql(
+      "lease_expires_at < ?1",
+      "'worker ' || coalesce(lease_owner, '?') || ' stopped renewing its lease (crashed or hung)'");
+  return RescueLocked(kSql, [](Stmt&) {}, "lease_expired", now);
 }
 
-Result<int> SqliteJobStore::RescueLocked(const std::string& where,
+Result<int> SqliteJobStore::RescueLocked(const std::string& sql,
                                          const std::function<void(Stmt&)>& bind,
-                                         const std::string& error_class,
-                                         const std::string& why_sql, int64_t now) {
-  FM_PREPARE(up,
-             "UPDATE jobs SET state = CASE WHEN attempts >= max_attempts THEN " S_FAILED
-             " ELSE " S_PENDING " END,"
-             " lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, suspect = 1,"
-             " next_run_at = ?1, error_class = ?2, last_error = " + why_sql + ","
-             " finished_at = CASE WHEN attempts >= max_attempts THEN ?1 ELSE NULL END"
-             " WHERE state = " S_RUNNING " AND " + where +
-             " RETURNING id, state, attempts, last_error, stage");
+                                         const std::string& error_class, int64_t now) {
+  FM_PREPARE(up, sql);
   up.Bind(1, now).Bind(2, error_class);
   bind(up);
   struct Rescued {
@@ -496,20 +526,16 @@ Result<int> SqliteJobStore::RescueLocked(const std::string& where,
   return static_cast<int>(rescued.size());
 }
 
-namespace {
-constexpr char kHeldByWorker[] =
-    "lease_owner IN (SELECT id FROM workers WHERE run_id = ?4 AND pid = ?5)";
-}  // namespace
-
 Result<int> SqliteJobStore::RescueWorkerJobs(int64_t run_id, int pid,
                                              const std::string& error_class,
                                              const std::string& reason) {
   int n = 0;
   Status s = db_->Transaction(SqliteDb::TxnKind::kWrite, [&]() -> Status {
+    static const std::string kSql = RescueSql(kHeldByWorker, "?3");
     auto r = RescueLocked(
-        kHeldByWorker,
+        kSql,
         [&](Stmt& st) { st.Bind(3, reason).Bind(4, run_id).Bind(5, static_cast<int64_t>(pid)); },
-        error_class, "?3", clock_->NowMs());
+        error_class, clock_->NowMs());
     if (!r.ok()) return r.status();
     n = *r;
     return Status::OK();
@@ -943,6 +969,7 @@ Result<int64_t> SqliteJobStore::RetryFailed(const std::string& stage) {
                " (SELECT 1 FROM job_deps d JOIN jobs j ON j.id = d.dep_id"
                "  WHERE d.job_id = jobs.id AND j.state <> ?)");
     FM_RETURN_IF_ERROR(ready.Bind(1, kPending).Bind(2, kWaiting).Bind(3, kDone).Run());
+    FM_RETURN_IF_ERROR(RearmDatasetJobs());
     return PromoteDatasetJobs(clock_->NowMs());
   });
   if (!s.ok()) return s;

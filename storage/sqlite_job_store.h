@@ -70,14 +70,15 @@ class SqliteJobStore : public JobStore {
                          const std::string& reason, int64_t now);
   Status EnsureDatasetJobs(const EnqueueOptions& options, bool items_arrived);
   Status PromoteDatasetJobs(int64_t now);
+  // A dataset-level job whose dependency stages have work again (a retry) waits again.
+  Status RearmDatasetJobs();
   Status RecordError(int64_t job_id, int attempt, const std::string& worker,
                      const Status& error, int64_t now);
   Result<int> RescueExpiredLocked(int64_t now);
-  // Running jobs matching `where` (SQL over jobs; ?4 and ?5 may be bound by `bind`) go
-  // back to pending as suspects, or fail at max attempts; `why_sql` is the reason.
-  Result<int> RescueLocked(const std::string& where, const std::function<void(Stmt&)>& bind,
-                           const std::string& error_class, const std::string& why_sql,
-                           int64_t now);
+  // Runs a rescue statement (RescueSql in the .cc; `bind` binds its own parameters past
+  // ?2) and records each rescued job's error; failed ones cascade.
+  Result<int> RescueLocked(const std::string& sql, const std::function<void(Stmt&)>& bind,
+                           const std::string& error_class, int64_t now);
 
   // Complete, one job at a time, inside its transaction.
   struct SerializedDone {  // a done outcome's JSON, made before the write lock

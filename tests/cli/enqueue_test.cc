@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -121,6 +125,51 @@ TEST_F(EnqueueTest, CountsMediaAndSkipsNonMediaByReason) {
   EXPECT_EQ(info["format"], "jpeg");
   EXPECT_GT(info["width"].get<int>(), 0);
   EXPECT_EQ(Item(images_[1], "size"), std::to_string(fs::file_size(images_[1])));
+}
+
+// An entry that cannot be read used to end the walk (the rest of the tree was silently
+// not enqueued); now it is counted with its reason and the walk goes on. Causes that work
+// even as root: a name nested past PATH_MAX, and a dangling symbolic link.
+TEST_F(EnqueueTest, UnreadableEntriesAreCountedAndTheWalkGoesOn) {
+  media_ = dir_ / "media";
+  // Deep first in directory order is not guaranteed, so put good files on both sides.
+  MakeRealImages(media_ + "/a", 3, 100);
+  MakeRealImages(media_ + "/z", 3, 100);
+  fs::create_symlink(media_ + "/gone.jpg", media_ + "/m-dangling.jpg");
+  // 24 levels of 200-character names: past PATH_MAX (4096) from the root, made with
+  // *at() calls relative to each level, with a real image at the bottom.
+  int fd = open(media_.c_str(), O_RDONLY | O_DIRECTORY);
+  ASSERT_GE(fd, 0);
+  const std::string level(200, 'd');
+  for (int i = 0; i < 24; ++i) {
+    ASSERT_EQ(mkdirat(fd, level.c_str(), 0755), 0) << std::strerror(errno);
+    int next = openat(fd, level.c_str(), O_RDONLY | O_DIRECTORY);
+    close(fd);
+    ASSERT_GE(next, 0);
+    fd = next;
+  }
+  const std::string jpg = ReadFile(SampleData("baboon.jpg"));
+  int out = openat(fd, "deep.jpg", O_WRONLY | O_CREAT, 0644);
+  ASSERT_GE(out, 0);
+  ASSERT_EQ(write(out, jpg.data(), jpg.size()), static_cast<ssize_t>(jpg.size()));
+  close(out);
+  close(fd);
+
+  auto r = Enqueue({media_});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->stats.items_added, 6);  // everything readable, on both sides
+  ASSERT_EQ(r->unreadable.count(std::strerror(ENAMETOOLONG)), 1u) << ::testing::PrintToString(r->unreadable);
+  ASSERT_EQ(r->unreadable.count(std::strerror(ENOENT)), 1u) << ::testing::PrintToString(r->unreadable);
+  EXPECT_EQ(r->unreadable_example[std::strerror(ENOENT)], media_ + "/m-dangling.jpg");
+
+  // The binary says so and exits 3, having added what it could.
+  const std::string db = dir_ / "cli.db";
+  auto run = RunProcess({FRAMEMILL_BIN, "enqueue", "--db", db, "--stages", "lighting", media_});
+  EXPECT_EQ(run.exit_code, 3) << run.err;
+  EXPECT_NE(run.out.find("could not read 1 entry: File name too long"), std::string::npos) << run.out;
+  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM items"), 6);
+  // rm walks by descriptor, so it removes a tree deeper than PATH_MAX; TempDir cannot.
+  RunProcess({"/bin/rm", "-rf", media_ + "/" + level});
 }
 
 TEST_F(EnqueueTest, EnqueueingTheSameSourceAgainAddsNothingAndReadsNoFile) {

@@ -1087,6 +1087,41 @@ TEST_F(DatasetStageTest, FailedDatasetJobIsRetriedByRetryFailed) {
   EXPECT_EQ(CState(), kPending);
 }
 
+// Face clustering must see the faces of items that failed and were retried: retrying an
+// upstream job re-arms a finished dataset-level job (done or failed), which then runs
+// again once the retried jobs are terminal; a running one loses its lease.
+TEST_F(DatasetStageTest, RetryingUpstreamJobsReArmsAFinishedDatasetJob) {
+  Enqueue(Images(2), {"a", "c"});
+  auto a = Claim("w", {"a"});
+  ASSERT_EQ(a.size(), 2u);
+  Complete({Done(a[0]), Failed(a[1], Status::Corruption("bad"))});
+  auto c = Claim("w", {"c"});
+  ASSERT_EQ(c.size(), 1u);
+
+  // Retried while c runs: c's lease goes, and its completion is refused as stale.
+  EXPECT_EQ(Must(store_->RetryFailed("a")), 1);
+  EXPECT_EQ(CState(), kWaiting);
+  EXPECT_EQ(Complete({Done(c[0], R"({"v":1})")}).stale, 1);
+  EXPECT_EQ(CState(), kWaiting);
+
+  // The retried job fails again: c runs, and finishes.
+  auto a2 = Claim("w", {"a"});
+  ASSERT_EQ(a2.size(), 1u);
+  Complete({Failed(a2[0], Status::Corruption("bad"))});
+  EXPECT_EQ(CState(), kPending);
+  CompleteAllDone(Claim("w", {"c"}));
+  ASSERT_EQ(CState(), kDone);
+
+  // Retried after c finished: c waits again, and runs once the retry is done.
+  EXPECT_EQ(Must(store_->RetryFailed("a")), 1);
+  EXPECT_EQ(CState(), kWaiting) << "it saw the failed item's inputs missing";
+  CompleteAllDone(Claim("w", {"a"}));
+  EXPECT_EQ(CState(), kPending);
+  auto c3 = Claim("w", {"c"});
+  ASSERT_EQ(c3.size(), 1u);
+  EXPECT_EQ(c3[0].attempts, 1) << "attempts restart for the new run";
+}
+
 TEST_F(DatasetStageTest, EnqueueWithoutItemsCreatesTheDatasetJobWhichRunsAtOnce) {
   Enqueue({}, {"a", "c"});
   EXPECT_EQ(Count("jobs WHERE stage = 'c'"), 1);
