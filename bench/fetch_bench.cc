@@ -263,6 +263,7 @@ int Run() {
   o.concurrency = FLAGS.concurrency;
   o.per_host = FLAGS.per_host;
   o.out_dir = FLAGS.out_dir;
+  o.block_private = false;  // its servers are on 127.0.0.1
   fetch::Fetcher fetcher(o);
 
   std::vector<std::string> urls;

@@ -27,6 +27,8 @@ StageOptions ToStageOptions(const Config& c) {
   o.fetch.max_bytes = c.fetch.max_bytes;
   o.fetch.max_redirects = c.fetch.max_redirects;
   o.fetch.user_agent = c.fetch.user_agent;
+  o.fetch.max_retry_after_ms = c.fetch.max_retry_after_ms;
+  o.fetch.block_private = c.fetch.block_private;
   o.lighting.limits.max_pixels = c.media.max_image_pixels;
   o.lighting.video_frames = c.media.video_sample_frames;
   o.model_frames.limits.max_pixels = c.media.max_image_pixels;

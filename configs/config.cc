@@ -112,6 +112,18 @@ Setting Dbl(std::string key, std::string env, F ref, double lo, double hi) {
 }
 
 template <typename F>
+Setting Bool(std::string key, std::string env, F ref) {
+  return {key, env, "",
+          [=](Config& c, const std::string& v, const std::string& where) -> Status {
+            auto b = ParseBool(v, where);
+            if (!b.ok()) return b.status();
+            ref(c) = *b;
+            return Status::OK();
+          },
+          [=](const Config& c) { return std::string(ref(const_cast<Config&>(c)) ? "true" : "false"); }};
+}
+
+template <typename F>
 Setting Str(std::string key, std::string env, std::string flag, F ref) {
   return {key, env, flag,
           [=](Config& c, const std::string& v, const std::string& where) -> Status {
@@ -236,6 +248,11 @@ const std::vector<Setting>& Settings() {
                     [](Config& c) -> std::string& { return c.fetch.user_agent; }));
     t.push_back(Int("fetch.batch", "FRAMEMILL_FETCH_BATCH", "",
                     [](Config& c) -> int& { return c.fetch.batch; }, 1, 4096));
+    t.push_back(Int("fetch.max_retry_after_ms", "FRAMEMILL_FETCH_MAX_RETRY_AFTER_MS", "",
+                    [](Config& c) -> int64_t& { return c.fetch.max_retry_after_ms; }, 0,
+                    30LL * 86'400'000));
+    t.push_back(Bool("fetch.block_private", "FRAMEMILL_FETCH_BLOCK_PRIVATE",
+                     [](Config& c) -> bool& { return c.fetch.block_private; }));
     t.push_back(Setting{"gpu.all", "ALL_GPU", "",
                         [](Config& c, const std::string& v, const std::string& where) -> Status {
                           auto t = ParseTristate(v, where);

@@ -60,6 +60,8 @@ struct FetchConfig {
   int max_redirects = 5;
   std::string user_agent = "framemill/0.1";
   int batch = 64;  // fetch jobs a worker claims and downloads at once (run.batch for other stages)
+  int64_t max_retry_after_ms = 300'000;  // a server asking to wait longer fails the job
+  bool block_private = true;  // refuse loopback, private, link-local and metadata addresses
 };
 
 struct GpuConfig {

@@ -1,5 +1,8 @@
 #include "fetch/fetcher.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <curl/curl.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -61,16 +64,26 @@ std::string Trim(std::string_view s) {
   return std::string(s);
 }
 
-// Retry-After is either delta-seconds or an HTTP date; -1 when neither parses.
+// Retry-After is either delta-seconds or an HTTP date; -1 when neither parses. Saturates
+// (a year of digits, a date centuries ahead) instead of overflowing.
 int64_t ParseRetryAfter(const std::string& v) {
+  constexpr int64_t kMaxMs = int64_t{1} << 53;
   if (v.empty()) return -1;
   if (std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    if (v.size() > 9) return -1;
-    return std::stoll(v) * 1000;
+    if (v.size() > 12) return kMaxMs;
+    return std::min<int64_t>(kMaxMs, std::stoll(v) * 1000);
   }
   time_t when = curl_getdate(v.c_str(), nullptr);
   if (when < 0) return -1;
-  return std::max<int64_t>(0, (static_cast<int64_t>(when) - time(nullptr)) * 1000);
+  const int64_t ahead = static_cast<int64_t>(when) - static_cast<int64_t>(time(nullptr));
+  return std::clamp<int64_t>(ahead, 0, kMaxMs / 1000) * 1000;
+}
+
+std::string FormatWait(int64_t ms) {
+  char buf[64];
+  if (ms >= 86'400'000) std::snprintf(buf, sizeof buf, "%.0f days", ms / 86'400'000.0);
+  else std::snprintf(buf, sizeof buf, "%.0f s", ms / 1000.0);
+  return buf;
 }
 
 bool WriteAll(int fd, const char* p, size_t n) {
@@ -98,9 +111,39 @@ const char* FailureClassName(FailureClass c) {
     case FailureClass::kTooLarge: return "too_large";
     case FailureClass::kNotMedia: return "not_media";
     case FailureClass::kBadUrl: return "bad_url";
+    case FailureClass::kRetryAfterTooLong: return "retry_after_too_long";
+    case FailureClass::kBlockedAddress: return "blocked_address";
     case FailureClass::kTransfer: return "transfer";
   }
   return "unknown";
+}
+
+bool IsPrivateAddress(const struct sockaddr* addr) {
+  auto v4 = [](uint32_t a) {  // host byte order
+    auto in = [a](uint32_t net, int bits) { return (a >> (32 - bits)) == (net >> (32 - bits)); };
+    return in(0x00000000, 8) || in(0x0A000000, 8) || in(0x7F000000, 8) ||   // 0/8 10/8 127/8
+           in(0x64400000, 10) || in(0xA9FE0000, 16) || in(0xAC100000, 12) ||  // CGNAT, link-local, 172.16/12
+           in(0xC0A80000, 16) || in(0xC0000000, 24) || in(0xC6120000, 15) ||  // 192.168/16, 192.0.0/24, 198.18/15
+           in(0xE0000000, 4) || in(0xF0000000, 4);                            // multicast, reserved + broadcast
+  };
+  if (addr->sa_family == AF_INET)
+    return v4(ntohl(reinterpret_cast<const sockaddr_in*>(addr)->sin_addr.s_addr));
+  if (addr->sa_family != AF_INET6) return true;  // nothing else is fetched over
+  const uint8_t* b = reinterpret_cast<const sockaddr_in6*>(addr)->sin6_addr.s6_addr;
+  static const uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
+  static const uint8_t kZero[16] = {};
+  static const uint8_t kNat64[12] = {0, 0x64, 0xFF, 0x9B, 0, 0, 0, 0, 0, 0, 0, 0};
+  if (std::memcmp(b, kMapped, 12) == 0 || std::memcmp(b, kZero, 12) == 0 ||
+      std::memcmp(b, kNat64, 12) == 0) {
+    // IPv4-mapped (::ffff:a.b.c.d), NAT64 (64:ff9b::a.b.c.d) and IPv4-compatible
+    // (::a.b.c.d, which also covers :: and ::1): judged by the IPv4 address inside.
+    const uint32_t a = (uint32_t{b[12]} << 24) | (uint32_t{b[13]} << 16) | (uint32_t{b[14]} << 8) | b[15];
+    return std::memcmp(b, kZero, 12) == 0 ? (a <= 1 || v4(a)) : v4(a);
+  }
+  return (b[0] & 0xFE) == 0xFC ||                  // fc00::/7 unique local
+         (b[0] == 0xFE && (b[1] & 0xC0) == 0x80) ||  // fe80::/10 link-local
+         (b[0] == 0xFE && (b[1] & 0xC0) == 0xC0) ||  // fec0::/10 site-local (deprecated)
+         b[0] == 0xFF;                              // multicast
 }
 
 std::string ContentPath(const std::string& out_dir, const std::string& hash,
@@ -144,6 +187,7 @@ struct Fetcher::Impl {
     FailureClass abort_class = FailureClass::kNone;
     std::string abort_msg;
     std::string retry_after;
+    std::string blocked;  // the refused address, when block_private stopped a connection
     Clock::time_point start;
     char errbuf[CURL_ERROR_SIZE] = {0};
   };
@@ -158,6 +202,12 @@ struct Fetcher::Impl {
 
   explicit Impl(FetchOptions o) : opt(std::move(o)) {
     GlobalInit();
+    // Recorded paths must not depend on the working directory of the run that fetched.
+    std::error_code ec;
+    if (!opt.out_dir.empty()) {
+      auto abs = fs::absolute(opt.out_dir, ec);
+      if (!ec) opt.out_dir = abs.lexically_normal().string();
+    }
     opt.concurrency = std::max(1, opt.concurrency);
     opt.per_host = std::max(1, opt.per_host);
     multi = curl_multi_init();
@@ -326,7 +376,11 @@ struct Fetcher::Impl {
     curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
     curl_easy_setopt(e, CURLOPT_MAXREDIRS, static_cast<long>(opt.max_redirects));
-    curl_easy_setopt(e, CURLOPT_AUTOREFERER, 1L);
+    // No CURLOPT_AUTOREFERER: a redirect must not tell the next host where it came from.
+    if (opt.block_private) {
+      curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, &Impl::OpenSocket);
+      curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, t);
+    }
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(opt.connect_timeout_ms));
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(opt.total_timeout_ms));
     // Refuses a declared Content-Length over the cap before any body arrives;
@@ -336,6 +390,21 @@ struct Fetcher::Impl {
     curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 64L << 10);
     curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
     curl_multi_add_handle(multi, e);
+  }
+
+  // Every connection curl makes (after DNS, at each redirect, each address tried) comes
+  // through here, so a name that resolves to an internal address is refused too.
+  static curl_socket_t OpenSocket(void* data, curlsocktype, struct curl_sockaddr* a) {
+    if (IsPrivateAddress(&a->addr)) {
+      char host[INET6_ADDRSTRLEN] = "?";
+      if (a->family == AF_INET)
+        inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&a->addr)->sin_addr, host, sizeof host);
+      else if (a->family == AF_INET6)
+        inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&a->addr)->sin6_addr, host, sizeof host);
+      static_cast<Transfer*>(data)->blocked = host;
+      return CURL_SOCKET_BAD;
+    }
+    return ::socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
   }
 
   static void Fail(FetchResult& r, FailureClass c, Status s) {
@@ -356,7 +425,12 @@ struct Fetcher::Impl {
     const std::string where = " (" + r.final_url + ")";
     std::string detail = t->errbuf[0] ? t->errbuf : curl_easy_strerror(rc);
 
-    if (t->abort_class == FailureClass::kTooLarge) {
+    if (!t->blocked.empty()) {
+      Fail(r, FailureClass::kBlockedAddress,
+           Status::InvalidArgument("refused to connect to " + t->blocked +
+                                   ", a loopback, private or link-local address "
+                                   "(fetch.block_private)" + where));
+    } else if (t->abort_class == FailureClass::kTooLarge) {
       Fail(r, FailureClass::kTooLarge, Status::TooLarge(t->abort_msg + where));
     } else if (t->abort_class == FailureClass::kNotMedia) {
       Fail(r, FailureClass::kNotMedia,
@@ -368,6 +442,14 @@ struct Fetcher::Impl {
       MapCurlError(rc, detail + where, r);
     } else if (code < 200 || code >= 300) {
       MapHttpStatus(static_cast<int>(code), t->retry_after, where, r);
+      if (r.retry_after_ms > opt.max_retry_after_ms) {
+        // Waiting that long would hold the run (or the job) hostage: give up now.
+        Fail(r, FailureClass::kRetryAfterTooLong,
+             Status::Unsupported("HTTP " + std::to_string(code) + " asks to retry after " +
+                                 FormatWait(r.retry_after_ms) + " (Retry-After: " +
+                                 t->retry_after.substr(0, 64) + "), over fetch.max_retry_after_ms (" +
+                                 FormatWait(opt.max_retry_after_ms) + "); not retried" + where));
+      }
     } else {
       if (!t->sniffed) t->kind = SniffMedia(t->head);
       if (t->bytes == 0) {

@@ -7,6 +7,8 @@
 // Fetchers (threads or processes) may share one out_dir.
 #pragma once
 
+#include <sys/socket.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -25,7 +27,13 @@ struct FetchOptions {  // the fetch.* settings, filled by the CLI
   int64_t max_bytes = 64 << 20;  // enforced while streaming (the transfer is aborted)
   int max_redirects = 5;
   std::string user_agent = "framemill/0.1";
-  std::string out_dir;  // downloads land in out_dir/fetched/<hh>/<hash><ext>
+  std::string out_dir;  // downloads land in out_dir/fetched/<hh>/<hash><ext>; made absolute
+  // A 429/5xx asking to retry later than this fails for good (kRetryAfterTooLong).
+  int64_t max_retry_after_ms = 300'000;
+  // Refuse connections to loopback, private, link-local, CGNAT, multicast and unspecified
+  // addresses (IPv4, IPv6 and IPv4-mapped), checked on the address actually connected to:
+  // after DNS, and at every redirect. Tests serving from 127.0.0.1 turn it off.
+  bool block_private = true;
 
   bool operator==(const FetchOptions&) const = default;
 };
@@ -46,9 +54,13 @@ struct FetchOptions {  // the fetch.* settings, filled by the CLI
 //              for the first request or any redirect               permanent (InvalidArgument)
 //  kTransfer   reset, cut off (Content-Length mismatch), other     transient (IOError)
 // A redirect loop ends after max_redirects as kHttpStatus (http_status = the last 3xx).
-enum class FailureClass { kNone, kDns, kConnect, kTimeout, kHttpStatus, kTooLarge, kNotMedia, kBadUrl, kTransfer };
+enum class FailureClass {
+  kNone, kDns, kConnect, kTimeout, kHttpStatus, kTooLarge, kNotMedia, kBadUrl, kTransfer,
+  kRetryAfterTooLong, kBlockedAddress
+};
 const char* FailureClassName(FailureClass);  // "none","dns","connect","timeout","http_status",
-                                             // "too_large","not_media","bad_url","transfer"
+                                             // "too_large","not_media","bad_url","transfer",
+                                             // "retry_after_too_long","blocked_address"
 
 struct FetchResult {
   Status status;  // OK, or a code whose IsTransient() says whether to retry (table above)
@@ -82,6 +94,9 @@ class Fetcher {
 };
 
 // Where FetchAll stores content with this hash and format: out_dir/fetched/<hh>/<hash><ext>.
+// Whether connecting to this address is refused under block_private (see FetchOptions).
+bool IsPrivateAddress(const struct sockaddr* addr);
+
 std::string ContentPath(const std::string& out_dir, const std::string& hash,
                         const std::string& format);
 

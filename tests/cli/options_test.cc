@@ -74,6 +74,8 @@ TEST(OptionsTest, EverySettingReachesTheModuleItConfigures) {
                          {"FRAMEMILL_FETCH_MAX_REDIRECTS", "4"},
                          {"FRAMEMILL_FETCH_USER_AGENT", "ua/1"},
                          {"FRAMEMILL_FETCH_BATCH", "9"},
+                         {"FRAMEMILL_FETCH_MAX_RETRY_AFTER_MS", "44"},
+                         {"FRAMEMILL_FETCH_BLOCK_PRIVATE", "no"},
                          {"FRAMEMILL_DB", "/x.db"},
                          {"FRAMEMILL_WORKERS", "5"},
                          {"FRAMEMILL_BATCH", "6"},
@@ -109,6 +111,8 @@ TEST(OptionsTest, EverySettingReachesTheModuleItConfigures) {
   EXPECT_EQ(s.fetch.max_bytes, 33);
   EXPECT_EQ(s.fetch.max_redirects, 4);
   EXPECT_EQ(s.fetch.user_agent, "ua/1");
+  EXPECT_EQ(s.fetch.max_retry_after_ms, 44);
+  EXPECT_FALSE(s.fetch.block_private);
 
   const RunOptions r = ToRunOptions(c, {"fetch", "pose"}, true);
   EXPECT_EQ(r.db, "/x.db");

@@ -3,7 +3,8 @@
 
 Run: /usr/bin/python3 fault_server.py [DATA_DIR]. Binds 127.0.0.1:0 and prints the
 port on the first line of stdout. Every request is logged (path with query -> count);
-GET /__log returns the log as JSON, GET /__reset clears it.
+GET /__log returns the log as JSON (with "referers": path -> Referer header, for requests
+that sent one), GET /__reset clears it.
 
 Routes (<name> is a file in DATA_DIR, default Debian's OpenCV sample photos):
   /img/<name>             200, the file as image/jpeg (query strings ignored)
@@ -12,6 +13,9 @@ Routes (<name> is a file in DATA_DIR, default Debian's OpenCV sample photos):
   /500-then-200/<key>     500 the first time per key, then 200 with messi5.jpg
   /429/<key>              429 with Retry-After: 1 the first time per key, then 200
   /503-date/<key>         503 with an HTTP-date Retry-After (30 s ahead), every time
+  /503-forever/<key>      503 with Retry-After: 999999999 (31 years), every time
+  /503-far-date/<key>     503 with an HTTP-date Retry-After ten years ahead, every time
+  /drip                   a JPEG head, then one byte every 100 ms, never ending
   /slow                   sleeps 10 s before answering
   /cut                    declares Content-Length 100000, sends 1000 bytes, closes
   /big                    starry_night.jpg (~300 KB) with Content-Length
@@ -34,7 +38,7 @@ from urllib.parse import urlsplit
 
 DATA = sys.argv[1] if len(sys.argv) > 1 else "/usr/share/doc/opencv-doc/examples/data"
 LOCK = threading.Lock()
-STATE = {"counts": {}, "sent": {}, "concurrent": 0, "max_concurrent": 0}
+STATE = {"counts": {}, "sent": {}, "concurrent": 0, "max_concurrent": 0, "referers": {}}
 
 
 def read(name):
@@ -71,11 +75,13 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_body(200, body, "application/json")
         if path == "/__reset":
             with LOCK:
-                STATE.update(counts={}, sent={}, concurrent=0, max_concurrent=0)
+                STATE.update(counts={}, sent={}, concurrent=0, max_concurrent=0, referers={})
             return self.send_body(200, b"{}", "application/json")
         with LOCK:
             n = STATE["counts"].get(self.path, 0) + 1
             STATE["counts"][self.path] = n
+            if self.headers.get("Referer"):
+                STATE["referers"][self.path] = self.headers.get("Referer")
         parts = path.strip("/").split("/")
         try:
             self.route(parts, n)
@@ -101,6 +107,20 @@ class Handler(BaseHTTPRequestHandler):
         if head == "503-date":
             when = email.utils.formatdate(time.time() + 30, usegmt=True)
             return self.send_body(503, b"busy", "text/plain", [("Retry-After", when)])
+        if head == "503-forever":
+            return self.send_body(503, b"busy", "text/plain", [("Retry-After", "999999999")])
+        if head == "503-far-date":
+            when = email.utils.formatdate(time.time() + 10 * 365 * 86400, usegmt=True)
+            return self.send_body(503, b"busy", "text/plain", [("Retry-After", when)])
+        if head == "drip":
+            self.send_response(200)
+            self.send_header("Content-Type", "image/jpeg")
+            self.end_headers()
+            self.wfile.write(read("messi5.jpg")[:64])
+            while True:
+                self.wfile.write(b"\0")
+                self.wfile.flush()
+                time.sleep(0.1)
         if head == "slow":
             time.sleep(10)
             return self.send_body(200, read("messi5.jpg"))

@@ -2,7 +2,9 @@
 // (tests/fetch/fault_server.py). The server's request log shows what was asked for.
 #include "fetch/fetcher.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -51,6 +53,7 @@ class FetcherTest : public ::testing::Test {
     o.connect_timeout_ms = 2000;
     o.total_timeout_ms = 1500;
     o.max_bytes = 200000;  // messi5.jpg (73 KB) fits, starry_night.jpg (303 KB) does not
+    o.block_private = false;  // the fault server is on 127.0.0.1
     return o;
   }
   // Files under fetched/, except the temporary directory.
@@ -120,6 +123,78 @@ TEST_F(FetcherTest, SameContentFromSeveralUrlsIsStoredOnce) {
   EXPECT_EQ(again[0].path, results[0].path);
   EXPECT_EQ(StoredFiles().size(), 2u);
   ExpectNoTempFiles();
+}
+
+TEST(AddressTest, PrivateLoopbackLinkLocalAndMetadataAddressesAreBlocked) {
+  auto v4 = [](const char* a) {
+    sockaddr_in s{};
+    s.sin_family = AF_INET;
+    EXPECT_EQ(inet_pton(AF_INET, a, &s.sin_addr), 1) << a;
+    return IsPrivateAddress(reinterpret_cast<const sockaddr*>(&s));
+  };
+  auto v6 = [](const char* a) {
+    sockaddr_in6 s{};
+    s.sin6_family = AF_INET6;
+    EXPECT_EQ(inet_pton(AF_INET6, a, &s.sin6_addr), 1) << a;
+    return IsPrivateAddress(reinterpret_cast<const sockaddr*>(&s));
+  };
+  for (const char* a : {"127.0.0.1", "127.255.1.2", "0.0.0.0", "10.1.2.3", "172.16.0.1",
+                        "172.31.255.254", "192.168.1.1", "169.254.169.254", "100.64.0.1",
+                        "224.0.0.1", "255.255.255.255", "198.18.0.1"})
+    EXPECT_TRUE(v4(a)) << a;
+  for (const char* a : {"8.8.8.8", "1.1.1.1", "172.32.0.1", "100.128.0.1", "93.184.216.34"})
+    EXPECT_FALSE(v4(a)) << a;
+  for (const char* a : {"::1", "::", "fc00::1", "fd12:3456::1", "fe80::1", "ff02::1",
+                        "::ffff:127.0.0.1", "::ffff:169.254.169.254", "::ffff:10.0.0.1",
+                        "64:ff9b::10.0.0.1"})
+    EXPECT_TRUE(v6(a)) << a;
+  for (const char* a : {"2001:4860:4860::8888", "::ffff:8.8.8.8", "64:ff9b::8.8.8.8"})
+    EXPECT_FALSE(v6(a)) << a;
+}
+
+// With blocking on (the default), a URL whose host is loopback is refused before any
+// request; a redirect, or a name resolving there, goes through the same per-connection
+// check. Off (as in the other tests here), the same URL is fetched.
+TEST_F(FetcherTest, BlockPrivateRefusesLoopbackBeforeAnyRequest) {
+  FetchOptions o = Options();
+  o.block_private = true;
+  Fetcher f(o);
+  const int before = Requests("/img/messi5.jpg?blocked") + Requests("/redirect/messi5.jpg?blocked");
+  auto r = f.FetchAll({Url("/img/messi5.jpg?blocked"),
+                       "http://localhost:" + std::to_string(server_->port()) + "/redirect/messi5.jpg?blocked"});
+  for (const FetchResult& x : r) {
+    EXPECT_STREQ(FailureClassName(x.failure), "blocked_address") << x.status.ToString();
+    EXPECT_FALSE(x.status.IsTransient());
+    EXPECT_NE(x.status.ToString().find("fetch.block_private"), std::string::npos);
+  }
+  EXPECT_NE(r[0].status.ToString().find("127.0.0.1"), std::string::npos) << r[0].status.ToString();
+  EXPECT_EQ(Requests("/img/messi5.jpg?blocked") + Requests("/redirect/messi5.jpg?blocked"), before);
+  o.block_private = false;
+  Fetcher open(o);
+  EXPECT_TRUE(open.FetchAll({Url("/img/messi5.jpg?open")})[0].status.ok());
+}
+
+TEST_F(FetcherTest, RedirectsDoNotSendTheRefererAndRetryAfterIsCapped) {
+  FetchOptions o = Options();
+  o.max_retry_after_ms = 60'000;
+  Fetcher f(o);
+  auto r = f.FetchAll({Url("/redirect/messi5.jpg?ref"), Url("/503-forever/a"),
+                       Url("/503-far-date/a"), Url("/503-date/a")});
+  ASSERT_TRUE(r[0].status.ok()) << r[0].status.ToString();
+  EXPECT_FALSE(Get("/__log")["referers"].contains("/img/messi5.jpg"))
+      << Get("/__log")["referers"].dump();
+  // Past the cap: failed for good, the reason naming what the server sent and the setting.
+  for (int i : {1, 2}) {
+    SCOPED_TRACE(r[i].status.ToString());
+    EXPECT_STREQ(FailureClassName(r[i].failure), "retry_after_too_long");
+    EXPECT_FALSE(r[i].status.IsTransient());
+    EXPECT_NE(r[i].status.ToString().find("fetch.max_retry_after_ms"), std::string::npos);
+  }
+  EXPECT_NE(r[1].status.ToString().find("999999999"), std::string::npos);
+  // Within the cap (30 s): transient, with the server's wait as the floor.
+  EXPECT_STREQ(FailureClassName(r[3].failure), "http_status");
+  EXPECT_TRUE(r[3].status.IsTransient());
+  EXPECT_GT(r[3].retry_after_ms, 20'000);
 }
 
 TEST_F(FetcherTest, PermanentFailuresAreClassifiedAndRequestedOnce) {

@@ -39,7 +39,8 @@ TEST(CrawlTest, SigkillMidCrawlThenRerunFetchesEveryUrlOnceAndStoresEachContentO
   std::map<std::string, std::string> env = {
       {"FRAMEMILL_DB", db}, {"FRAMEMILL_OUT", out}, {"FRAMEMILL_LEASE_MS", "800"},
       {"FRAMEMILL_MAX_ATTEMPTS", "10"}, {"FRAMEMILL_RETRY_BASE_MS", "50"},
-      {"LOG_LEVEL", "info"}, {"FRAMEMILL_STAGES", "lighting"}};
+      {"LOG_LEVEL", "info"}, {"FRAMEMILL_STAGES", "lighting"},
+      {"FRAMEMILL_FETCH_BLOCK_PRIVATE", "0"}};  // the fault server is on 127.0.0.1
   auto t0 = std::chrono::steady_clock::now();
   auto enq = RunProcess({FRAMEMILL_BIN, "enqueue", dir / "urls.txt"}, env, dir.path());
   ASSERT_EQ(enq.exit_code, 0) << enq.err;

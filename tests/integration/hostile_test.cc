@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/support/fault_server.h"
 #include "tests/support/test_support.h"
 
 namespace framemill::testing {
@@ -85,7 +86,7 @@ TEST(HostileTest, NamesThatAreNotUtf8AndAStageThatBlocksEndTerminalWithAReason) 
   EXPECT_LT(took, 110) << "the run did not end by itself";
   EXPECT_EQ(Unfinished(db), 0);
   EXPECT_EQ(FailedWithoutReason(db), 0);
-  auto stuck = QueryRows(db, "SELECT j.state || '|' || j.error_class FROM jobs j JOIN items i"
+  auto stuck = QueryRows(db, "SELECT j.state || '|' || coalesce(j.error_class, '') FROM jobs j JOIN items i"
                              " ON i.id = j.item_id WHERE i.source LIKE '%/stuck.jpg'");
   ASSERT_EQ(stuck.size(), 1u);
   EXPECT_EQ(stuck[0], "3|timeout");
@@ -114,6 +115,74 @@ TEST(HostileTest, NamesThatAreNotUtf8AndAStageThatBlocksEndTerminalWithAReason) 
   EXPECT_EQ(nlohmann::json::parse(status.out)["stages"]["lighting"]["failed"], 1);
   // Let the FIFO's blocked opener (already killed) leave nothing behind.
   fs::remove(media + "/stuck.jpg");
+}
+
+// A hostile server and hostile URLs, through the real binary: a Retry-After of 31 years,
+// an HTTP date ten years ahead, a body that drips forever, a URL that is not UTF-8, a
+// metadata cell that is not UTF-8, and (with blocking on) a URL to 127.0.0.1. Fetched in
+// one working directory with a relative FRAMEMILL_OUT, analysed from another.
+TEST(HostileTest, AHostileServerEndsEveryUrlTerminalAndFetchedFilesAreFoundFromAnyDirectory) {
+  TempDir dir;
+  FaultServer server(dir / "server.log");
+  ASSERT_GT(server.port(), 0);
+  const std::string base = "http://127.0.0.1:" + std::to_string(server.port());
+  WriteFile(dir / "urls.csv", "url,caption\n" +
+                                  base + "/img/messi5.jpg,caf\xe9\n" +
+                                  base + "/503-forever/x,plain\n" +
+                                  base + "/503-far-date/x,plain\n" +
+                                  base + "/drip,plain\n" +
+                                  base + "/img/caf\xe9.jpg,plain\n");
+  const std::string db = dir / "fm.db";
+  fs::create_directories(dir / "a");
+  fs::create_directories(dir / "b");
+  std::map<std::string, std::string> env = {
+      {"FRAMEMILL_DB", db},                       {"FRAMEMILL_OUT", "out"},  // relative
+      {"FRAMEMILL_FETCH_BLOCK_PRIVATE", "0"},     {"FRAMEMILL_FETCH_TIMEOUT_MS", "1500"},
+      {"FRAMEMILL_MAX_ATTEMPTS", "2"},            {"FRAMEMILL_RETRY_BASE_MS", "10"},
+      {"FRAMEMILL_STAGES", "lighting"}};
+  auto enq = RunProcess({FRAMEMILL_BIN, "enqueue", dir / "urls.csv"}, env, dir / "a");
+  ASSERT_EQ(enq.exit_code, 0) << enq.err << enq.out;
+  ASSERT_EQ(QueryInt(db, "SELECT count(*) FROM items"), 5);
+
+  const auto started = std::chrono::steady_clock::now();
+  auto fetch = RunProcess({FRAMEMILL_BIN, "run", "--stages", "fetch"}, env, dir / "a", 120);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(), 100);
+  EXPECT_EQ(fetch.exit_code, 3) << fetch.err;
+  auto rows = QueryRows(db, "SELECT j.state || '|' || coalesce(j.error_class, '') FROM jobs j JOIN items i"
+                            " ON i.id = j.item_id WHERE j.stage = 'fetch' ORDER BY i.id");
+  ASSERT_EQ(rows.size(), 5u);
+  EXPECT_EQ(rows[0], "2|");
+  EXPECT_EQ(rows[1], "3|retry_after_too_long");
+  EXPECT_EQ(rows[2], "3|retry_after_too_long");
+  EXPECT_EQ(rows[3], "3|timeout");
+  // The URL that is not UTF-8 reached the server, which gives up on it (an empty reply):
+  // the job ends failed with that reason, and no worker aborted on its bytes.
+  EXPECT_EQ(rows[4], "3|transfer")
+      << ::testing::PrintToString(QueryRows(db, "SELECT last_error FROM jobs WHERE state = 3"));
+  EXPECT_EQ(fetch.err.find("exited with code"), std::string::npos) << fetch.err;
+  EXPECT_EQ(fetch.err.find("killed by signal"), std::string::npos) << fetch.err;
+  EXPECT_EQ(FailedWithoutReason(db), 0);
+
+  // From another directory, the fetched file is found: its path was stored absolute.
+  auto light = RunProcess({FRAMEMILL_BIN, "run", "--stages", "lighting"}, env, dir / "b", 120);
+  EXPECT_EQ(light.exit_code, 3) << light.err;  // the four failed URLs stay failed
+  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM jobs WHERE stage = 'lighting' AND state = 2"), 1)
+      << ::testing::PrintToString(QueryRows(db, "SELECT stage, state, last_error FROM jobs"));
+  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM items WHERE fetched_path LIKE '/%'"), 1);
+  EXPECT_EQ(Unfinished(db), 0);
+
+  // With blocking on (the default), the same server is refused before any request.
+  std::map<std::string, std::string> blocked = env;
+  blocked.erase("FRAMEMILL_FETCH_BLOCK_PRIVATE");
+  blocked["FRAMEMILL_DB"] = dir / "blocked.db";
+  WriteFile(dir / "one.txt", base + "/img/messi5.jpg?internal\n");
+  ASSERT_EQ(RunProcess({FRAMEMILL_BIN, "enqueue", dir / "one.txt"}, blocked, dir / "a").exit_code, 0);
+  auto refused = RunProcess({FRAMEMILL_BIN, "run"}, blocked, dir / "a", 60);
+  EXPECT_EQ(refused.exit_code, 3) << refused.err;
+  EXPECT_EQ(QueryRows(dir / "blocked.db", "SELECT error_class FROM jobs WHERE stage = 'fetch'"),
+            std::vector<std::string>{"blocked_address"});
+  EXPECT_EQ(server.Requests("/img/messi5.jpg?internal"), 0);
+  EXPECT_EQ(Integrity(db), "ok");
 }
 
 TEST(HostileTest, AFullDiskStopsTheRunOnceWithExit4AndARerunFinishesEverything) {

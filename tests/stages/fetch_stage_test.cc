@@ -62,6 +62,7 @@ TEST_F(FetchStageTest, EveryFaultEndsInTheRightStateAndClassAndPermanentOnesAreN
   fo.total_timeout_ms = 1500;
   fo.max_bytes = 200'000;  // messi5.jpg (73 KB) fits, /big (303 KB) does not
   fo.out_dir = dir_ / "out";
+  fo.block_private = false;  // the fault server is on 127.0.0.1
   FetchStage stage(fo);
   RetryPolicy retry;  // the worker's decision, with a short backoff
   retry.base_delay_ms = 100;
