@@ -56,6 +56,15 @@ void ExportFlags(CLI::App* s, Flags& f) {
   s->add_option("-o,--output", f.output, "write to FILE instead of standard output");
 }
 
+void GcFlags(CLI::App* s, Flags& f) {
+  DbFlag(s, f);
+  s->add_option("--keep-days", f.keep_days, "keep history newer than this many days (default 30)")
+      ->check(CLI::NonNegativeNumber);
+  s->add_option("--keep-runs", f.keep_runs, "always keep this many newest runs (default 10)")
+      ->check(CLI::NonNegativeNumber);
+  s->add_flag("--dry-run", f.dry_run, "count what would be removed; remove nothing");
+}
+
 void ModelsFlags(CLI::App* s, Flags& f) {
   s->require_subcommand(1);
   CLI::App* list = s->add_subcommand("list", "Installed models, their inputs and sizes");
@@ -85,6 +94,8 @@ std::vector<Command> Commands() {
       {"status", "Progress per stage, throughput, ETA, failures by class", CmdStatus, StatusFlags},
       {"retry", "Put failed jobs back to pending", CmdRetry, RetryFlags},
       {"export", "Results of done jobs as JSON lines or CSV", CmdExport, ExportFlags},
+      {"gc", "Remove old history: error records (each job keeps its latest), stopped workers, old runs",
+       CmdGc, GcFlags},
       {"config", "The effective configuration and where each value came from", CmdConfig, JsonFlag},
       {"gpu", "Devices, free/total VRAM, and for every operation: GPU or CPU, and why", CmdGpu,
        JsonFlag},

@@ -21,7 +21,8 @@ namespace framemill {
 struct Flags {
   std::string config, db, out, stages, stage, format = "jsonl", output;
   std::optional<int> workers, batch, priority;
-  bool forever = false, json = false, failed = false;
+  bool forever = false, json = false, failed = false, dry_run = false;
+  int keep_days = 30, keep_runs = 10;  // gc
   std::vector<std::string> sources;
   // models / infer
   std::string models_action;  // "list" | "fetch"
@@ -55,6 +56,7 @@ int CmdRun(const Flags& f);
 int CmdStatus(const Flags& f);
 int CmdRetry(const Flags& f);
 int CmdExport(const Flags& f);
+int CmdGc(const Flags& f);
 int CmdConfig(const Flags& f);
 int CmdGpu(const Flags& f);
 int CmdModels(const Flags& f);

@@ -83,6 +83,17 @@ struct ExportRow {  // source: the path, or the URL for URL items
   int64_t attempts = 0, finished_at = 0;
 };
 
+// What `framemill gc` removes: history older than `before_ms`, never what explains the
+// present (each job's latest error, a worker holding a lease, the newest runs).
+struct GcOptions {
+  int64_t before_ms = 0;  // rows older than this (ms since the epoch)
+  int keep_runs = 10;     // the newest runs stay whatever their age
+  bool dry_run = false;   // count only
+};
+struct GcStats {
+  int64_t job_errors = 0, workers = 0, runs = 0;
+};
+
 struct RunRecord {
   int64_t id = 0, started_at = 0, finished_at = 0, jobs_done = 0, jobs_failed = 0;
   int workers = 0, exit_code = -1;
@@ -160,6 +171,9 @@ class JobStore {
 
   // --- user commands ---
   virtual Result<int64_t> RetryFailed(const std::string& stage /* empty: all */) = 0;
+  // Deletes old history (see GcOptions) in one transaction; counts what it removed (or
+  // would remove, with dry_run).
+  virtual Result<GcStats> CollectGarbage(const GcOptions& options) = 0;
   virtual Result<std::vector<StageCounts>> Counts(int64_t window_ms) = 0;
   virtual Result<int64_t> ItemCount() = 0;
   virtual Result<std::vector<ErrorClassCount>> FailuresByClass() = 0;

@@ -67,6 +67,9 @@ class JobStoreWrapper : public JobStore {
     return target_->LoadTuning(op, device, size_bucket);
   }
   Status SaveTuning(const TuningRecord& record) override { return target_->SaveTuning(record); }
+  Result<GcStats> CollectGarbage(const GcOptions& options) override {
+    return target_->CollectGarbage(options);
+  }
   Result<int64_t> RetryFailed(const std::string& stage) override {
     return target_->RetryFailed(stage);
   }

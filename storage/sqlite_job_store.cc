@@ -976,6 +976,41 @@ Result<int64_t> SqliteJobStore::RetryFailed(const std::string& stage) {
   return n;
 }
 
+namespace {
+// What gc removes, as conditions over each table; ?1 is the cutoff, ?2 the runs kept.
+constexpr char kOldErrors[] =
+    "job_errors WHERE at < ?1 AND id NOT IN (SELECT max(id) FROM job_errors GROUP BY job_id)";
+constexpr char kOldWorkers[] =
+    "workers WHERE coalesce(stopped_at, heartbeat_at) < ?1 AND NOT EXISTS"
+    " (SELECT 1 FROM jobs WHERE lease_owner = workers.id)";
+// Runs are deleted after the workers, so the subquery sees only the workers that stay.
+constexpr char kOldRuns[] =
+    "runs WHERE coalesce(finished_at, started_at) < ?1"
+    " AND id NOT IN (SELECT id FROM runs ORDER BY id DESC LIMIT ?2)"
+    " AND id NOT IN (SELECT run_id FROM workers WHERE run_id IS NOT NULL)";
+}  // namespace
+
+Result<GcStats> SqliteJobStore::CollectGarbage(const GcOptions& options) {
+  GcStats stats;
+  auto remove = [&](const char* what, int64_t* count) -> Status {
+    FM_PREPARE(q, std::string("DELETE FROM ") + what);
+    FM_RETURN_IF_ERROR(q.Bind(1, options.before_ms).Bind(2, static_cast<int64_t>(options.keep_runs)).Run());
+    *count = db_->Changes();
+    return Status::OK();
+  };
+  // A dry run deletes too, then rolls back: its counts are exactly what gc would remove.
+  const Status kDryRun = Status::Aborted("dry run: rolled back");
+  Status s = db_->Transaction(SqliteDb::TxnKind::kWrite, [&]() -> Status {
+    stats = GcStats();
+    FM_RETURN_IF_ERROR(remove(kOldErrors, &stats.job_errors));
+    FM_RETURN_IF_ERROR(remove(kOldWorkers, &stats.workers));
+    FM_RETURN_IF_ERROR(remove(kOldRuns, &stats.runs));
+    return options.dry_run ? kDryRun : Status::OK();
+  });
+  if (!s.ok() && !(options.dry_run && s.IsAborted())) return s;
+  return stats;
+}
+
 Result<std::vector<StageCounts>> SqliteJobStore::Counts(int64_t window_ms) {
   std::vector<StageCounts> out;
   Status s = db_->Transaction(SqliteDb::TxnKind::kRead, [&]() -> Status {

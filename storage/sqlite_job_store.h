@@ -43,6 +43,7 @@ class SqliteJobStore : public JobStore {
                                                  int size_bucket) override;
   Status SaveTuning(const TuningRecord& record) override;
   Result<int64_t> RetryFailed(const std::string& stage) override;
+  Result<GcStats> CollectGarbage(const GcOptions& options) override;
   Result<std::vector<StageCounts>> Counts(int64_t window_ms) override;
   Result<int64_t> ItemCount() override;
   Result<std::vector<ErrorClassCount>> FailuresByClass() override;

@@ -158,6 +158,22 @@ TEST_F(CliTest, ExportToAFullDiskFailsWithExit4) {
       << piped.err;
 }
 
+TEST_F(CliTest, GcRemovesNothingRecentAndSaysWhat) {
+  ASSERT_EQ(Fm({"enqueue", GoodMedia()}).exit_code, 0);
+  ASSERT_EQ(Fm({"run", "--workers", "2"}).exit_code, 0);
+  auto dry = Fm({"gc", "--dry-run"});
+  EXPECT_EQ(dry.exit_code, 0) << dry.err;
+  EXPECT_NE(dry.out.find("would remove 0 error record(s), 0 worker(s), 0 run(s)"), std::string::npos)
+      << dry.out;
+  // Everything is older than "0 days ago" but the newest run and its workers stay.
+  auto gc = Fm({"gc", "--keep-days", "0", "--keep-runs", "0"});
+  EXPECT_EQ(gc.exit_code, 0) << gc.err;
+  EXPECT_NE(gc.out.find("removed 0 error record(s), 2 worker(s), 1 run(s)"), std::string::npos)
+      << gc.out;
+  EXPECT_EQ(Fm({"gc", "--keep-days", "-1"}).exit_code, 2);
+  EXPECT_EQ(Fm({"status"}).exit_code, 0);
+}
+
 TEST_F(CliTest, ExportCsvToAFileWritesAHeaderAndOneRowPerResult) {
   std::string media = GoodMedia();
   ASSERT_EQ(Fm({"enqueue", media}).exit_code, 0);

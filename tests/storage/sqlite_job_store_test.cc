@@ -1283,6 +1283,57 @@ TEST_F(SqliteJobStoreTest, ForEachResultPagesWithoutHoldingASnapshotBetweenPages
   EXPECT_EQ(calls, 4);
 }
 
+// gc trims history older than the cutoff, but never what explains the present: each
+// job's latest error, a worker that holds a lease, the newest runs. A dry run counts
+// exactly what it would remove and removes nothing.
+TEST_F(SqliteJobStoreTest, CollectGarbageRemovesOldHistoryButNotWhatExplainsThePresent) {
+  AddStage(Stage("a"));
+  Open();
+  Enqueue(Images(2), {"a"});
+  // Old: run 1 with a stopped worker; job 0 failed twice (transient), job 1 once.
+  const int64_t run1 = Must(store_->BeginRun(1, "a"));
+  FM_ASSERT_OK(store_->RegisterWorker("old", run1, 1, "h"));
+  for (int i = 0; i < 2; ++i) {
+    auto c = Claim("old", {"a"});
+    ASSERT_FALSE(c.empty());
+    std::vector<FinishedJob> f;
+    for (const ClaimedJob& j : c) f.push_back(Failed(j, Status::IOError("flaky")));
+    for (FinishedJob& x : f) x.retry_at_ms = clock_.NowMs();  // due again at once
+    Complete(f);
+  }
+  FM_ASSERT_OK(store_->WorkerStopped("old"));
+  FM_ASSERT_OK(store_->EndRun(run1, 0));
+  clock_.Advance(40LL * 86'400'000);
+  // Recent: run 2, whose worker is gone quiet but still holds job 0's lease.
+  const int64_t run2 = Must(store_->BeginRun(1, "a"));
+  FM_ASSERT_OK(store_->RegisterWorker("holder", run2, 2, "h"));
+  ASSERT_EQ(Claim("holder", {"a"}, 1).size(), 1u);
+  clock_.Advance(40LL * 86'400'000);
+  ASSERT_EQ(in_.Int("SELECT count(*) FROM job_errors"), 4);
+
+  GcOptions o;
+  o.before_ms = clock_.NowMs() - 30LL * 86'400'000;
+  o.keep_runs = 0;
+  o.dry_run = true;
+  GcStats dry = Must(store_->CollectGarbage(o));
+  EXPECT_EQ(in_.Int("SELECT count(*) FROM job_errors"), 4) << "a dry run removes nothing";
+  o.dry_run = false;
+  GcStats gc = Must(store_->CollectGarbage(o));
+  EXPECT_EQ(gc.job_errors, 2);  // each job keeps its latest
+  EXPECT_EQ(gc.workers, 1);     // "old"; "holder" holds a lease
+  EXPECT_EQ(gc.runs, 1);        // run 1; run 2 still has its worker
+  EXPECT_EQ(dry.job_errors, gc.job_errors);
+  EXPECT_EQ(dry.workers, gc.workers);
+  EXPECT_EQ(dry.runs, gc.runs);
+  EXPECT_EQ(in_.Int("SELECT count(DISTINCT job_id) FROM job_errors"), 2);
+  EXPECT_EQ(in_.Text("SELECT group_concat(id) FROM workers"), "holder");
+  EXPECT_EQ(in_.Int("SELECT count(*) FROM runs"), 1);
+  EXPECT_EQ(in_.Int("SELECT count(*) FROM pragma_foreign_key_check"), 0);
+  // The newest runs stay whatever their age.
+  o.keep_runs = 5;
+  EXPECT_EQ(Must(store_->CollectGarbage(o)).runs, 0);
+}
+
 TEST_F(SqliteJobStoreTest, RunAndWorkerBookkeepingAddsUpTheWorkersCounts) {
   AddStage(Stage("a"));
   Open();
