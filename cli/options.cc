@@ -33,6 +33,8 @@ StageOptions ToStageOptions(const Config& c) {
   o.lighting.video_frames = c.media.video_sample_frames;
   o.model_frames.limits.max_pixels = c.media.max_image_pixels;
   o.model_frames.video_frames = c.media.model_frames;
+  o.lighting.video_limits.max_pixels = o.model_frames.video_limits.max_pixels = c.media.max_video_pixels;
+  o.lighting.video_limits.max_frames = o.model_frames.video_limits.max_frames = c.media.max_video_frames;
   o.categorize.min_score = c.categorize.min_score;
   o.faces.embedding_model = c.faces.embedding_model;
   o.pose.model = c.pose.model;

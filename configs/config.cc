@@ -215,6 +215,12 @@ const std::vector<Setting>& Settings() {
     t.push_back(Int("media.max_image_pixels", "FRAMEMILL_MAX_IMAGE_PIXELS", "",
                     [](Config& c) -> int64_t& { return c.media.max_image_pixels; }, 1,
                     1'000'000'000'000));
+    t.push_back(Int("media.max_video_pixels", "FRAMEMILL_MAX_VIDEO_PIXELS", "",
+                    [](Config& c) -> int64_t& { return c.media.max_video_pixels; }, 1,
+                    int64_t{1} << 40));
+    t.push_back(Int("media.max_video_frames", "FRAMEMILL_MAX_VIDEO_FRAMES", "",
+                    [](Config& c) -> int64_t& { return c.media.max_video_frames; }, 1,
+                    int64_t{1} << 40));
     t.push_back(Int("media.video_sample_frames", "", "",
                     [](Config& c) -> int& { return c.media.video_sample_frames; }, 1, 10'000));
     t.push_back(Int("media.model_frames", "FRAMEMILL_MODEL_FRAMES", "",

@@ -34,6 +34,8 @@ struct MediaConfig {
   int64_t max_image_pixels = 100'000'000;  // refuse larger images before decoding
   int video_sample_frames = 8;
   int model_frames = 4;  // frames sampled from each video by the neural stages
+  int64_t max_video_pixels = 8192LL * 4320;  // per frame; larger videos are refused
+  int64_t max_video_frames = 1'000'000;      // frames of a video the stages consider
 };
 
 // The neural stages (stages/*_stage.h); models are named as in `framemill models list`.

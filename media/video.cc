@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 
 #include <opencv2/videoio.hpp>
 
@@ -9,7 +10,8 @@
 
 namespace framemill {
 
-Result<VideoSample> SampleVideoFrames(const std::string& path, int count) {
+Result<VideoSample> SampleVideoFrames(const std::string& path, int count,
+                                      const VideoLimits& limits) {
   auto head = ReadFileBytes(path, 512);
   if (!head.ok()) return head.status();
   if (head->empty()) return Status::Corruption("empty file (0 bytes)");
@@ -36,11 +38,25 @@ Result<VideoSample> SampleVideoFrames(const std::string& path, int count) {
     if (std::isprint(uint8_t(c))) out.info.codec += c;
   }
   if (out.info.frames <= 0) return Status::Corruption("video reports no frames");
-  count = static_cast<int>(std::min<int64_t>(count, out.info.frames));
+  if (out.info.width <= 0 || out.info.height <= 0)
+    return Status::Corruption(sniffed->format + " video declares an empty frame");
+  const int64_t px = int64_t{out.info.width} * out.info.height;  // ints: no overflow in int64
+  if (px > limits.max_pixels) {
+    char msg[256];
+    std::snprintf(msg, sizeof msg,
+                  "%s video declares %dx%d frames (%.1f MP), over the limit of %.1f MP "
+                  "(media.max_video_pixels); not decoded",
+                  sniffed->format.c_str(), out.info.width, out.info.height, px / 1e6,
+                  static_cast<double>(limits.max_pixels) / 1e6);
+    return Status::TooLarge(msg);
+  }
+  // A header may declare any number of frames: sample within the first max_frames.
+  const int64_t span = std::min(out.info.frames, std::max<int64_t>(1, limits.max_frames));
+  count = static_cast<int>(std::min<int64_t>(count, span));
   for (int k = 0; k < count; ++k) {
     // Centres of `count` equal spans: the first and last frames are avoided, since
     // fades and black leaders there say little about the footage.
-    int64_t idx = static_cast<int64_t>((k + 0.5) * out.info.frames / count);
+    int64_t idx = static_cast<int64_t>((k + 0.5) * static_cast<double>(span) / count);
     cv::Mat frame;
     bool ok = cap.set(cv::CAP_PROP_POS_FRAMES, static_cast<double>(idx)) && cap.read(frame);
     if (!ok || frame.empty()) {

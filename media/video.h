@@ -19,15 +19,27 @@ struct VideoInfo {
   std::string codec;
 };
 
+// Bounds on what a video may make a stage decode, checked from the container's header
+// before any frame is read.
+struct VideoLimits {
+  int64_t max_pixels = 8192LL * 4320;  // media.max_video_pixels: per frame (8K UHD)
+  int64_t max_frames = 1'000'000;      // media.max_video_frames: frames considered
+
+  bool operator==(const VideoLimits&) const = default;
+};
+
 struct VideoSample {
   VideoInfo info;
   std::vector<int64_t> indices;
   std::vector<cv::Mat> frames;  // 8-bit BGR, one per index
 };
 
-// Decodes `count` frames spread evenly over the video. A file that does not open,
-// has no frames, or whose sampled frames cannot all be read (truncated) fails with
+// Decodes `count` frames spread evenly over the video (over its first
+// `limits.max_frames` frames, when it declares more). A frame size over
+// `limits.max_pixels` is TooLarge before any frame is decoded. A file that does not
+// open, has no frames, or whose sampled frames cannot all be read (truncated) fails with
 // Corruption and the frame that failed; a file that is not a video is Unsupported.
-Result<VideoSample> SampleVideoFrames(const std::string& path, int count);
+Result<VideoSample> SampleVideoFrames(const std::string& path, int count,
+                                      const VideoLimits& limits = {});
 
 }  // namespace framemill

@@ -30,7 +30,7 @@ Status Decode(const ClaimedJob& job, const LightingOptions& opt, std::vector<Fra
     return Status::OK();
   }
   if (job.kind == MediaKind::kVideo) {
-    auto sample = SampleVideoFrames(job.source, opt.video_frames);
+    auto sample = SampleVideoFrames(job.source, opt.video_frames, opt.video_limits);
     if (!sample.ok()) return sample.status();
     for (size_t k = 0; k < sample->frames.size(); ++k) {
       const cv::Mat& f = sample->frames[k];

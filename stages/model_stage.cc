@@ -27,7 +27,7 @@ Status DecodeItem(const ClaimedJob& job, size_t j, const ModelStageOptions& opt,
     frames->push_back({j, -1, std::move(img).value()});
     return Status::OK();
   }
-  auto sample = SampleVideoFrames(job.source, opt.video_frames);
+  auto sample = SampleVideoFrames(job.source, opt.video_frames, opt.video_limits);
   if (!sample.ok()) return sample.status();
   const VideoInfo& vi = sample->info;
   *info = {{"kind", "video"}, {"fps", vi.fps}, {"frames", vi.frames},

@@ -7,12 +7,14 @@
 
 #include "fetch/fetcher.h"
 #include "media/image.h"
+#include "media/video.h"
 
 namespace framemill {
 
 // The lighting stage.
 struct LightingOptions {
   ImageLimits limits;
+  VideoLimits video_limits;
   int video_frames = 8;  // frames sampled from each video (media.video_sample_frames)
 
   bool operator==(const LightingOptions&) const = default;
@@ -21,6 +23,7 @@ struct LightingOptions {
 // The media.* settings every neural stage shares.
 struct ModelStageOptions {
   ImageLimits limits;
+  VideoLimits video_limits;
   int video_frames = 4;  // frames sampled from each video (media.model_frames)
 
   bool operator==(const ModelStageOptions&) const = default;

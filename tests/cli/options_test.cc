@@ -62,6 +62,8 @@ TEST(OptionsTest, EverySettingReachesTheModuleItConfigures) {
                          {"FRAMEMILL_MODELS", "/m"},
                          {"FRAMEMILL_MAX_IMAGE_PIXELS", "1234"},
                          {"FRAMEMILL_MODEL_FRAMES", "7"},
+                         {"FRAMEMILL_MAX_VIDEO_PIXELS", "5555"},
+                         {"FRAMEMILL_MAX_VIDEO_FRAMES", "66"},
                          {"FRAMEMILL_CATEGORIZE_MIN_SCORE", "0.5"},
                          {"FRAMEMILL_FACES_EMBEDDING_MODEL", "mobilefacenet"},
                          {"FRAMEMILL_POSE_MODEL", "blazepose-full"},
@@ -99,6 +101,10 @@ TEST(OptionsTest, EverySettingReachesTheModuleItConfigures) {
   EXPECT_EQ(s.models_dir, "/m");
   EXPECT_EQ(s.lighting.limits.max_pixels, 1234);
   EXPECT_EQ(s.model_frames.limits.max_pixels, 1234);
+  EXPECT_EQ(s.lighting.video_limits.max_pixels, 5555);
+  EXPECT_EQ(s.model_frames.video_limits.max_pixels, 5555);
+  EXPECT_EQ(s.lighting.video_limits.max_frames, 66);
+  EXPECT_EQ(s.model_frames.video_limits.max_frames, 66);
   EXPECT_EQ(s.model_frames.video_frames, 7);
   EXPECT_DOUBLE_EQ(s.categorize.min_score, 0.5);
   EXPECT_EQ(s.faces.embedding_model, "mobilefacenet");

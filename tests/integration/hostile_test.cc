@@ -17,6 +17,8 @@
 #include <thread>
 
 #include <nlohmann/json.hpp>
+#include <opencv2/core.hpp>
+#include <opencv2/videoio.hpp>
 
 #include "tests/support/fault_server.h"
 #include "tests/support/test_support.h"
@@ -59,11 +61,32 @@ void FillDisk(const std::string& dir, int64_t leave) {
   fs::resize_file(dir + "/filler", size > static_cast<uintmax_t>(leave) ? size - leave : 0);
 }
 
+// A TIFF whose directory declares 20000x20000 over a few bytes of deflate data: 1.2 GB
+// decoded, from a 100-byte file.
+std::string TiffBomb() {
+  auto u16 = [](uint32_t v) { return std::string{char(v), char(v >> 8)}; };
+  auto u32 = [&](uint32_t v) { return u16(v & 0xFFFF) + u16(v >> 16); };
+  auto entry = [&](uint32_t tag, uint32_t type, uint32_t value) {
+    return u16(tag) + u16(type) + u32(1) + (type == 3 ? u16(value) + u16(0) : u32(value));
+  };
+  std::string s("II*\0", 4);
+  s += u32(8) + u16(6) + entry(256, 4, 20000) + entry(257, 4, 20000) + entry(258, 3, 8) +
+       entry(259, 3, 8) + entry(273, 4, 90) + entry(279, 4, 8) + u32(0);
+  return s + std::string("\x78\x9c\x03\x00\x00\x00\x00\x01", 8);
+}
+
 TEST(HostileTest, NamesThatAreNotUtf8AndAStageThatBlocksEndTerminalWithAReason) {
   TempDir dir;
   const std::string media = dir / "media";
   MakeRealImages(media, 6, 200);
   fs::copy_file(SampleData("baboon.jpg"), media + "/caf\xe9.jpg");
+  WriteFile(media + "/bomb.tif", TiffBomb());
+  {  // 8192x4608 frames (37.7 MP): over the default media.max_video_pixels (35.4 MP)
+    cv::VideoWriter w(media + "/huge.avi", cv::VideoWriter::fourcc('M', 'J', 'P', 'G'), 1,
+                      cv::Size(8192, 4608));
+    ASSERT_TRUE(w.isOpened());
+    for (int i = 0; i < 2; ++i) w.write(cv::Mat(4608, 8192, CV_8UC3, cv::Scalar(0, 0, 0)));
+  }
   // A file replaced by a FIFO after it was enqueued: reading it blocks forever, as a
   // decoder stuck in a loop or a hung network mount would.
   fs::copy_file(SampleData("baboon.jpg"), media + "/stuck.jpg");
@@ -74,7 +97,7 @@ TEST(HostileTest, NamesThatAreNotUtf8AndAStageThatBlocksEndTerminalWithAReason) 
       {"FRAMEMILL_JOB_BUDGET_MS", "500"}, {"FRAMEMILL_RETRY_BASE_MS", "10"}};
   auto enq = RunProcess({FRAMEMILL_BIN, "enqueue", media}, env, dir.path());
   ASSERT_EQ(enq.exit_code, 0) << enq.err;
-  ASSERT_EQ(QueryInt(db, "SELECT count(*) FROM items"), 8);
+  ASSERT_EQ(QueryInt(db, "SELECT count(*) FROM items"), 10);
   fs::remove(media + "/stuck.jpg");
   ASSERT_EQ(mkfifo((media + "/stuck.jpg").c_str(), 0600), 0);
 
@@ -91,6 +114,14 @@ TEST(HostileTest, NamesThatAreNotUtf8AndAStageThatBlocksEndTerminalWithAReason) 
   ASSERT_EQ(stuck.size(), 1u);
   EXPECT_EQ(stuck[0], "3|timeout");
   EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM jobs WHERE state = 2"), 7);
+  // The bombs are refused by their headers, before a pixel is decoded.
+  for (const char* bomb : {"bomb.tif", "huge.avi"}) {
+    auto row = QueryRows(db, std::string("SELECT j.state || '|' || j.error_class || '|' || j.last_error"
+                                         " FROM jobs j JOIN items i ON i.id = j.item_id"
+                                         " WHERE i.source LIKE '%/") + bomb + "'");
+    ASSERT_EQ(row.size(), 1u) << bomb;
+    EXPECT_EQ(row[0].rfind("3|too_large|", 0), 0u) << row[0];
+  }
   EXPECT_EQ(Integrity(db), "ok");
 
   // The store kept the name's exact bytes; export and status do not abort on it.
@@ -112,7 +143,7 @@ TEST(HostileTest, NamesThatAreNotUtf8AndAStageThatBlocksEndTerminalWithAReason) 
   EXPECT_EQ(with_hex, 1);
   auto status = RunProcess({FRAMEMILL_BIN, "status", "--json"}, env, dir.path());
   ASSERT_EQ(status.exit_code, 0) << status.err;
-  EXPECT_EQ(nlohmann::json::parse(status.out)["stages"]["lighting"]["failed"], 1);
+  EXPECT_EQ(nlohmann::json::parse(status.out)["stages"]["lighting"]["failed"], 3);
   // Let the FIFO's blocked opener (already killed) leave nothing behind.
   fs::remove(media + "/stuck.jpg");
 }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <opencv2/imgcodecs.hpp>
+#include <opencv2/videoio.hpp>
 
 #include "tests/support/test_support.h"
 
@@ -171,6 +172,35 @@ TEST(MediaTest, SamplesFramesSpreadOverARealVideo) {
   EXPECT_EQ(v->frames[0].cols, 768);
   // Different moments of the footage, not one frame four times.
   EXPECT_GT(cv::norm(v->frames[0], v->frames[3], cv::NORM_L1), 0.0);
+}
+
+// A video's frame size is refused from its header before a frame is decoded, and a
+// header's frame count cannot send sampling past max_frames.
+TEST(MediaTest, VideoLimitsRefuseLargeFramesAndBoundTheFramesConsidered) {
+  testing::TempDir dir;
+  const std::string path = dir / "small.avi";
+  {
+    cv::VideoWriter w(path, cv::VideoWriter::fourcc('M', 'J', 'P', 'G'), 10, cv::Size(64, 48));
+    ASSERT_TRUE(w.isOpened());
+    for (int i = 0; i < 20; ++i) w.write(cv::Mat(48, 64, CV_8UC3, cv::Scalar(i * 10, 0, 0)));
+  }
+  VideoLimits tight;
+  tight.max_pixels = 64 * 48 - 1;
+  auto refused = SampleVideoFrames(path, 4, tight);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Status::Code::kTooLarge) << refused.status().ToString();
+  EXPECT_NE(refused.status().ToString().find("media.max_video_pixels"), std::string::npos);
+
+  VideoLimits few;
+  few.max_frames = 5;
+  auto sample = SampleVideoFrames(path, 4, few);
+  ASSERT_TRUE(sample.ok()) << sample.status().ToString();
+  EXPECT_EQ(sample->info.frames, 20);
+  ASSERT_EQ(sample->indices.size(), 4u);
+  for (int64_t i : sample->indices) EXPECT_LT(i, 5);
+  auto all = SampleVideoFrames(path, 4);  // the defaults take in the whole clip
+  ASSERT_TRUE(all.ok());
+  EXPECT_GT(all->indices.back(), 10);
 }
 
 TEST(MediaTest, TruncatedVideoFailsNamingTheFrame) {
