@@ -17,6 +17,8 @@ int CmdGc(const Flags& f) {
   if (!store.ok()) return StoreError(store.status());
   GcOptions o;
   o.before_ms = SystemClock()->NowMs() - static_cast<int64_t>(f.keep_days) * 86'400'000;
+  // Heartbeats come every lease_ms/3: an hour of silence is a dead worker, not a busy one.
+  o.silent_before_ms = SystemClock()->NowMs() - 3'600'000;
   o.keep_runs = f.keep_runs;
   o.dry_run = f.dry_run;
   auto gc = (*store)->CollectGarbage(o);

@@ -151,9 +151,11 @@ void PrintFetch(const FetchSummary& f) {
 void PrintFailures(const std::vector<ErrorClassCount>& failures) {
   if (failures.empty()) return;
   std::printf("\nfailures by error class:\n");
+  // Quoted as a JSON string: a message can carry a file name's or a server's bytes
+  // (terminal escapes, bytes that are not UTF-8), which must not reach the terminal raw.
   for (const auto& e : failures)
     std::printf("  %-12s %-18s %6lld  e.g. %s\n", e.stage.c_str(), e.error_class.c_str(),
-                static_cast<long long>(e.count), e.example.c_str());
+                static_cast<long long>(e.count), JsonDump(nlohmann::json(e.example)).c_str());
   std::printf("  (details: framemill export is for results; `framemill retry --failed` re-queues)\n");
 }
 

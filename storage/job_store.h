@@ -87,6 +87,9 @@ struct ExportRow {  // source: the path, or the URL for URL items
 // present (each job's latest error, a worker holding a lease, the newest runs).
 struct GcOptions {
   int64_t before_ms = 0;  // rows older than this (ms since the epoch)
+  // A worker not marked stopped is live while its heartbeat (every lease_ms/3) is newer
+  // than this, whatever before_ms says: its row names it in lease rescues.
+  int64_t silent_before_ms = 0;
   int keep_runs = 10;     // the newest runs stay whatever their age
   bool dry_run = false;   // count only
 };

@@ -392,6 +392,9 @@ Result<EnqueueStats> SqliteJobStore::Enqueue(const std::vector<NewItem>& items,
     }
     FM_RETURN_IF_ERROR(
         EnsureDatasetJobs(options, stats.items_added + stats.items_changed > 0));
+    // An enqueue that names only upstream stages still gives a finished dataset job new
+    // inputs (faces of new items for face_clusters): it must wait for them again.
+    FM_RETURN_IF_ERROR(RearmDatasetJobs());
     return PromoteDatasetJobs(now);
   });
   if (!s.ok()) return s;
@@ -981,7 +984,8 @@ namespace {
 constexpr char kOldErrors[] =
     "job_errors WHERE at < ?1 AND id NOT IN (SELECT max(id) FROM job_errors GROUP BY job_id)";
 constexpr char kOldWorkers[] =
-    "workers WHERE coalesce(stopped_at, heartbeat_at) < ?1 AND NOT EXISTS"
+    "workers WHERE coalesce(stopped_at, heartbeat_at) < ?1"
+    " AND (stopped_at IS NOT NULL OR heartbeat_at < ?3) AND NOT EXISTS"
     " (SELECT 1 FROM jobs WHERE lease_owner = workers.id)";
 // Runs are deleted after the workers, so the subquery sees only the workers that stay.
 constexpr char kOldRuns[] =
@@ -994,7 +998,10 @@ Result<GcStats> SqliteJobStore::CollectGarbage(const GcOptions& options) {
   GcStats stats;
   auto remove = [&](const char* what, int64_t* count) -> Status {
     FM_PREPARE(q, std::string("DELETE FROM ") + what);
-    FM_RETURN_IF_ERROR(q.Bind(1, options.before_ms).Bind(2, static_cast<int64_t>(options.keep_runs)).Run());
+    // Each statement uses some of ?1..?3; binding one it lacks is a no-op.
+    FM_RETURN_IF_ERROR(q.Bind(1, options.before_ms)
+                           .Bind(2, static_cast<int64_t>(options.keep_runs))
+                           .Bind(3, options.silent_before_ms).Run());
     *count = db_->Changes();
     return Status::OK();
   };

@@ -113,6 +113,23 @@ TEST_F(CliTest, StatusJsonHasItemsAndPerStageCounts) {
   EXPECT_NE(text.out.find("lighting"), std::string::npos) << text.out;
 }
 
+// A failure's example can quote a file name, which may hold terminal escapes and bytes
+// that are not UTF-8: the table prints it as a JSON string, never raw.
+TEST_F(CliTest, StatusQuotesFailureExamplesInsteadOfPrintingTheirBytes) {
+  std::string media = GoodMedia();
+  const std::string gone = media + "/gone\x1b[2J\xff.jpg";
+  fs::copy_file(media + "/" + fs::directory_iterator(media)->path().filename().string(), gone);
+  ASSERT_EQ(Fm({"enqueue", media}).exit_code, 0);
+  fs::remove(gone);
+  EXPECT_EQ(Fm({"run", "--workers", "1"}).exit_code, 3);
+  auto text = Fm({"status"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_EQ(text.out.find('\x1b'), std::string::npos) << "a raw escape reached the terminal";
+  EXPECT_EQ(text.out.find('\xff'), std::string::npos);
+  EXPECT_NE(text.out.find("gone\\u001b[2J\xef\xbf\xbd.jpg: file no longer exists\""), std::string::npos)
+      << text.out;
+}
+
 TEST_F(CliTest, ExportJsonlHasOneLinePerDoneJobWithTheContractKeys) {
   std::string media = GoodMedia();
   ASSERT_EQ(Fm({"enqueue", media}).exit_code, 0);

@@ -1031,6 +1031,19 @@ TEST_F(DatasetStageTest, IsQueuedAgainWhenNewItemsArriveAndKeepsOneResultRow) {
             R"({"v":2})");
 }
 
+TEST_F(DatasetStageTest, EnqueueNamingOnlyUpstreamStagesStillQueuesItAgain) {
+  Enqueue(Images(2), {"a", "c"});
+  CompleteAllDone(Claim("w", {"a"}));
+  CompleteAllDone(Claim("w", {"c"}));
+  ASSERT_EQ(CState(), kDone);
+  // `enqueue --stages a`: c is not named, but its input grows.
+  Enqueue({Image("/data/new.png")}, {"a"});
+  EXPECT_EQ(CState(), kWaiting);
+  EXPECT_TRUE(Claim("w", {"c"}).empty());
+  CompleteAllDone(Claim("w", {"a"}));
+  EXPECT_EQ(CState(), kPending);
+}
+
 TEST_F(DatasetStageTest, ChangedItemAlsoQueuesItAgain) {
   Enqueue({Image("/data/x.png", "h1")}, {"a", "c"});
   CompleteAllDone(Claim("w", {"a"}));
@@ -1313,6 +1326,7 @@ TEST_F(SqliteJobStoreTest, CollectGarbageRemovesOldHistoryButNotWhatExplainsTheP
 
   GcOptions o;
   o.before_ms = clock_.NowMs() - 30LL * 86'400'000;
+  o.silent_before_ms = clock_.NowMs() - 3'600'000;  // "holder" is silent: only its lease keeps it
   o.keep_runs = 0;
   o.dry_run = true;
   GcStats dry = Must(store_->CollectGarbage(o));
@@ -1332,6 +1346,28 @@ TEST_F(SqliteJobStoreTest, CollectGarbageRemovesOldHistoryButNotWhatExplainsTheP
   // The newest runs stay whatever their age.
   o.keep_runs = 5;
   EXPECT_EQ(Must(store_->CollectGarbage(o)).runs, 0);
+}
+
+// `gc --keep-days 0` during a run: a worker that is still heartbeating is live, even
+// idle and holding no lease; its row (and so its run's) must stay, as lease rescues name it.
+TEST_F(SqliteJobStoreTest, CollectGarbageKeepsLiveWorkersAndTheirRuns) {
+  AddStage(Stage("a"));
+  Open();
+  const int64_t run = Must(store_->BeginRun(1, "a"));
+  FM_ASSERT_OK(store_->RegisterWorker("live", run, 1, "h"));
+  FM_ASSERT_OK(store_->RegisterWorker("dead", run, 2, "h"));
+  clock_.Advance(2 * 3'600'000);
+  ASSERT_TRUE(Must(store_->Heartbeat("live", 30'000)) == 0);
+  clock_.Advance(1000);
+  GcOptions o;
+  o.before_ms = clock_.NowMs();  // --keep-days 0
+  o.silent_before_ms = clock_.NowMs() - 3'600'000;
+  o.keep_runs = 0;
+  GcStats gc = Must(store_->CollectGarbage(o));
+  EXPECT_EQ(gc.workers, 1);
+  EXPECT_EQ(gc.runs, 0);
+  EXPECT_EQ(in_.Text("SELECT group_concat(id) FROM workers"), "live");
+  EXPECT_EQ(in_.Int("SELECT count(*) FROM runs"), 1);
 }
 
 TEST_F(SqliteJobStoreTest, RunAndWorkerBookkeepingAddsUpTheWorkersCounts) {
