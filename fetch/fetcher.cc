@@ -194,7 +194,6 @@ struct Fetcher::Impl {
 
   FetchOptions opt;
   CURLM* multi = nullptr;
-  std::vector<CURL*> idle_easies;
   std::string tmp_dir;
   std::unordered_set<std::string> made_dirs;
   bool tmpfile_ok = true;  // O_TMPFILE works here (turned off on the first refusal)
@@ -220,7 +219,6 @@ struct Fetcher::Impl {
     tmpfile_ok = ::access("/proc/self/fd", F_OK) == 0;
   }
   ~Impl() {
-    for (CURL* e : idle_easies) curl_easy_cleanup(e);
     curl_multi_cleanup(multi);
   }
 
@@ -351,13 +349,10 @@ struct Fetcher::Impl {
     return len;
   }
 
-  CURL* TakeEasy() {
-    if (idle_easies.empty()) return curl_easy_init();
-    CURL* e = idle_easies.back();
-    idle_easies.pop_back();
-    curl_easy_reset(e);
-    return e;
-  }
+  // A fresh handle per transfer: connections are pooled by the multi handle, not the
+  // easy one, and a reset handle can keep timer state from its last transfer (a retry
+  // on it was seen to time out "after 1 milliseconds").
+  CURL* TakeEasy() { return curl_easy_init(); }
 
   void Start(Transfer* t, const std::string& url) {
     CURL* e = t->easy = TakeEasy();
@@ -483,7 +478,7 @@ struct Fetcher::Impl {
     XXH3_freeState(t->xxh);
     t->xxh = nullptr;
     curl_multi_remove_handle(multi, e);
-    idle_easies.push_back(e);
+    curl_easy_cleanup(e);
     t->easy = nullptr;
   }
 

@@ -59,6 +59,10 @@ class ComputeBackend {
   virtual Result<std::vector<LumaStats>> LumaStatsBatch(const std::vector<cv::Mat>& images) = 0;
   virtual Result<Tensor> PreprocessBatch(const std::vector<cv::Mat>& images,
                                          const PreprocessSpec& spec) = 0;
+  // The k most similar base rows to each query (gpu/ops.h), the whole matrix in tiles:
+  // the blocks of face clustering's exact neighbour graph. InvalidArgument as
+  // CheckSimilarityQuery says; OutOfMemory when the rows do not fit the device.
+  virtual Result<TopK> TopKSimilar(const SimilarityQuery& q) = 0;
 
  protected:
   int64_t memory_limit_ = 0;

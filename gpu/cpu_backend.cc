@@ -56,6 +56,14 @@ class CpuBackend : public ComputeBackend {
       return Status::OutOfMemory("host memory exhausted preprocessing a batch");
     }
   }
+  Result<TopK> TopKSimilar(const SimilarityQuery& q) override {
+    FM_RETURN_IF_ERROR(CheckSimilarityQuery(q));
+    try {
+      return TopKSimilarCpu(q);
+    } catch (const std::bad_alloc&) {
+      return Status::OutOfMemory("host memory exhausted computing similarities");
+    }
+  }
 };
 
 // The simulated device: CPU arithmetic behind a VRAM budget, so the batch tuner and
@@ -94,6 +102,13 @@ class SimBackend : public ComputeBackend {
     FM_RETURN_IF_ERROR(Charge(need, images.size()));
     last_bytes_ = static_cast<int64_t>(static_cast<double>(need) * cost_);
     return cpu_.PreprocessBatch(images, spec);
+  }
+  Result<TopK> TopKSimilar(const SimilarityQuery& q) override {
+    FM_RETURN_IF_ERROR(CheckSimilarityQuery(q));
+    const int64_t need = TopKSimilarBytes(q);
+    FM_RETURN_IF_ERROR(Charge(need, static_cast<size_t>(q.nq)));
+    last_bytes_ = static_cast<int64_t>(static_cast<double>(need) * cost_);
+    return cpu_.TopKSimilar(q);
   }
 
  private:

@@ -9,6 +9,8 @@
 
 #include <opencv2/core.hpp>
 
+#include "base/status.h"
+
 namespace framemill::gpu {
 
 // Per-image pixel statistics behind the lighting stage, on linear-light Rec.709
@@ -64,9 +66,44 @@ Tensor PreprocessCpu(const std::vector<cv::Mat>& images, const PreprocessSpec& s
 uint16_t FloatToHalf(float f);
 float HalfToFloat(uint16_t h);
 
+// The k most similar base rows to each query row by dot product (cosine for unit-norm
+// rows): the blocks of the similarity matrix behind face clustering's neighbour graph.
+// Best first; ties go to the lower id, so every backend gives the same answer. A query
+// skips base row self[q] (itself, when the queries are part of the base); fewer than
+// k candidates leave id -1 and similarity -3 in the tail.
+struct SimilarityQuery {
+  const float* queries = nullptr;  // nq x dim, row-major
+  int64_t nq = 0;
+  const float* base = nullptr;     // nb x dim, row-major
+  int64_t nb = 0;
+  int dim = 0;
+  int k = 0;
+  const int64_t* self = nullptr;   // nq entries, or null: nothing skipped
+};
+struct TopK {
+  int k = 0;
+  std::vector<int32_t> ids;  // nq x k
+  std::vector<float> sims;   // nq x k
+};
+inline constexpr float kNoSimilarity = -3.0f;
+// A device computes the matrix in tiles of this many query x base rows.
+inline constexpr int64_t kSimilarityQueryRows = 4096;
+inline constexpr int64_t kSimilarityBaseRows = 8192;
+
+// Why a query cannot run (k outside [1, 256], dim < 1, more than 2^31 base rows, null
+// rows), or OK. Every backend checks with this before touching the rows.
+Status CheckSimilarityQuery(const SimilarityQuery& q);
+// Reference: every query against every base row, parallel over the queries. Needs a
+// query CheckSimilarityQuery accepts.
+TopK TopKSimilarCpu(const SimilarityQuery& q);
+// Dot product of two float vectors, dispatched at run time to the widest SIMD the CPU has.
+float DotCpu(const float* a, const float* b, int dim);
+
 // Device bytes one image costs each operation (inputs, outputs, scratch), used by the
 // batch tuner's first guess and by the simulated device's budget.
 int64_t LumaStatsBytesPerItem(const cv::Mat& image);
 int64_t PreprocessBytesPerItem(const cv::Mat& image, const PreprocessSpec& spec);
+// Device bytes of one TopKSimilar call: the rows, one tile of similarities, the results.
+int64_t TopKSimilarBytes(const SimilarityQuery& q);
 
 }  // namespace framemill::gpu

@@ -27,8 +27,9 @@ ALLOWED = {
     "gpu": {"base"},
     "models": {"base", "media", "gpu"},
     "fetch": {"base", "media"},
-    "stages": {"base", "media", "jobs", "gpu", "models", "fetch"},
-    "scheduler": {"base", "media", "jobs", "storage", "gpu", "models", "fetch", "stages"},
+    "cluster": {"base", "gpu"},
+    "stages": {"base", "media", "jobs", "gpu", "models", "fetch", "cluster"},
+    "scheduler": {"base", "media", "jobs", "storage", "gpu", "models", "fetch", "cluster", "stages"},
     "configs": {"base"},
 }
 PROJECT = set(ALLOWED) | {"cli", "tests", "bench"}
@@ -37,7 +38,7 @@ ALLOWED["cli"] = PROJECT - {"tests", "bench", "cli"}
 WHY = [
     (lambda a, b: a == "stages" and b == "storage",
      "stages/ never include storage/: stages return outcomes, the scheduler commits them"),
-    (lambda a, b: a in {"storage", "jobs", "gpu", "media", "base"} and b in {"scheduler", "cli", "stages"},
+    (lambda a, b: a in {"storage", "jobs", "gpu", "media", "cluster", "base"} and b in {"scheduler", "cli", "stages"},
      "nothing below the stages includes scheduler/, cli/ or stages/"),
     (lambda a, b: a == "configs",
      "configs/ includes nothing of ours but base/: each module has its own options, filled by cli/"),

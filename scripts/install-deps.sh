@@ -6,7 +6,7 @@ pkgs=(
   build-essential cmake ninja-build pkg-config ccache sqlite3
   libsqlite3-dev libopencv-dev libtbb-dev libyaml-cpp-dev libspdlog-dev libcli11-dev
   nlohmann-json3-dev libxxhash-dev googletest libgtest-dev libgmock-dev libbenchmark-dev
-  opencv-doc opencv-data libssl-dev libcurl4-openssl-dev
+  opencv-doc opencv-data libssl-dev libcurl4-openssl-dev libhnswlib-dev
   python3-onnx python3-numpy python3-opencv
 )
 missing=()

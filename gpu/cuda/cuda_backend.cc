@@ -104,6 +104,7 @@ class CudaBackend final : public ComputeBackend {
   Result<std::vector<LumaStats>> LumaStatsBatch(const std::vector<cv::Mat>& images) override;
   Result<Tensor> PreprocessBatch(const std::vector<cv::Mat>& images,
                                  const PreprocessSpec& spec) override;
+  Result<TopK> TopKSimilar(const SimilarityQuery& q) override;
 
  private:
   // Appends host bytes to the device block at dev + dev_off through the upload slots.
@@ -597,6 +598,80 @@ Result<std::unique_ptr<ComputeBackend>> MakeCudaBackend(int index) {
   auto backend = std::make_unique<CudaBackend>(index);
   FM_RETURN_IF_ERROR(backend->Init());
   return std::unique_ptr<ComputeBackend>(std::move(backend));
+}
+
+
+Result<TopK> CudaBackend::TopKSimilar(const SimilarityQuery& q) {
+  FM_RETURN_IF_ERROR(CheckSimilarityQuery(q));
+  TopK out;
+  out.k = q.k;
+  if (q.nq == 0) return out;
+  const std::string what = device() + ": TopKSimilar of " + std::to_string(q.nq) + " x " +
+                           std::to_string(q.nb) + " rows";
+  FM_CUDA_RETURN_IF_ERROR(cudaSetDevice(index_), what);
+  // One block, laid out as TopKSimilarBytes counts it.
+  const bool same = q.queries == q.base && q.nq == q.nb;
+  const size_t row = sizeof(float) * static_cast<size_t>(q.dim);
+  const int64_t tile_q = std::min(q.nq, kSimilarityQueryRows);
+  const int64_t tile_b = std::max<int64_t>(1, std::min(q.nb, kSimilarityBaseRows));
+  const size_t base_off = 0;
+  const size_t query_off = AlignUp(base_off + row * q.nb, 256);
+  const size_t self_off = AlignUp(query_off + (same ? 0 : row * q.nq), 256);
+  const size_t tile_off = AlignUp(self_off + (q.self ? sizeof(int64_t) * q.nq : 0), 256);
+  const size_t sims_off = AlignUp(tile_off + sizeof(float) * tile_q * tile_b, 256);
+  const size_t ids_off = AlignUp(sims_off + sizeof(float) * q.nq * q.k, 256);
+  const size_t need = ids_off + sizeof(int32_t) * q.nq * q.k;
+  auto block = device_pool_.Acquire(need, what);
+  if (!block.ok()) return Fail(block.status());
+  Status s = [&]() -> Status {
+    try {
+      out.sims.resize(static_cast<size_t>(q.nq) * q.k);
+      out.ids.resize(static_cast<size_t>(q.nq) * q.k);
+    } catch (const std::bad_alloc&) {
+      return Status::OutOfMemory(what + ": host memory for the results");
+    }
+    uint8_t* dev = block->data();
+    auto* d_base = reinterpret_cast<float*>(dev + base_off);
+    auto* d_queries = same ? d_base : reinterpret_cast<float*>(dev + query_off);
+    auto* d_self = q.self ? reinterpret_cast<int64_t*>(dev + self_off) : nullptr;
+    auto* d_tile = reinterpret_cast<float*>(dev + tile_off);
+    auto* d_sims = reinterpret_cast<float*>(dev + sims_off);
+    auto* d_ids = reinterpret_cast<int32_t*>(dev + ids_off);
+    FM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_base, q.base, row * q.nb, cudaMemcpyHostToDevice, compute_), what);
+    if (!same)
+      FM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_queries, q.queries, row * q.nq, cudaMemcpyHostToDevice, compute_), what);
+    if (d_self)
+      FM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_self, q.self, sizeof(int64_t) * q.nq, cudaMemcpyHostToDevice, compute_), what);
+    FM_CUDA_RETURN_IF_ERROR(cuda::LaunchTopKFill(q.nq * q.k, d_sims, d_ids, kNoSimilarity, compute_), what);
+    for (int64_t q0 = 0; q0 < q.nq; q0 += tile_q) {
+      for (int64_t b0 = 0; b0 < q.nb; b0 += tile_b) {
+        cuda::SimilarityTile t;
+        t.queries = d_queries + q0 * q.dim;
+        t.rows = std::min(tile_q, q.nq - q0);
+        t.q0 = q0;
+        t.base = d_base + b0 * q.dim;
+        t.cols = std::min(tile_b, q.nb - b0);
+        t.base0 = b0;
+        t.dim = q.dim;
+        t.k = q.k;
+        t.self = d_self;
+        t.scratch = d_tile;
+        t.sims = d_sims;
+        t.ids = d_ids;
+        FM_CUDA_RETURN_IF_ERROR(cuda::LaunchTopKSimilarTile(t, compute_), what + ": kernel");
+      }
+    }
+    FM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out.sims.data(), d_sims, sizeof(float) * q.nq * q.k,
+                                            cudaMemcpyDeviceToHost, compute_), what);
+    FM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out.ids.data(), d_ids, sizeof(int32_t) * q.nq * q.k,
+                                            cudaMemcpyDeviceToHost, compute_), what);
+    FM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(compute_), what);
+    return Status::OK();
+  }();
+  block->reset();
+  if (!s.ok()) return Fail(s);
+  last_batch_bytes_ = static_cast<int64_t>(need);
+  return out;
 }
 
 }  // namespace framemill::gpu

@@ -65,4 +65,24 @@ cudaError_t LaunchPreprocess(const PreprocessImage* images, int first, int count
                              const uint8_t* pixels, void* out, const PreprocessParams& params,
                              cudaStream_t stream);
 
+// ---- TopKSimilar (similarity.cu) ----
+
+// One tile of the similarity matrix: query rows [q0, q0 + rows) (at `queries`, already
+// offset) against base rows [base0, base0 + cols) (at `base`, offset), merged into the
+// whole call's top-k arrays (sims/ids: nq x k, indexed by global query number).
+struct SimilarityTile {
+  const float* queries = nullptr;
+  int64_t rows = 0, q0 = 0;
+  const float* base = nullptr;
+  int64_t cols = 0, base0 = 0;
+  int dim = 0, k = 0;
+  const int64_t* self = nullptr;  // device array of nq entries, or null
+  float* scratch = nullptr;       // rows x cols floats
+  float* sims = nullptr;
+  int32_t* ids = nullptr;
+};
+cudaError_t LaunchTopKSimilarTile(const SimilarityTile& tile, cudaStream_t stream);
+// Sets n entries to (empty, -1): the top-k arrays before the first tile.
+cudaError_t LaunchTopKFill(int64_t n, float* sims, int32_t* ids, float empty, cudaStream_t stream);
+
 }  // namespace framemill::gpu::cuda

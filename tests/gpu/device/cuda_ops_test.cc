@@ -346,3 +346,75 @@ TEST(CudaAvailabilityTest, SaysWhyThereIsNoDevice) {
 
 }  // namespace
 }  // namespace framemill::gpu
+
+// ---- TopKSimilar: the device's similarity tiles against the CPU twin ----
+namespace framemill::gpu {
+namespace {
+
+std::vector<float> UnitRows(int64_t n, int dim, uint64_t seed) {
+  cv::RNG rng(seed);
+  std::vector<float> v(static_cast<size_t>(n) * dim);
+  for (int64_t i = 0; i < n; ++i) {
+    double ss = 0;
+    for (int d = 0; d < dim; ++d) {
+      v[i * dim + d] = static_cast<float>(rng.gaussian(1.0));
+      ss += double(v[i * dim + d]) * v[i * dim + d];
+    }
+    for (int d = 0; d < dim; ++d) v[i * dim + d] = static_cast<float>(v[i * dim + d] / std::sqrt(ss));
+  }
+  return v;
+}
+
+// Sums in another order differ by ~1e-6: an id may differ from the CPU's only where
+// the two similarities it swaps with are that close.
+void ExpectSameTopK(const TopK& got, const TopK& want) {
+  ASSERT_EQ(got.ids.size(), want.ids.size());
+  int swapped = 0;
+  for (size_t i = 0; i < got.ids.size(); ++i) {
+    EXPECT_NEAR(got.sims[i], want.sims[i], 2e-5) << "entry " << i;
+    if (got.ids[i] != want.ids[i]) ++swapped;
+  }
+  EXPECT_LE(swapped, static_cast<int>(got.ids.size() / 1000 + 2));
+}
+
+TEST(CudaTopKSimilarTest, MatchesTheCpuTwinAcrossTiles) {
+  std::string why;
+  if (CudaDevices(&why).empty()) GTEST_SKIP() << "no CUDA device: " << why;
+  auto gpu = MakeCudaBackend(0);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+  // More rows than one tile in both directions, a dimension that is not a multiple of
+  // the 16-wide k step, and queries that are part of the base (self skipped).
+  const int dim = 1000;
+  const int64_t n = kSimilarityBaseRows + 1500;
+  auto base = UnitRows(n, dim, 11);
+  std::vector<int64_t> self(static_cast<size_t>(kSimilarityQueryRows + 100));
+  for (size_t i = 0; i < self.size(); ++i) self[i] = static_cast<int64_t>(i) + 3000;
+  SimilarityQuery q{base.data() + 3000 * dim, static_cast<int64_t>(self.size()), base.data(), n,
+                    dim, 16, self.data()};
+  auto got = (*gpu)->TopKSimilar(q);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ExpectSameTopK(*got, TopKSimilarCpu(q));
+  // The whole set against itself, uploaded once.
+  SimilarityQuery all{base.data(), 2000, base.data(), 2000, dim, 8, nullptr};
+  auto same = (*gpu)->TopKSimilar(all);
+  ASSERT_TRUE(same.ok()) << same.status().ToString();
+  ExpectSameTopK(*same, TopKSimilarCpu(all));
+}
+
+TEST(CudaTopKSimilarTest, AMemoryLimitGivesOutOfMemoryAndAnEmptyQueryNothing) {
+  std::string why;
+  if (CudaDevices(&why).empty()) GTEST_SKIP() << "no CUDA device: " << why;
+  auto gpu = MakeCudaBackend(0);
+  ASSERT_TRUE(gpu.ok());
+  auto base = UnitRows(20000, 512, 5);
+  (*gpu)->SetMemoryLimit(16 << 20);
+  SimilarityQuery q{base.data(), 20000, base.data(), 20000, 512, 8, nullptr};
+  EXPECT_EQ((*gpu)->TopKSimilar(q).status().code(), Status::Code::kOutOfMemory);
+  SimilarityQuery none{base.data(), 0, base.data(), 20000, 512, 8, nullptr};
+  auto r = (*gpu)->TopKSimilar(none);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->ids.empty());
+}
+
+}  // namespace
+}  // namespace framemill::gpu
