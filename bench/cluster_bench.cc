@@ -1,0 +1,226 @@
+// Face clustering at scale, after leveldb's db_bench: a plain executable that prints its
+// setup, then one line per workload. It measures only; nothing is asserted.
+//
+//   cluster_bench [--benchmarks=cluster_10k,cluster_100k,cluster_1m] [--dim=1024]
+//                 [--recall_queries=1000] [--device=cpu|cuda] [--exact_up_to=20000]
+//
+// Each workload draws synthetic embeddings: identities of Zipf-like sizes (a few people
+// in many photos, many in few) around random centres, spread so that two faces of one
+// person have cosine ~0.7 (faceres pairs of one person measure about that), plus 5%
+// strangers in random directions. It runs in a forked child, so "peak RSS" is that
+// workload's own high-water mark. The neighbour graph's recall is measured against
+// exact search for --recall_queries random points.
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <tbb/parallel_for.h>
+
+#include "cluster/cluster.h"
+#include "cluster/metrics.h"
+#include "gpu/compute_backend.h"
+#include "gpu/ops.h"
+
+namespace framemill {
+namespace {
+
+struct Flags {
+  std::string benchmarks = "cluster_10k,cluster_100k,cluster_1m";
+  int dim = 1024;
+  int recall_queries = 1000;
+  std::string device = "cpu";
+  int64_t exact_up_to = 20000;
+} FLAGS;
+
+constexpr float kSigma = 0.65f;   // per-identity spread: same-person cosine ~ 1/(1+s^2) = 0.70
+constexpr double kStrangers = 0.05;
+
+struct Data {
+  cluster::Embeddings e;
+  std::vector<int> truth;
+  int identities = 0;
+};
+
+// Identity sizes ~ 2 + Zipf(1.1) capped at 2000, until n points (95% of them).
+Data Draw(int64_t n, int dim, unsigned seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<int> sizes;
+  int64_t members = 0;
+  const auto want = static_cast<int64_t>(double(n) * (1 - kStrangers));
+  std::uniform_real_distribution<double> u(0, 1);
+  while (members < want) {
+    int s = 2 + static_cast<int>(std::min(2000.0, std::pow(1 - u(rng), -1 / 1.1) - 1));
+    s = static_cast<int>(std::min<int64_t>(s, want - members));
+    sizes.push_back(s);
+    members += s;
+  }
+  Data d;
+  d.identities = static_cast<int>(sizes.size());
+  d.e.n = n;
+  d.e.dim = dim;
+  d.e.data.resize(static_cast<size_t>(n) * dim);
+  d.truth.assign(static_cast<size_t>(n), -1);
+  std::vector<int64_t> first(sizes.size() + 1, 0);
+  for (size_t c = 0; c < sizes.size(); ++c) first[c + 1] = first[c] + sizes[c];
+  // Centres, then members, in parallel with per-identity seeds (the same data each run).
+  tbb::parallel_for(size_t{0}, sizes.size() + 1, [&](size_t c) {
+    std::mt19937_64 r(seed * 1000003 + c);
+    std::normal_distribution<float> g(0, 1);
+    const float scale = 1 / std::sqrt(float(dim));
+    if (c == sizes.size()) {  // strangers
+      for (int64_t i = members; i < n; ++i)
+        for (int j = 0; j < dim; ++j) d.e.data[i * dim + j] = g(r);
+      return;
+    }
+    std::vector<float> centre(dim);
+    for (float& v : centre) v = g(r) * scale;
+    for (int64_t i = first[c]; i < first[c + 1]; ++i) {
+      d.truth[i] = static_cast<int>(c);
+      for (int j = 0; j < dim; ++j) d.e.data[i * dim + j] = centre[j] + kSigma * g(r) * scale;
+    }
+  });
+  cluster::Normalize(&d.e);
+  return d;
+}
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// The recall of the graph the clusterer built, for a sample of its points.
+double SampleRecall(const cluster::Embeddings& e, const cluster::KnnGraph& g, int queries) {
+  std::mt19937_64 rng(3);
+  std::vector<int64_t> rows(static_cast<size_t>(std::min<int64_t>(queries, e.n)));
+  for (int64_t& r : rows) r = static_cast<int64_t>(rng() % e.n);
+  std::vector<float> q(rows.size() * e.dim);
+  for (size_t i = 0; i < rows.size(); ++i)
+    std::copy(e.row(rows[i]), e.row(rows[i]) + e.dim, q.begin() + i * e.dim);
+  gpu::SimilarityQuery sq{q.data(), static_cast<int64_t>(rows.size()), e.data.data(), e.n, e.dim, g.k,
+                          rows.data()};
+  gpu::TopK exact = gpu::TopKSimilarCpu(sq);
+  int64_t found = 0, total = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const int32_t* a = &g.ids[rows[i] * g.k];
+    for (int j = 0; j < g.k; ++j) {
+      ++total;
+      found += std::find(a, a + g.k, exact.ids[i * g.k + j]) != a + g.k;
+    }
+  }
+  return double(found) / double(total);
+}
+
+void RunWorkload(int64_t n) {
+  const double t0 = Now();
+  Data d = Draw(n, FLAGS.dim, 42 + static_cast<unsigned>(n));
+  const double drawn = Now() - t0;
+  cluster::ClusterOptions o;
+  o.exact_up_to = FLAGS.exact_up_to;
+  std::unique_ptr<gpu::ComputeBackend> device;
+  if (FLAGS.device == "cuda") {
+    auto b = gpu::MakeCudaBackend(0);
+    if (!b.ok()) {
+      std::printf("  no CUDA device: %s\n", b.status().ToString().c_str());
+      std::exit(1);
+    }
+    device = std::move(b).value();
+  }
+  auto run = cluster::ClusterEmbeddings(d.e, o, device.get());
+  if (!run.ok()) {
+    std::printf("  failed: %s\n", run.status().ToString().c_str());
+    std::exit(1);
+  }
+  cluster::Agreement a = cluster::Compare(d.truth, run->clustering.label);
+  double recall = -1;
+  if (run->graph == "hnsw" && FLAGS.recall_queries > 0)
+    recall = SampleRecall(d.e, run->knn, FLAGS.recall_queries);
+  int noise = 0;
+  for (int l : run->clustering.label) noise += l < 0;
+  std::printf("%9lld faces %7d identities | graph %-14s %8.2f s | hdbscan %7.2f s | "
+              "clusters %7d noise %6.2f%% | ARI %.4f purity %.4f merged %d split %d",
+              static_cast<long long>(n), d.identities, run->graph.c_str(), run->graph_s,
+              run->cluster_s, run->clustering.clusters, 100.0 * noise / double(n), a.ari,
+              a.purity, a.merged, a.split);
+  if (recall >= 0) std::printf(" | graph recall@%d %.4f", o.neighbours, recall);
+  std::printf(" | (draw %.1f s)\n", drawn);
+  std::fflush(stdout);
+}
+
+int Run() {
+  std::time_t now = std::time(nullptr);
+  char date[64];
+  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", std::gmtime(&now));
+  std::printf("framemill cluster_bench\nDate:       %s\nCPU:        %u threads\n", date,
+              std::thread::hardware_concurrency());
+  std::printf("Embeddings: %d-d, unit norm; identities of Zipf(1.1) sizes (2..2000), "
+              "same-person cosine ~%.2f; %.0f%% strangers\n",
+              FLAGS.dim, 1 / (1 + kSigma * kSigma), 100 * kStrangers);
+  cluster::ClusterOptions o;
+  std::printf("Clustering: k=%d, min_cluster_size=%d, max_distance=%.2f; exact graph on the CPU "
+              "up to %lld points, else HNSW (M=%d, ef_construction=%d); device %s\n",
+              o.neighbours, o.hdbscan.min_cluster_size, o.hdbscan.max_distance,
+              static_cast<long long>(FLAGS.exact_up_to), o.hnsw.m, o.hnsw.ef_construction,
+              FLAGS.device.c_str());
+  std::printf("------------------------------------------------\n");
+  std::string list = FLAGS.benchmarks + ",";
+  for (size_t p = 0, q; (q = list.find(',', p)) != std::string::npos; p = q + 1) {
+    const std::string name = list.substr(p, q - p);
+    int64_t n = 0;
+    if (name == "cluster_10k") n = 10'000;
+    else if (name == "cluster_100k") n = 100'000;
+    else if (name == "cluster_1m") n = 1'000'000;
+    else if (name.empty()) continue;
+    else {
+      std::fprintf(stderr, "unknown benchmark %s\n", name.c_str());
+      return 2;
+    }
+    std::printf("%-13s", name.c_str());
+    std::fflush(stdout);
+    const double t0 = Now();
+    const pid_t pid = fork();
+    if (pid == 0) {
+      RunWorkload(n);
+      _exit(0);
+    }
+    int status = 0;
+    struct rusage ru {};
+    wait4(pid, &status, 0, &ru);
+    std::printf("%-13s wall %.1f s, peak RSS %.2f GiB%s\n", "", Now() - t0,
+                ru.ru_maxrss / 1048576.0, status == 0 ? "" : " (failed)");
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace framemill
+
+int main(int argc, char** argv) {
+  using framemill::FLAGS;
+  for (int i = 1; i < argc; ++i) {
+    long long v;
+    char buf[4096];
+    if (std::sscanf(argv[i], "--benchmarks=%4095s", buf) == 1) FLAGS.benchmarks = buf;
+    else if (std::sscanf(argv[i], "--dim=%lld", &v) == 1) FLAGS.dim = int(v);
+    else if (std::sscanf(argv[i], "--recall_queries=%lld", &v) == 1) FLAGS.recall_queries = int(v);
+    else if (std::sscanf(argv[i], "--exact_up_to=%lld", &v) == 1) FLAGS.exact_up_to = v;
+    else if (std::sscanf(argv[i], "--device=%4095s", buf) == 1) FLAGS.device = buf;
+    else {
+      std::fprintf(stderr,
+                   "unknown flag %s\nusage: %s [--benchmarks=cluster_10k,cluster_100k,cluster_1m] "
+                   "[--dim=N] [--recall_queries=N] [--exact_up_to=N] [--device=cpu|cuda]\n",
+                   argv[i], argv[0]);
+      return 2;
+    }
+  }
+  if (FLAGS.dim < 1) return 2;
+  return framemill::Run();
+}
