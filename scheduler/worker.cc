@@ -186,7 +186,7 @@ Status Worker::RunBatch(std::vector<ClaimedJob> jobs) {
 std::vector<FinishedJob> Worker::RunStages(const std::vector<ClaimedJob>& jobs) {
   std::vector<FinishedJob> finished;
   finished.reserve(jobs.size());
-  StageContext ctx{ladder_, stop_};
+  StageContext ctx{ladder_, stop_, store_};
   // Claims come in id order, so one item's stages are apart; a run of equal stages
   // goes to its stage as one batch.
   size_t next = 0;

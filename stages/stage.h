@@ -9,6 +9,7 @@
 #include "gpu/oom_ladder.h"
 #include "jobs/job.h"
 #include "jobs/outcome.h"
+#include "jobs/result_reader.h"
 #include "jobs/stage_graph.h"
 
 namespace framemill {
@@ -18,6 +19,7 @@ namespace framemill {
 struct StageContext {
   gpu::OomLadder* ladder = nullptr;  // null: everything on the CPU
   const std::atomic<bool>* stop = nullptr;  // set: finish what is in hand, start nothing new
+  ResultReader* results = nullptr;  // done results, for dataset-level stages; null: none
   bool stopped() const { return stop != nullptr && stop->load(); }
 };
 

@@ -3,6 +3,7 @@
 // code that configures stages need not include the stages. Plain values.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "fetch/fetcher.h"
@@ -41,6 +42,17 @@ struct FacesOptions {  // the faces stage
   bool operator==(const FacesOptions&) const = default;
 };
 
+struct FaceClustersOptions {  // the face_clusters stage (dataset-level)
+  int min_cluster_size = 3;         // fewer faces (tracks) never make an identity (face_clusters.min_cluster_size)
+  double similarity = 0.4;          // cosine below which two faces are never linked (face_clusters.similarity)
+  int neighbours = 16;              // k of the neighbour graph
+  int64_t exact_up_to = 20000;      // on the CPU, an exact graph up to this many tracks, else HNSW
+  double track_iou = 0.3;           // video: a face continues a track in the next sampled frame
+  double track_similarity = 0.5;    //   when its box overlaps this much and its embedding is this close
+
+  bool operator==(const FaceClustersOptions&) const = default;
+};
+
 struct PoseOptions {  // the pose stage
   std::string model = "movenet-lightning";  // movenet-lightning | blazepose-full (pose.model)
 
@@ -62,6 +74,7 @@ struct StageOptions {
   ModelStageOptions model_frames;
   CategorizeOptions categorize;
   FacesOptions faces;
+  FaceClustersOptions face_clusters;
   PoseOptions pose;
   SegmentOptions segment;
 

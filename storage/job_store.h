@@ -16,6 +16,7 @@
 #include "base/status.h"
 #include "jobs/job.h"
 #include "jobs/outcome.h"
+#include "jobs/result_reader.h"
 #include "jobs/stage_graph.h"
 
 namespace framemill {
@@ -78,11 +79,6 @@ struct ErrorClassCount {
   int64_t count = 0;
 };
 
-struct ExportRow {  // source: the path, or the URL for URL items
-  std::string source, stage, device, result_json, artifacts_json;
-  int64_t attempts = 0, finished_at = 0;
-};
-
 // What `framemill gc` removes: history older than `before_ms`, never what explains the
 // present (each job's latest error, a worker holding a lease, the newest runs).
 struct GcOptions {
@@ -110,7 +106,7 @@ struct TuningRecord {
   int64_t bytes_per_item = 0;
 };
 
-class JobStore {
+class JobStore : public ResultReader {
  public:
   virtual ~JobStore() = default;
 
@@ -181,12 +177,7 @@ class JobStore {
   virtual Result<int64_t> ItemCount() = 0;
   virtual Result<std::vector<ErrorClassCount>> FailuresByClass() = 0;
   virtual Result<std::optional<RunRecord>> LastRun() = 0;
-  // Every done job's result (of `stage`, or all), in job order, each exactly once. Rows
-  // are read in pages (StoreOptions::export_page_rows), each in its own read transaction,
-  // and `fn` runs between them: a slow reader (a paused pager) holds no snapshot, so
-  // writers and WAL checkpoints go on. An error from `fn` stops the walk and is returned.
-  virtual Status ForEachResult(const std::string& stage,
-                               const std::function<Status(const ExportRow&)>& fn) = 0;
+  // ForEachResult: see ResultReader.
 };
 
 struct StoreOptions {

@@ -1,0 +1,60 @@
+// `face_clusters`: one dataset-level job that groups every face the `faces` stage found
+// into identities (operation FACE_CLUSTERING). Faces of a video are first linked into
+// tracks across its sampled frames (box overlap and embedding), and a track counts as
+// one point; tracks are clustered by density (cluster/: HDBSCAN* over a k-NN graph), and
+// cluster ids carry over from the job's previous result (cluster/stable_ids.h). Faces
+// that fit no identity are noise. Reads upstream results through StageContext::results.
+// Holds only configuration; RunBatch is thread-safe.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "stages/stage.h"
+#include "stages/stage_options.h"
+
+namespace framemill {
+
+// One face as the result names it: the item (as export names it), the frame for a
+// video (-1 for an image), its index in that item's or frame's `faces` list.
+struct FaceRef {
+  std::string item;
+  int64_t frame = -1;
+  int face = 0;
+  float box[4] = {0, 0, 0, 0};
+  std::vector<float> embedding;
+  std::string Key() const;  // unique per face, for stable ids
+};
+
+// Every face with an embedding in one `faces` result; `error` names what was malformed.
+Status ParseFacesResult(const std::string& item, const std::string& result_json,
+                        std::vector<FaceRef>* out);
+
+// Groups the faces of one item into tracks: consecutive sampled frames, greedy by
+// similarity among pairs whose boxes overlap by track_iou and whose embeddings are at
+// least track_similarity alike. Images: one face, one track. Returns per track the
+// indices into `faces`.
+std::vector<std::vector<size_t>> LinkTracks(const std::vector<FaceRef>& faces,
+                                            const FaceClustersOptions& options);
+
+class FaceClustersStage : public Stage {
+ public:
+  static constexpr const char* kName = "face_clusters";
+  explicit FaceClustersStage(FaceClustersOptions options);
+  const StageSpec& spec() const override { return spec_; }
+  std::vector<Outcome> RunBatch(const std::vector<ClaimedJob>& jobs,
+                                const StageContext& ctx) override;
+
+  // The whole computation, from the faces and the previous result (null: none).
+  Result<nlohmann::json> Cluster(std::vector<FaceRef> faces, const nlohmann::json* previous,
+                                 gpu::ComputeBackend* device) const;
+
+ private:
+  Outcome RunOne(const StageContext& ctx) const;
+  StageSpec spec_;
+  FaceClustersOptions options_;
+};
+
+}  // namespace framemill

@@ -1,0 +1,144 @@
+// face_clusters' own logic on synthetic faces: parsing the faces results, linking video
+// faces into tracks, clustering with stable ids across runs.
+#include "stages/face_clusters_stage.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace framemill {
+namespace {
+
+// Identity centres in 64 dimensions; a face of identity p is its centre plus noise.
+class Faces {
+ public:
+  Faces(int people, unsigned seed) : rng_(seed) {
+    std::normal_distribution<float> g(0, 1);
+    centres_.resize(people, std::vector<float>(64));
+    for (auto& c : centres_)
+      for (float& v : c) v = g(rng_) / 8;
+  }
+  std::vector<float> Of(int person) {
+    std::normal_distribution<float> g(0, 1);
+    std::vector<float> v = centres_[person];
+    for (float& x : v) x += 0.5f * g(rng_) / 8;
+    return v;
+  }
+
+ private:
+  std::mt19937 rng_;
+  std::vector<std::vector<float>> centres_;
+};
+
+FaceRef Face(const std::string& item, int64_t frame, int face, std::vector<float> emb,
+             float x = 10) {
+  FaceRef f;
+  f.item = item;
+  f.frame = frame;
+  f.face = face;
+  f.box[0] = x;
+  f.box[1] = 10;
+  f.box[2] = x + 50;
+  f.box[3] = 60;
+  f.embedding = std::move(emb);
+  return f;
+}
+
+TEST(FaceClustersTest, ParsesImageAndVideoResultsAndRefusesMalformedOnes) {
+  std::vector<FaceRef> faces;
+  ASSERT_TRUE(ParseFacesResult("a.jpg", R"({"faces":[{"box":[1,2,3,4],"embedding":[0.5,1]}]})", &faces).ok());
+  ASSERT_TRUE(ParseFacesResult("v.mp4", R"({"frames":[{"frame":7,"faces":[]},
+      {"frame":9,"faces":[{"box":[1,2,3,4],"embedding":[1,0]},{"box":[5,6,7,8],"embedding":[0,1]}]}]})",
+                               &faces).ok());
+  ASSERT_EQ(faces.size(), 3u);
+  EXPECT_EQ(faces[0].frame, -1);
+  EXPECT_EQ(faces[2].item, "v.mp4");
+  EXPECT_EQ(faces[2].frame, 9);
+  EXPECT_EQ(faces[2].face, 1);
+  EXPECT_FLOAT_EQ(faces[2].box[3], 8);
+  for (const char* bad : {"not json", "[]", R"({"faces":3})", R"({"faces":[{"box":[1,2,3]}]})",
+                          R"({"faces":[{"box":[1,2,3,4],"embedding":["x"]}]})", R"({"other":1})"}) {
+    std::vector<FaceRef> none;
+    EXPECT_EQ(ParseFacesResult("b.jpg", bad, &none).code(), Status::Code::kCorruption) << bad;
+    EXPECT_TRUE(none.empty()) << bad;
+  }
+}
+
+TEST(FaceClustersTest, VideoFacesLinkIntoTracksByOverlapAndLikeness) {
+  Faces p(2, 5);
+  // Frames 0, 30, 60: person 0 stays left, person 1 right; in frame 60 person 1 moved
+  // far (no overlap): a new track.
+  std::vector<FaceRef> faces = {Face("v", 0, 0, p.Of(0), 10),   Face("v", 0, 1, p.Of(1), 200),
+                                Face("v", 30, 0, p.Of(1), 205), Face("v", 30, 1, p.Of(0), 12),
+                                Face("v", 60, 0, p.Of(0), 14),  Face("v", 60, 1, p.Of(1), 400)};
+  FaceClustersOptions o;
+  auto tracks = LinkTracks(faces, o);
+  ASSERT_EQ(tracks.size(), 3u);
+  EXPECT_EQ(tracks[0], (std::vector<size_t>{0, 3, 4}));
+  EXPECT_EQ(tracks[1], (std::vector<size_t>{1, 2}));
+  EXPECT_EQ(tracks[2], (std::vector<size_t>{5}));
+  // Images never link, however alike.
+  std::vector<FaceRef> stills = {Face("a", -1, 0, p.Of(0)), Face("a", -1, 1, p.Of(0))};
+  EXPECT_EQ(LinkTracks(stills, o).size(), 2u);
+}
+
+TEST(FaceClustersTest, ClustersPeopleAndKeepsIdsWhenNewItemsArrive) {
+  Faces p(3, 5);
+  std::vector<FaceRef> faces;
+  for (int i = 0; i < 8; ++i)
+    for (int person = 0; person < 3; ++person)
+      faces.push_back(Face("img" + std::to_string(i) + ".jpg", -1, person, p.Of(person)));
+  faces.push_back(Face("stranger.jpg", -1, 0, Faces(1, 99).Of(0)));
+  FaceClustersStage stage({});
+  auto first = stage.Cluster(faces, nullptr, nullptr);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  const nlohmann::json& r = *first;
+  ASSERT_EQ(r["clusters"].size(), 3u) << r.dump();
+  EXPECT_EQ(r["noise"].size(), 1u);
+  EXPECT_EQ(r["noise"][0]["item"], "stranger.jpg");
+  EXPECT_FALSE(r["noise"][0].contains("frame"));
+  for (const auto& c : r["clusters"]) {
+    EXPECT_EQ(c["size"], 8);
+    const int face = c["members"][0]["face"];
+    for (const auto& m : c["members"]) EXPECT_EQ(m["face"], face) << "one person per cluster";
+    EXPECT_EQ(c["representative"]["face"], face);
+  }
+  EXPECT_EQ(r["next_id"], 4);
+
+  // New photos of person 2 and a new person 3 arrive: old ids stay, the newcomer gets 4.
+  std::vector<FaceRef> more = faces;
+  for (int i = 8; i < 12; ++i) more.push_back(Face("img" + std::to_string(i) + ".jpg", -1, 2, p.Of(2)));
+  Faces newcomer(1, 7);
+  for (int i = 0; i < 5; ++i) more.push_back(Face("new" + std::to_string(i) + ".jpg", -1, 0, newcomer.Of(0)));
+  auto second = stage.Cluster(more, &*first, nullptr);
+  ASSERT_TRUE(second.ok());
+  std::map<int, int64_t> id_of_person;  // by the face index the person has in img*.jpg
+  for (const auto& c : r["clusters"]) id_of_person[c["members"][0]["face"]] = c["id"];
+  ASSERT_EQ((*second)["clusters"].size(), 4u) << second->dump();
+  for (const auto& c : (*second)["clusters"]) {
+    const std::string item = c["members"][0]["item"];
+    if (item.rfind("new", 0) == 0) {
+      EXPECT_EQ(c["id"], 4);
+      EXPECT_EQ(c["size"], 5) << c.dump();
+    } else {
+      EXPECT_EQ(c["id"], id_of_person[c["members"][0]["face"]]);
+    }
+  }
+  EXPECT_TRUE((*second)["merges"].empty());
+  EXPECT_TRUE((*second)["splits"].empty());
+  EXPECT_EQ((*second)["next_id"], 5);
+}
+
+TEST(FaceClustersTest, EmbeddingsOfDifferentSizesAreAClearError) {
+  std::vector<FaceRef> faces = {Face("a", -1, 0, std::vector<float>(64, 1.f)),
+                                Face("b", -1, 0, std::vector<float>(192, 1.f))};
+  auto r = FaceClustersStage({}).Cluster(faces, nullptr, nullptr);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("different embedding models"), std::string::npos);
+  auto none = FaceClustersStage({}).Cluster({}, nullptr, nullptr);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE((*none)["clusters"].empty());
+}
+
+}  // namespace
+}  // namespace framemill
