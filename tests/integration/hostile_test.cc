@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -281,15 +282,25 @@ TEST(HostileTest, SupervisorKilledWhileStatusReadsLeavesAnIntactStoreAndWorkersO
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
       workers = ChildPids(sup);
     }
-    std::this_thread::sleep_for(
-        std::chrono::milliseconds(std::uniform_int_distribution<int>(200, 600)(rng)));
-    // Each worker opened its own connection after the fork, so the kernel lists its own
-    // POSIX locks on the store's files (the WAL index is locked while a connection is open).
-    const std::string locks = ReadFile("/proc/locks");
-    int with_locks = 0;
-    for (pid_t w : workers)
-      if (locks.find(" " + std::to_string(w) + " ") != std::string::npos) ++with_locks;
-    if (workers.size() == 2 && with_locks == 2) saw_worker_locks = true;
+    // Each worker opened its own connection after the fork, so the kernel lists, under
+    // its own pid, the shared lock on byte 128 of the WAL index that SQLite takes when a
+    // connection opens and holds until it closes (POSIX locks are not inherited across
+    // fork: a connection opened before the fork never has it in the child). Looked for
+    // until the kill, which comes at a random moment: on a loaded machine a worker may
+    // not have opened its store yet at the first look.
+    const auto kill_at = std::chrono::steady_clock::now() +
+        std::chrono::milliseconds(std::uniform_int_distribution<int>(200, 600)(rng));
+    do {
+      std::istringstream locks(ReadFile("/proc/locks"));
+      std::set<pid_t> open_here;
+      for (std::string line; std::getline(locks, line);)
+        for (pid_t w : workers)
+          if (line.find(" " + std::to_string(w) + " ") != std::string::npos &&
+              line.size() > 8 && line.compare(line.size() - 8, 8, " 128 128") == 0)
+            open_here.insert(w);
+      if (workers.size() == 2 && open_here.size() == 2) saw_worker_locks = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    } while (std::chrono::steady_clock::now() < kill_at);
     kill(sup, SIGKILL);  // the supervisor only: its workers must notice and stop
     WaitProcess(sup);
     for (int i = 0; i < 300; ++i) {
