@@ -1,5 +1,6 @@
 #include "cli/options.h"
 
+#include "stages/face_clusters_stage.h"
 #include "stages/fetch_stage.h"
 
 namespace framemill {
@@ -37,6 +38,8 @@ StageOptions ToStageOptions(const Config& c) {
   o.lighting.video_limits.max_frames = o.model_frames.video_limits.max_frames = c.media.max_video_frames;
   o.categorize.min_score = c.categorize.min_score;
   o.faces.embedding_model = c.faces.embedding_model;
+  o.face_clusters.min_cluster_size = c.face_clusters.min_cluster_size;
+  o.face_clusters.similarity = c.face_clusters.similarity;
   o.pose.model = c.pose.model;
   o.segment.model = c.segment.model;
   return o;
@@ -77,6 +80,7 @@ RunOptions ToRunOptions(const Config& c, const std::vector<std::string>& stages,
   w.budget.per_mb_ms = c.run.job_budget_per_mb_ms;
   // Transfers of one batch overlap, each bounded by the fetch timeout.
   w.budget.extra_by_stage[FetchStage::kName] = c.fetch.timeout_ms;
+  w.budget.extra_by_stage[FaceClustersStage::kName] = c.face_clusters.budget_ms;
   return o;
 }
 

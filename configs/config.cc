@@ -230,6 +230,13 @@ const std::vector<Setting>& Settings() {
     t.push_back(Enum("faces.embedding_model", "FRAMEMILL_FACES_EMBEDDING_MODEL", "",
                      [](Config& c) -> std::string& { return c.faces.embedding_model; },
                      {"mobilefacenet", "faceres"}));
+    t.push_back(Int("face_clusters.min_cluster_size", "FRAMEMILL_FACE_CLUSTERS_MIN_SIZE", "",
+                    [](Config& c) -> int& { return c.face_clusters.min_cluster_size; }, 2, 100'000));
+    t.push_back(Dbl("face_clusters.similarity", "FRAMEMILL_FACE_CLUSTERS_SIMILARITY",
+                    [](Config& c) -> double& { return c.face_clusters.similarity; }, -1, 1));
+    t.push_back(Int("face_clusters.budget_ms", "FRAMEMILL_FACE_CLUSTERS_BUDGET_MS", "",
+                    [](Config& c) -> int64_t& { return c.face_clusters.budget_ms; }, 0,
+                    7 * int64_t{86'400'000}));
     t.push_back(Enum("pose.model", "FRAMEMILL_POSE_MODEL", "",
                      [](Config& c) -> std::string& { return c.pose.model; },
                      {"movenet-lightning", "blazepose-full"}));

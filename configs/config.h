@@ -45,6 +45,11 @@ struct CategorizeConfig {
 struct FacesConfig {
   std::string embedding_model = "faceres";  // faceres | mobilefacenet
 };
+struct FaceClustersConfig {
+  int min_cluster_size = 3;        // faces (video tracks) an identity needs
+  double similarity = 0.4;         // cosine below which two faces are never linked
+  int64_t budget_ms = 3'600'000;   // the one dataset-level job's time budget
+};
 struct PoseConfig {
   std::string model = "movenet-lightning";  // movenet-lightning | blazepose-full
 };
@@ -89,6 +94,7 @@ struct Config {
   MediaConfig media;
   CategorizeConfig categorize;
   FacesConfig faces;
+  FaceClustersConfig face_clusters;
   PoseConfig pose;
   SegmentConfig segment;
   FetchConfig fetch;

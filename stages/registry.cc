@@ -2,6 +2,7 @@
 
 #include "models/model_cache.h"
 #include "stages/categorize_stage.h"
+#include "stages/face_clusters_stage.h"
 #include "stages/faces_stage.h"
 #include "stages/fetch_stage.h"
 #include "stages/lighting_stage.h"
@@ -36,6 +37,7 @@ std::unique_ptr<StageRegistry> MakeDefaultRegistry(const StageOptions& o) {
   auto cache = std::make_shared<models::ModelCache>(o.models_dir);
   r->Add(std::make_unique<CategorizeStage>(cache, o.model_frames, o.categorize), &error);
   r->Add(std::make_unique<FacesStage>(cache, o.model_frames, o.faces), &error);
+  r->Add(std::make_unique<FaceClustersStage>(o.face_clusters), &error);
   r->Add(std::make_unique<PoseStage>(cache, o.model_frames, o.pose), &error);
   r->Add(std::make_unique<SegmentStage>(cache, o.model_frames, o.segment, o.out_dir), &error);
   return r;

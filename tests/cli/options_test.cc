@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "stages/face_clusters_stage.h"
 #include "stages/fetch_stage.h"
 
 namespace framemill {
@@ -67,6 +68,9 @@ TEST(OptionsTest, EverySettingReachesTheModuleItConfigures) {
                          {"FRAMEMILL_CATEGORIZE_MIN_SCORE", "0.5"},
                          {"FRAMEMILL_FACES_EMBEDDING_MODEL", "mobilefacenet"},
                          {"FRAMEMILL_POSE_MODEL", "blazepose-full"},
+                         {"FRAMEMILL_FACE_CLUSTERS_MIN_SIZE", "5"},
+                         {"FRAMEMILL_FACE_CLUSTERS_SIMILARITY", "0.55"},
+                         {"FRAMEMILL_FACE_CLUSTERS_BUDGET_MS", "777"},
                          {"FRAMEMILL_SEGMENT_MODEL", "isnet"},
                          {"FRAMEMILL_FETCH_CONCURRENCY", "3"},
                          {"FRAMEMILL_FETCH_PER_HOST", "2"},
@@ -109,6 +113,8 @@ TEST(OptionsTest, EverySettingReachesTheModuleItConfigures) {
   EXPECT_DOUBLE_EQ(s.categorize.min_score, 0.5);
   EXPECT_EQ(s.faces.embedding_model, "mobilefacenet");
   EXPECT_EQ(s.pose.model, "blazepose-full");
+  EXPECT_EQ(s.face_clusters.min_cluster_size, 5);
+  EXPECT_DOUBLE_EQ(s.face_clusters.similarity, 0.55);
   EXPECT_EQ(s.segment.model, "isnet");
   EXPECT_EQ(s.fetch.concurrency, 3);
   EXPECT_EQ(s.fetch.per_host, 2);
@@ -132,6 +138,7 @@ TEST(OptionsTest, EverySettingReachesTheModuleItConfigures) {
   EXPECT_EQ(r.worker.budget.job_ms, 222);
   EXPECT_EQ(r.worker.budget.per_mb_ms, 333);
   EXPECT_EQ(r.worker.budget.extra_by_stage.at(FetchStage::kName), 22);
+  EXPECT_EQ(r.worker.budget.extra_by_stage.at(FaceClustersStage::kName), 777);
   EXPECT_EQ(r.worker.stages, (std::vector<std::string>{"fetch", "pose"}));
   EXPECT_TRUE(r.worker.forever);
   EXPECT_EQ(ToEnqueueOptions(c, {"pose"}).max_attempts, 8);

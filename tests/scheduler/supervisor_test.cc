@@ -48,26 +48,6 @@ class HangStage : public Stage {
   StageSpec spec_;
 };
 
-// Forks; the child runs fn and exits with its result. Returns the exit code, or -1 when
-// the child did not finish within timeout_s (it is then killed).
-int RunInChild(const std::function<int()>& fn, int timeout_s, pid_t* child = nullptr,
-               const std::function<void(pid_t)>& meanwhile = nullptr) {
-  pid_t pid = fork();
-  if (pid == 0) _exit(fn());
-  if (child != nullptr) *child = pid;
-  if (meanwhile) meanwhile(pid);
-  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-  while (std::chrono::steady_clock::now() < until) {
-    int status = 0;
-    if (waitpid(pid, &status, WNOHANG) == pid)
-      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, nullptr, 0);
-  return -1;
-}
-
 class SupervisorTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -112,6 +112,24 @@ pid_t StartProcess(const std::vector<std::string>& argv,
   return pid;
 }
 
+int RunInChild(const std::function<int()>& fn, int timeout_s, pid_t* child,
+               const std::function<void(pid_t)>& meanwhile) {
+  pid_t pid = fork();
+  if (pid == 0) _exit(fn());
+  if (child != nullptr) *child = pid;
+  if (meanwhile) meanwhile(pid);
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  while (std::chrono::steady_clock::now() < until) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid)
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  return -1;
+}
+
 int WaitProcess(pid_t pid) {
   int status = 0;
   waitpid(pid, &status, 0);

@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -40,6 +41,11 @@ pid_t StartProcess(const std::vector<std::string>& argv,
                    const std::string& log);
 // Waits for pid; returns its exit code, or 128+signal.
 int WaitProcess(pid_t pid);
+// Forks; the child runs fn and exits with its result. Returns the exit code, or -1 when
+// the child did not finish within timeout_s (it is then killed). `meanwhile` runs in the
+// parent with the child's pid, before the wait.
+int RunInChild(const std::function<int()>& fn, int timeout_s, pid_t* child = nullptr,
+               const std::function<void(pid_t)>& meanwhile = nullptr);
 // Direct children of pid (from /proc).
 std::vector<pid_t> ChildPids(pid_t pid);
 

@@ -1,0 +1,240 @@
+// face_clusters end to end: with the real models through the binary (it runs after every
+// faces job, its members point at real faces, new items and retries queue it again and
+// keep its ids), and with many synthetic faces under RunWorkers, killed in the middle of
+// clustering (a rerun leaves exactly one result).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <random>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "scheduler/supervisor.h"
+#include "stages/face_clusters_stage.h"
+#include "storage/job_store.h"
+#include "tests/support/test_support.h"
+
+namespace framemill::testing {
+namespace {
+namespace fs = std::filesystem;
+
+std::string ModelsDir() {
+  const char* e = std::getenv("FRAMEMILL_MODELS");
+  return e && *e ? e : std::string(FRAMEMILL_SOURCE_DIR) + "/.cache/models";
+}
+
+bool HaveModels() {
+  for (const char* m : {"blazeface", "faceres"}) {
+    if (fs::exists(ModelsDir() + "/" + m + "/manifest.json")) continue;
+    const char* req = std::getenv("FRAMEMILL_REQUIRE_MODELS");
+    if (req != nullptr && std::string(req) == "1") ADD_FAILURE() << m << " not installed in " << ModelsDir();
+    return false;
+  }
+  return true;
+}
+
+std::vector<nlohmann::json> Export(const std::map<std::string, std::string>& env,
+                                   const std::string& dir, const std::string& stage) {
+  auto r = RunProcess({FRAMEMILL_BIN, "export", "--stage", stage}, env, dir);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::vector<nlohmann::json> out;
+  std::istringstream in(r.out);
+  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+// The cluster id holding a member, or -1.
+int64_t IdOf(const nlohmann::json& result, const std::string& item_suffix, int64_t frame) {
+  for (const auto& c : result["clusters"])
+    for (const auto& m : c["members"]) {
+      const std::string item = m["item"];
+      if (item.size() >= item_suffix.size() &&
+          item.compare(item.size() - item_suffix.size(), item_suffix.size(), item_suffix) == 0 &&
+          m.value("frame", int64_t{-1}) == frame && m["face"] == 0)
+        return c["id"];
+    }
+  return -1;
+}
+
+// Megamind.avi (opencv-doc) in three copies: the faces of its sampled frames recur, so
+// they form clusters of three; a fourth copy arrives later and each cluster grows.
+TEST(FaceClustersBinaryTest, RunsAfterEveryFacesJobAndNewItemsAndRetriesQueueItAgainKeepingIds) {
+  if (!HaveModels()) GTEST_SKIP() << "blazeface/faceres not installed in " << ModelsDir();
+  TempDir dir;
+  const std::string media = dir / "media";
+  fs::create_directories(media);
+  for (const char* n : {"a.avi", "b.avi", "c.avi"}) fs::copy_file(SampleData("Megamind.avi"), media + "/" + n);
+  WriteTruncated(SampleData("Megamind.avi"), media + "/e.avi", 0.02);  // fails its faces job
+  std::map<std::string, std::string> env = {{"FRAMEMILL_DB", dir / "fm.db"},
+                                            {"FRAMEMILL_OUT", dir / "out"},
+                                            {"FRAMEMILL_MODELS", ModelsDir()},
+                                            {"FRAMEMILL_STAGES", "faces,face_clusters"},
+                                            {"FRAMEMILL_MAX_ATTEMPTS", "1"}};
+  const std::string db = dir / "fm.db";
+  ASSERT_EQ(RunProcess({FRAMEMILL_BIN, "enqueue", media}, env, dir.path()).exit_code, 0);
+  auto run = RunProcess({FRAMEMILL_BIN, "run", "--workers", "2"}, env, dir.path(), 600);
+  ASSERT_EQ(run.exit_code, 3) << run.err;  // e.avi's faces job failed
+  const std::string cluster_job = "SELECT state FROM jobs WHERE stage = 'face_clusters'";
+  ASSERT_EQ(QueryInt(db, cluster_job), 2);
+  EXPECT_GE(QueryInt(db, "SELECT finished_at FROM jobs WHERE stage = 'face_clusters'"),
+            QueryInt(db, "SELECT max(finished_at) FROM jobs WHERE stage = 'faces'"));
+
+  auto clusters = Export(env, dir.path(), "face_clusters");
+  ASSERT_EQ(clusters.size(), 1u);
+  const nlohmann::json first = clusters[0]["result"];
+  ASSERT_FALSE(first["clusters"].empty()) << first.dump();
+  // Every member and noise entry names a face the faces stage found.
+  std::map<std::string, nlohmann::json> faces;
+  for (const auto& row : Export(env, dir.path(), "faces")) faces[row["item"]] = row["result"];
+  int members = 0;
+  auto check = [&](const nlohmann::json& m) {
+    ASSERT_TRUE(faces.count(m["item"])) << m.dump();
+    const nlohmann::json& r = faces[m["item"]];
+    bool found = false;
+    for (const auto& f : r["frames"])
+      if (f["frame"] == m["frame"]) found = m["face"].get<size_t>() < f["faces"].size();
+    EXPECT_TRUE(found) << m.dump();
+    ++members;
+  };
+  for (const auto& c : first["clusters"]) {
+    EXPECT_EQ(c["size"].get<size_t>(), c["members"].size());
+    for (const auto& m : c["members"]) check(m);
+    check(c["representative"]);
+  }
+  for (const auto& m : first["noise"]) check(m);
+  EXPECT_EQ(members - static_cast<int>(first["clusters"].size()), first["faces"].get<int>());
+  // Each face recurs once per copy: clusters are made of whole sets of three.
+  for (const auto& c : first["clusters"]) EXPECT_EQ(c["size"].get<int>() % 3, 0) << c.dump();
+  const int64_t id33 = IdOf(first, "/a.avi", 33);
+  ASSERT_GT(id33, 0) << first.dump();
+
+  // A fourth copy, enqueued for faces only: the clustering is queued again and its
+  // clusters grow under the same ids.
+  fs::copy_file(SampleData("Megamind.avi"), dir / "d.avi");
+  ASSERT_EQ(RunProcess({FRAMEMILL_BIN, "enqueue", "--stages", "faces", dir / "d.avi"}, env, dir.path()).exit_code, 0);
+  EXPECT_EQ(QueryInt(db, cluster_job), 5) << "waiting again";
+  ASSERT_EQ(RunProcess({FRAMEMILL_BIN, "run", "--workers", "2"}, env, dir.path(), 600).exit_code, 3);
+  ASSERT_EQ(QueryInt(db, cluster_job), 2);
+  const nlohmann::json second = Export(env, dir.path(), "face_clusters").at(0)["result"];
+  EXPECT_EQ(IdOf(second, "/a.avi", 33), id33);
+  EXPECT_EQ(IdOf(second, "/d.avi", 33), id33);
+  EXPECT_EQ(second["clusters"].size(), first["clusters"].size());
+  EXPECT_TRUE(second["merges"].empty());
+  EXPECT_TRUE(second["splits"].empty());
+
+  // The broken copy is repaired and retried: the clustering waits for it, then counts it.
+  fs::remove(media + "/e.avi");
+  fs::copy_file(SampleData("Megamind.avi"), media + "/e.avi");
+  ASSERT_EQ(RunProcess({FRAMEMILL_BIN, "retry", "--failed"}, env, dir.path()).exit_code, 0);
+  EXPECT_EQ(QueryInt(db, cluster_job), 5);
+  ASSERT_EQ(RunProcess({FRAMEMILL_BIN, "run", "--workers", "2"}, env, dir.path(), 600).exit_code, 0);
+  const nlohmann::json third = Export(env, dir.path(), "face_clusters").at(0)["result"];
+  EXPECT_EQ(IdOf(third, "/e.avi", 33), id33);
+  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM results r JOIN jobs j ON j.id = r.job_id"
+                         " WHERE j.stage = 'face_clusters'"), 1);
+}
+
+// Stands in for `faces`: 100 faces per item, 128-d, of 40 identities, so that the one
+// clustering job over 20,000 faces takes seconds and can be killed while it runs.
+class ManyFacesStage : public Stage {
+ public:
+  ManyFacesStage() {
+    spec_.name = "faces";
+    std::mt19937 rng(1);
+    std::normal_distribution<float> g(0, 1);
+    centres_.assign(40, std::vector<float>(128));
+    for (auto& c : centres_)
+      for (float& v : c) v = g(rng);
+  }
+  const StageSpec& spec() const override { return spec_; }
+  std::vector<Outcome> RunBatch(const std::vector<ClaimedJob>& jobs, const StageContext&) override {
+    std::vector<Outcome> out;
+    for (const ClaimedJob& job : jobs) {
+      std::mt19937 rng(static_cast<unsigned>(job.item_id));
+      std::normal_distribution<float> g(0, 1);
+      nlohmann::json list = nlohmann::json::array();
+      for (int f = 0; f < 100; ++f) {
+        const auto& c = centres_[(job.item_id + f) % centres_.size()];
+        std::vector<float> e(c);
+        for (float& v : e) v += 0.6f * g(rng);
+        list.push_back({{"box", {0, 0, 10, 10}}, {"embedding", e}});
+      }
+      out.push_back(Outcome::Done({{"faces", list}}));
+    }
+    return out;
+  }
+
+ private:
+  StageSpec spec_;
+  std::vector<std::vector<float>> centres_;
+};
+
+TEST(FaceClustersCrashTest, ARerunAfterAKillInTheMiddleOfClusteringLeavesExactlyOneResult) {
+  TempDir dir;
+  StageRegistry registry;
+  std::string err;
+  ASSERT_TRUE(registry.Add(std::make_unique<ManyFacesStage>(), &err)) << err;
+  FaceClustersOptions fo;
+  fo.exact_up_to = 1'000'000;  // the exact graph: seconds on 20,000 faces
+  ASSERT_TRUE(registry.Add(std::make_unique<FaceClustersStage>(fo), &err)) << err;
+  const std::string db = dir / "fm.db";
+  {
+    auto store = OpenJobStore(db, &registry.graph(), SystemClock());
+    ASSERT_TRUE(store.ok());
+    std::vector<NewItem> items;
+    for (int i = 0; i < 200; ++i) {
+      NewItem it;
+      it.source = "/d/" + std::to_string(i) + ".png";
+      it.content_hash = it.source;
+      items.push_back(it);
+    }
+    EnqueueOptions eo;
+    eo.stages = {"faces", "face_clusters"};
+    ASSERT_TRUE((*store)->Enqueue(items, eo).ok());
+  }
+  RunOptions options;
+  options.db = db;
+  options.workers = 1;
+  options.worker.stages = {"faces", "face_clusters"};
+  options.worker.lease_ms = 2000;
+  options.worker.poll_ms = 20;
+  const std::string state = "SELECT state FROM jobs WHERE stage = 'face_clusters'";
+  // Kill the run (supervisor and worker) once the clustering job is running.
+  bool killed_mid = false;
+  int code = RunInChild([&] { return ToInt(RunWorkers(options, registry)); }, 300, nullptr,
+                        [&](pid_t child) {
+                          for (int i = 0; i < 6000; ++i) {
+                            if (QueryInt(db, state) == 1) {
+                              std::this_thread::sleep_for(std::chrono::milliseconds(300));
+                              if (QueryInt(db, state) == 1) {
+                                for (pid_t w : ChildPids(child)) kill(w, SIGKILL);
+                                kill(child, SIGKILL);
+                                killed_mid = true;
+                              }
+                              return;
+                            }
+                            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+                          }
+                        });
+  ASSERT_TRUE(killed_mid) << "the clustering finished before it could be killed (exit " << code << ")";
+  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM results r JOIN jobs j ON j.id = r.job_id"
+                         " WHERE j.stage = 'face_clusters'"), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));  // its lease runs out
+  EXPECT_EQ(RunInChild([&] { return ToInt(RunWorkers(options, registry)); }, 300), 0);
+  EXPECT_EQ(QueryInt(db, state), 2);
+  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM results r JOIN jobs j ON j.id = r.job_id"
+                         " WHERE j.stage = 'face_clusters'"), 1);
+  auto r = nlohmann::json::parse(QueryRows(db, "SELECT r.result FROM results r JOIN jobs j ON"
+                                               " j.id = r.job_id WHERE j.stage = 'face_clusters'")[0]);
+  EXPECT_EQ(r["faces"], 20000);
+  EXPECT_EQ(r["clusters"].size(), 40u);
+}
+
+}  // namespace
+}  // namespace framemill::testing
