@@ -38,6 +38,10 @@ StageOptions ToStageOptions(const Config& c) {
   o.lighting.video_limits.max_frames = o.model_frames.video_limits.max_frames = c.media.max_video_frames;
   o.categorize.min_score = c.categorize.min_score;
   o.faces.embedding_model = c.faces.embedding_model;
+  o.faces.detector = c.faces.detector;
+  o.faces.min_face_px = c.faces.min_face_px;
+  o.faces.max_tiles = c.faces.max_tiles;
+  o.faces.max_faces = c.faces.max_faces;
   o.face_clusters.min_cluster_size = c.face_clusters.min_cluster_size;
   o.face_clusters.similarity = c.face_clusters.similarity;
   o.pose.model = c.pose.model;

@@ -230,6 +230,15 @@ const std::vector<Setting>& Settings() {
     t.push_back(Enum("faces.embedding_model", "FRAMEMILL_FACES_EMBEDDING_MODEL", "",
                      [](Config& c) -> std::string& { return c.faces.embedding_model; },
                      {"mobilefacenet", "faceres"}));
+    t.push_back(Enum("faces.detector", "FRAMEMILL_FACES_DETECTOR", "",
+                     [](Config& c) -> std::string& { return c.faces.detector; },
+                     {"blazeface-tiled", "blazeface"}));
+    t.push_back(Int("faces.min_face_px", "FRAMEMILL_FACES_MIN_FACE_PX", "",
+                    [](Config& c) -> int& { return c.faces.min_face_px; }, 4, 100'000));
+    t.push_back(Int("faces.max_tiles", "FRAMEMILL_FACES_MAX_TILES", "",
+                    [](Config& c) -> int& { return c.faces.max_tiles; }, 0, 10'000));
+    t.push_back(Int("faces.max_faces", "FRAMEMILL_FACES_MAX_FACES", "",
+                    [](Config& c) -> int& { return c.faces.max_faces; }, 1, 100'000));
     t.push_back(Int("face_clusters.min_cluster_size", "FRAMEMILL_FACE_CLUSTERS_MIN_SIZE", "",
                     [](Config& c) -> int& { return c.face_clusters.min_cluster_size; }, 2, 100'000));
     t.push_back(Dbl("face_clusters.similarity", "FRAMEMILL_FACE_CLUSTERS_SIMILARITY",

@@ -44,6 +44,10 @@ struct CategorizeConfig {
 };
 struct FacesConfig {
   std::string embedding_model = "faceres";  // faceres | mobilefacenet
+  std::string detector = "blazeface-tiled";  // blazeface-tiled | blazeface (whole frame only)
+  int min_face_px = 32;                      // blazeface-tiled: smallest face looked for
+  int max_tiles = 48;                        // blazeface-tiled: per frame
+  int max_faces = 100;                       // per frame (image or video frame)
 };
 struct FaceClustersConfig {
   int min_cluster_size = 3;        // faces (video tracks) an identity needs

@@ -1,4 +1,5 @@
 #include "models/decode.h"
+#include "models/face_tiles.h"
 
 #include <algorithm>
 #include <cmath>
@@ -130,19 +131,21 @@ std::vector<int> Nms(const std::vector<cv::Rect2f>& boxes, const std::vector<flo
   return kept;
 }
 
-std::vector<FaceBox> DecodeBlazeFace(const std::vector<float>& rows, cv::Size image,
-                                     const BlazeFaceOptions& opt) {
+namespace {
+
+// Every anchor's face in image pixels, and its box in input pixels (human's NMS space).
+void BlazeFaceAll(const std::vector<float>& rows, cv::Size image, const BlazeFaceOptions& opt,
+                  std::vector<FaceBox>* all, std::vector<cv::Rect2f>* rects) {
   const auto anchors = BlazeFaceAnchors(opt.input_size);
   const size_t n = std::min(anchors.size(), rows.size() / 17);
   const float fx = static_cast<float>(image.width) / opt.input_size;
   const float fy = static_cast<float>(image.height) / opt.input_size;
-  std::vector<FaceBox> all(n);
-  std::vector<cv::Rect2f> rects(n);
-  std::vector<float> scores(n);
+  all->assign(n, FaceBox{});
+  rects->assign(n, cv::Rect2f{});
   for (size_t i = 0; i < n; ++i) {
     const float* r = rows.data() + i * 17;
     const float cx = r[1] + anchors[i].x, cy = r[2] + anchors[i].y;
-    FaceBox& f = all[i];
+    FaceBox& f = (*all)[i];
     f.score = Sigmoid(r[0]);
     f.x1 = (cx - r[3] / 2) * fx;
     f.y1 = (cy - r[4] / 2) * fy;
@@ -150,43 +153,35 @@ std::vector<FaceBox> DecodeBlazeFace(const std::vector<float>& rows, cv::Size im
     f.y2 = (cy + r[4] / 2) * fy;
     for (int k = 0; k < 6; ++k)
       f.keypoints[k] = {(r[5 + 2 * k] + anchors[i].x) * fx, (r[6 + 2 * k] + anchors[i].y) * fy};
-    // NMS in input pixels, as human runs it before scaling.
-    rects[i] = cv::Rect2f(cx - r[3] / 2, cy - r[4] / 2, r[3], r[4]);
-    scores[i] = f.score;
+    (*rects)[i] = cv::Rect2f(cx - r[3] / 2, cy - r[4] / 2, r[3], r[4]);
   }
-  std::vector<FaceBox> out;
-  if (!opt.weighted_nms) {
-    for (int i : Nms(rects, scores, opt.iou_threshold, opt.min_score, opt.max_faces))
-      out.push_back(all[i]);
-    return out;
-  }
-  // MediaPipe's weighted NMS: each kept face is the score-weighted mean of the
-  // candidates overlapping it.
-  std::vector<int> order;
-  for (size_t i = 0; i < n; ++i)
-    if (scores[i] > opt.min_score) order.push_back(static_cast<int>(i));
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return scores[a] > scores[b]; });
-  std::vector<bool> used(n, false);
-  for (size_t oi = 0; oi < order.size() && static_cast<int>(out.size()) < opt.max_faces; ++oi) {
-    int i = order[oi];
-    if (used[i]) continue;
-    FaceBox acc{};
-    float wsum = 0;
-    for (size_t oj = oi; oj < order.size(); ++oj) {
-      int j = order[oj];
-      if (used[j] || IoU(rects[i], rects[j]) <= opt.iou_threshold) continue;
-      used[j] = true;
-      float w = scores[j];
-      wsum += w;
-      acc.x1 += w * all[j].x1; acc.y1 += w * all[j].y1;
-      acc.x2 += w * all[j].x2; acc.y2 += w * all[j].y2;
-      for (int k = 0; k < 6; ++k) acc.keypoints[k] += w * all[j].keypoints[k];
-    }
-    acc.x1 /= wsum; acc.y1 /= wsum; acc.x2 /= wsum; acc.y2 /= wsum;
-    for (int k = 0; k < 6; ++k) acc.keypoints[k] /= wsum;
-    acc.score = scores[i];
-    out.push_back(acc);
-  }
+}
+
+}  // namespace
+
+std::vector<FaceBox> BlazeFaceCandidates(const std::vector<float>& rows, cv::Size image,
+                                         const BlazeFaceOptions& opt) {
+  std::vector<FaceBox> all, out;
+  std::vector<cv::Rect2f> rects;
+  BlazeFaceAll(rows, image, opt, &all, &rects);
+  for (const FaceBox& f : all)
+    if (f.score > opt.min_score) out.push_back(f);
+  return out;
+}
+
+std::vector<FaceBox> DecodeBlazeFace(const std::vector<float>& rows, cv::Size image,
+                                     const BlazeFaceOptions& opt) {
+  if (opt.weighted_nms)
+    return MergeFaces(BlazeFaceCandidates(rows, image, opt), opt.iou_threshold, opt.containment,
+                      opt.max_faces);
+  // NMS in input pixels, as human runs it before scaling.
+  std::vector<FaceBox> all, out;
+  std::vector<cv::Rect2f> rects;
+  BlazeFaceAll(rows, image, opt, &all, &rects);
+  std::vector<float> scores(all.size());
+  for (size_t i = 0; i < all.size(); ++i) scores[i] = all[i].score;
+  for (int i : Nms(rects, scores, opt.iou_threshold, opt.min_score, opt.max_faces))
+    out.push_back(all[i]);
   return out;
 }
 
@@ -429,15 +424,36 @@ Result<std::vector<float>> BlazeFaceRows(const std::vector<OutputTensor>& outs) 
   return rows;
 }
 
+namespace {
+
+// The 896 x 17 rows of a BlazeFace run, checked against the manifest's input size.
+Result<std::vector<float>> FaceRows(const ModelManifest& m, const std::vector<OutputTensor>& outs,
+                                    BlazeFaceOptions* opt) {
+  auto rows = BlazeFaceRows(outs);
+  if (!rows.ok()) return Bad(m, rows.status().message());
+  opt->input_size = m.preprocess.width;
+  const size_t anchors = BlazeFaceAnchors(opt->input_size).size();
+  if (rows->size() != anchors * 17)
+    return Bad(m, "expected " + std::to_string(anchors) + " anchors");
+  return rows;
+}
+
+}  // namespace
+
 Result<std::vector<FaceBox>> DecodeFaceDetections(const ModelManifest& m,
                                                   const std::vector<OutputTensor>& outs,
                                                   cv::Size image, BlazeFaceOptions opt) {
-  auto rows = BlazeFaceRows(outs);
-  if (!rows.ok()) return Bad(m, rows.status().message());
-  opt.input_size = m.preprocess.width;
-  if (rows->size() != BlazeFaceAnchors(opt.input_size).size() * 17)
-    return Bad(m, "expected " + std::to_string(BlazeFaceAnchors(opt.input_size).size()) + " anchors");
+  auto rows = FaceRows(m, outs, &opt);
+  if (!rows.ok()) return rows.status();
   return DecodeBlazeFace(*rows, image, opt);
+}
+
+Result<std::vector<FaceBox>> DecodeFaceCandidates(const ModelManifest& m,
+                                                  const std::vector<OutputTensor>& outs,
+                                                  cv::Size image, BlazeFaceOptions opt) {
+  auto rows = FaceRows(m, outs, &opt);
+  if (!rows.ok()) return rows.status();
+  return BlazeFaceCandidates(*rows, image, opt);
 }
 
 Result<FaceDescription> DecodeFaceDescription(const ModelManifest& m,

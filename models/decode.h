@@ -52,6 +52,7 @@ struct BlazeFaceOptions {
   float iou_threshold = 0.3f;
   int max_faces = 20;           // human keeps 1 by default; a dataset tool wants all
   bool weighted_nms = false;    // false: tf.image.nonMaxSuppression as human; true: MediaPipe's blend
+  float containment = 0;        // weighted only: drop a weaker face this much inside a kept one
 };
 // Anchor centres in input pixels: 16x16x2 at stride 16, then 8x8x6 at stride 32.
 std::vector<cv::Point2f> BlazeFaceAnchors(int input_size);
@@ -61,6 +62,9 @@ std::vector<cv::Point2f> BlazeFaceAnchors(int input_size);
 Result<std::vector<float>> BlazeFaceRows(const std::vector<OutputTensor>& outs);
 std::vector<FaceBox> DecodeBlazeFace(const std::vector<float>& rows, cv::Size image,
                                      const BlazeFaceOptions& opt = {});
+// Every anchor's face above opt.min_score, before any suppression (for MergeFaces).
+std::vector<FaceBox> BlazeFaceCandidates(const std::vector<float>& rows, cv::Size image,
+                                         const BlazeFaceOptions& opt);
 
 // ---- movenet singlepose (the graph's own decode after its four heads)
 struct PoseKeypoint {
@@ -132,6 +136,9 @@ nlohmann::json ToJson(const Mask& m);
 // ---- one entry point per model family, on one image's outputs (`image`: its size)
 // blazeface: faces in image pixels (opt.input_size is taken from the manifest).
 Result<std::vector<FaceBox>> DecodeFaceDetections(const ModelManifest& m,
+                                                  const std::vector<OutputTensor>& outs,
+                                                  cv::Size image, BlazeFaceOptions opt = {});
+Result<std::vector<FaceBox>> DecodeFaceCandidates(const ModelManifest& m,
                                                   const std::vector<OutputTensor>& outs,
                                                   cv::Size image, BlazeFaceOptions opt = {});
 // faceres (embedding, age, gender) or l2_normalize (mobilefacenet: embedding only).

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <opencv2/imgproc.hpp>
+
 namespace framemill {
 namespace {
 
@@ -23,6 +25,19 @@ nlohmann::json FaceJson(const models::FaceBox& f, const models::FaceDescription&
   return face;
 }
 
+// The pixels of `tile`, a square reaching past the image, already at the detector's
+// input size (a tile of a large image would otherwise take gigabytes before resizing).
+cv::Mat OnBlack(const cv::Mat& image, const cv::Rect& tile, int input_side) {
+  const double scale = static_cast<double>(input_side) / tile.width;
+  cv::Mat out = cv::Mat::zeros(input_side, input_side, image.type()), small;
+  cv::resize(image, small, cv::Size(), scale, scale, cv::INTER_AREA);
+  const cv::Rect at(static_cast<int>(std::lround(-tile.x * scale)),
+                    static_cast<int>(std::lround(-tile.y * scale)), small.cols, small.rows);
+  const cv::Rect fit = at & cv::Rect(0, 0, input_side, input_side);
+  small(fit - at.tl()).copyTo(out(fit));
+  return out;
+}
+
 }  // namespace
 
 cv::Mat FaceCrop(const cv::Mat& image, const models::FaceBox& f, float scale) {
@@ -35,44 +50,99 @@ FacesStage::FacesStage(std::shared_ptr<models::ModelCache> cache, ModelStageOpti
                        FacesOptions options)
     : ModelStage("faces", std::move(cache), frames), options_(std::move(options)) {}
 
+std::vector<FacesStage::FrameFaces> FacesStage::PlanFrames(const ModelBatch& batch,
+                                                          int input_side,
+                                                          std::vector<cv::Mat>* tiles) const {
+  std::vector<FrameFaces> frames(batch.frames.size());
+  if (options_.detector != kTiled) return frames;
+  models::TileOptions t;
+  t.min_face_px = options_.min_face_px;
+  t.max_tiles = options_.max_tiles;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const cv::Mat& image = batch.frames[i].bgr;
+    frames[i].plan = models::PlanFaceTiles(image.size(), t);
+    const cv::Rect inside(0, 0, image.cols, image.rows);
+    for (const cv::Rect& r : frames[i].plan.tiles)
+      tiles->push_back((r & inside) == r ? image(r) : OnBlack(image, r, input_side));
+  }
+  return frames;
+}
+
+Status FacesStage::Detect(const models::ModelManifest& m, const ModelBatch& batch,
+                          const models::BatchOutputs& whole, const models::BatchOutputs& tiled,
+                          std::vector<FrameFaces>* frames) const {
+  models::BlazeFaceOptions opt;
+  size_t t = 0;
+  for (size_t i = 0; i < frames->size(); ++i) {
+    const cv::Size size = batch.frames[i].bgr.size();
+    auto found = models::DecodeFaceCandidates(m, whole[i], size, opt);
+    if (!found.ok()) return found.status();
+    std::vector<models::FaceBox> candidates = std::move(found).value();
+    for (const cv::Rect& tile : (*frames)[i].plan.tiles) {
+      auto in_tile = models::DecodeFaceCandidates(m, tiled[t++], tile.size(), opt);
+      if (!in_tile.ok()) return in_tile.status();
+      // Two input pixels of margin: a face cut by the tile's edge ends about there.
+      const float margin = 2.f * tile.width / m.preprocess.width;
+      for (const auto& f : *in_tile) {
+        models::FaceBox g = models::FromTile(f, tile);
+        if (f.score >= kTileMinScore && models::WholeInTile(g, tile, size, margin))
+          candidates.push_back(g);
+      }
+    }
+    (*frames)[i].faces = models::MergeFaces(std::move(candidates), opt.iou_threshold,
+                                            kContainment, options_.max_faces);
+  }
+  return Status::OK();
+}
+
 Status FacesStage::Analyse(const ModelBatch& batch, const StageContext& ctx,
                            std::vector<FrameResult>* results, std::string* device) {
   models::ModelRunner& detector = *batch.runners[0];
   models::ModelRunner& embedder = *batch.runners[1];
-  std::string detector_device, embedder_device;
-  auto heads = RunOnFrames(detector, batch, ctx, &detector_device);
+  std::vector<std::string> devices;
+  auto run = [&](models::ModelRunner& r, const std::vector<cv::Mat>& images)
+      -> Result<models::BatchOutputs> {
+    if (images.empty()) return models::BatchOutputs{};
+    std::string d;
+    auto out = RunModel(r, images, ctx, &d);
+    devices.push_back(d);
+    return out;
+  };
+  std::vector<cv::Mat> whole, tiles, crops;
+  for (const ModelFrame& f : batch.frames) whole.push_back(f.bgr);
+  std::vector<FrameFaces> frames = PlanFrames(batch, detector.manifest().preprocess.width, &tiles);
+  auto heads = run(detector, whole);
   if (!heads.ok()) return heads.status();
-  // Every face of every frame, then one embedding run over all their crops.
-  std::vector<std::vector<models::FaceBox>> faces(batch.frames.size());
-  std::vector<cv::Mat> crops;
-  for (size_t i = 0; i < batch.frames.size(); ++i) {
-    const cv::Mat& image = batch.frames[i].bgr;
-    auto found = models::DecodeFaceDetections(detector.manifest(), (*heads)[i], image.size());
-    if (!found.ok()) return found.status();
-    faces[i] = std::move(found).value();
-    for (const auto& f : faces[i]) crops.push_back(FaceCrop(image, f));
-  }
-  models::BatchOutputs described;
-  if (!crops.empty()) {
-    auto d = RunModel(embedder, crops, ctx, &embedder_device);
-    if (!d.ok()) return d.status();
-    described = std::move(d).value();
-  }
+  auto tile_heads = run(detector, tiles);
+  if (!tile_heads.ok()) return tile_heads.status();
+  Status found = Detect(detector.manifest(), batch, *heads, *tile_heads, &frames);
+  if (!found.ok()) return found;
+  // One embedding run over the crops of every face of every frame.
+  for (size_t i = 0; i < frames.size(); ++i)
+    for (const auto& f : frames[i].faces) crops.push_back(FaceCrop(batch.frames[i].bgr, f));
+  auto described = run(embedder, crops);
+  if (!described.ok()) return described.status();
   const std::string& em = embedder.manifest().name;
   size_t c = 0;
-  for (size_t i = 0; i < batch.frames.size(); ++i) {
+  for (size_t i = 0; i < frames.size(); ++i) {
     nlohmann::json list = nlohmann::json::array();
-    for (const auto& f : faces[i]) {
-      auto d = models::DecodeFaceDescription(embedder.manifest(), described[c++]);
+    for (const auto& f : frames[i].faces) {
+      auto d = models::DecodeFaceDescription(embedder.manifest(), (*described)[c++]);
       if (!d.ok()) return d.status();
       list.push_back(FaceJson(f, *d));
     }
-    (*results)[i].result = {{"detector", detector.manifest().name}, {"embedding_model", em},
-                            {"count", list.size()}, {"faces", std::move(list)}};
+    nlohmann::json& r = (*results)[i].result;
+    r = {{"detector", options_.detector}, {"embedding_model", em}, {"count", list.size()},
+         {"faces", std::move(list)}};
+    if (options_.detector == kTiled) {
+      r["tiles"] = frames[i].plan.tiles.size();
+      r["min_face_px"] = frames[i].plan.min_face_px;
+    }
   }
-  // Both models ran on the same kind of device; a mix would be reported as the CPU.
-  if (embedder_device.empty()) embedder_device = detector_device;  // no faces to embed
-  *device = detector_device == embedder_device ? detector_device : std::string("cpu");
+  // A mix of devices (the ladder moved a run to the CPU) is reported as the CPU.
+  *device = devices.empty() ? std::string("cpu") : devices.front();
+  for (const std::string& d : devices)
+    if (d != *device) *device = "cpu";
   return Status::OK();
 }
 

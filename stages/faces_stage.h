@@ -1,6 +1,8 @@
-// The `faces` stage: faces found by BlazeFace on the whole image (operation
-// FACE_DETECTION), each described by an embedding of its crop (FACE_EMBEDDING):
-// faceres (1024-d plus age and gender, default) or mobilefacenet (192-d).
+// The `faces` stage: faces found by BlazeFace (operation FACE_DETECTION) on the whole
+// image and, with the default detector blazeface-tiled, on overlapping tiles so that
+// small faces are found too (models/face_tiles.h); each face is described by an
+// embedding of its crop (FACE_EMBEDDING): faceres (1024-d plus age and gender, default)
+// or mobilefacenet (192-d).
 // Holds only configuration and the shared model cache; RunBatch is thread-safe.
 #pragma once
 
@@ -10,6 +12,7 @@
 #include <opencv2/core.hpp>
 
 #include "models/decode.h"
+#include "models/face_tiles.h"
 #include "stages/model_stage.h"
 #include "stages/stage_options.h"
 
@@ -17,7 +20,15 @@ namespace framemill {
 
 class FacesStage : public ModelStage {
  public:
-  static constexpr const char* kDetector = "blazeface";
+  static constexpr const char* kDetector = "blazeface";  // the model of both detectors
+  static constexpr const char* kTiled = "blazeface-tiled";
+  // A weaker face whose box lies this much inside a stronger one is the same face
+  // (on close-ups BlazeFace also boxes the eyes-and-nose region, at 0.55-0.7).
+  static constexpr float kContainment = 0.5f;
+  // Every tile is another chance of a false face, so a face from a tile needs more than
+  // the whole frame's 0.5 (box.png, a box of tea: 0.525 in its zoom-out tile; the
+  // Solvay photo's 29 faces score 0.72 and up).
+  static constexpr float kTileMinScore = 0.6f;
 
   FacesStage(std::shared_ptr<models::ModelCache> cache, ModelStageOptions frames,
              FacesOptions options);
@@ -31,6 +42,18 @@ class FacesStage : public ModelStage {
   void Summarise(const std::vector<nlohmann::json>& frames, nlohmann::json* result) const override;
 
  private:
+  struct FrameFaces {
+    models::TilePlan plan;               // empty for the whole-frame detector
+    std::vector<models::FaceBox> faces;  // merged, frame pixels
+  };
+  // Each frame's tiles, their pixels appended to `tiles` (views into the frames).
+  std::vector<FrameFaces> PlanFrames(const ModelBatch& batch, int input_side,
+                                     std::vector<cv::Mat>* tiles) const;
+  // Decodes the whole-frame and tile runs and merges them into each frame's faces.
+  Status Detect(const models::ModelManifest& m, const ModelBatch& batch,
+                const models::BatchOutputs& whole, const models::BatchOutputs& tiled,
+                std::vector<FrameFaces>* frames) const;
+
   FacesOptions options_;
 };
 

@@ -38,6 +38,10 @@ struct CategorizeOptions {  // the categorize stage
 
 struct FacesOptions {  // the faces stage
   std::string embedding_model = "faceres";  // faceres | mobilefacenet (faces.embedding_model)
+  std::string detector = "blazeface-tiled";  // or blazeface: the whole frame only (faces.detector)
+  int min_face_px = 32;                      // faces.min_face_px
+  int max_tiles = 48;                        // faces.max_tiles
+  int max_faces = 100;                       // faces.max_faces
 
   bool operator==(const FacesOptions&) const = default;
 };
