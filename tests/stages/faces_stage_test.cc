@@ -281,6 +281,45 @@ TEST(FacesStageTest, ATightCloseUpGivesOneFace) {
   EXPECT_GE(found, crops * 8 / 10);
 }
 
+// The default detector against TF.js: tools/models/reference.mjs runs the original
+// BlazeFace graph on the whole frame and on the tiles that make_inputs.py cut, and merges
+// them by its own implementation of the detector's description. Every face matches ours
+// at IoU >= 0.95, as the other models are checked.
+TEST(FacesStageTest, TiledDetectorMatchesTheTfjsReference) {
+  FM_REQUIRE_MODEL("blazeface");
+  FM_REQUIRE_MODEL("faceres");
+  const std::filesystem::path dir =
+      std::filesystem::path(testing::GoldenDir()) / "reference" / "blazeface-tiled";
+  if (!std::filesystem::exists(dir / "done.json")) {
+    if (testing::ModelsRequired()) FAIL() << "no reference in " << dir << ": run tools/models/make_reference.sh";
+    GTEST_SKIP() << "no reference in " << dir << ": run tools/models/make_reference.sh";
+  }
+  FacesStage stage(std::make_shared<models::ModelCache>(ModelsDir()), ModelStageOptions{}, FacesOptions{});
+  int images = 0;
+  for (int i = 0; std::filesystem::exists(dir / ("decoded_" + std::to_string(i) + ".json")); ++i) {
+    std::ifstream f(dir / ("decoded_" + std::to_string(i) + ".json"));
+    const nlohmann::json want = nlohmann::json::parse(f);
+    const std::string path = want["path"];
+    Outcome out = stage.Run(JobFor("faces", path, MediaKind::kImage));
+    ASSERT_EQ(out.kind, Outcome::Kind::kDone) << path << ": " << out.error.ToString();
+    EXPECT_EQ(out.result["tiles"], want["tiles"]) << path;
+    ASSERT_EQ(out.result["faces"].size(), want["faces"].size()) << path;
+    double min_iou = 1;
+    for (const auto& w : want["faces"]) {
+      const auto b = w["box"].get<std::vector<float>>();
+      const cv::Rect2f ref(b[0], b[1], b[2] - b[0], b[3] - b[1]);
+      double best = 0;
+      for (const auto& g : out.result["faces"]) best = std::max(best, double(models::IoU(ref, RectOf(g))));
+      min_iou = std::min(min_iou, best);
+    }
+    std::printf("[tiled vs tfjs] %s: %zu faces, %d tiles, min IoU %.4f\n", want["image"].get<std::string>().c_str(),
+                want["faces"].size(), want["tiles"].get<int>(), min_iou);
+    EXPECT_GE(min_iou, 0.95) << path;
+    ++images;
+  }
+  EXPECT_GE(images, 4);
+}
+
 TEST(FacesStageTest, MissingEmbeddingModelFailsWithTheInstallHint) {
   FM_REQUIRE_MODEL("blazeface");
   testing::TempDir dir;

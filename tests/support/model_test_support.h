@@ -23,6 +23,12 @@ inline std::string ModelsDir() {
   return e != nullptr && *e != '\0' ? e : FRAMEMILL_SOURCE_DIR "/.cache/models";
 }
 
+// The reference outputs tools/models/make_reference.sh wrote (FRAMEMILL_GOLDEN_DIR).
+inline std::string GoldenDir() {
+  const char* e = std::getenv("FRAMEMILL_GOLDEN_DIR");
+  return e && *e ? e : std::string(FRAMEMILL_SOURCE_DIR) + "/.cache/golden";
+}
+
 inline bool ModelsRequired() {
   const char* e = std::getenv("FRAMEMILL_REQUIRE_MODELS");
   return e != nullptr && std::string(e) == "1";

@@ -25,7 +25,54 @@ import cv2
 import numpy as np
 
 MODEL_ORDER = ["mobilefacenet", "blazeface", "selfie", "movenet-lightning", "faceres",
-               "blazepose-full", "centernet", "isnet"]
+               "blazepose-full", "centernet", "isnet", "blazeface-tiled"]
+
+# blazeface-tiled is not a model of its own: BlazeFace run on the whole frame and on the tiles
+# of the faces stage's default detector (models/face_tiles.h), written here again from that
+# description: square tiles from ceil(256 * min_face_px / 28) px, doubling while they fit
+# the short side, evenly spaced with >= 1/4 overlap, then one zoom-out tile of twice the
+# long side centred on the frame (the frame shrunk onto black, INTER_AREA on uint8).
+TILED = {"model": "blazeface", "min_face_px": 32, "max_tiles": 48, "overlap": 0.25,
+         "smallest_face_input": 28}
+
+
+def tile_starts(extent, side, overlap):
+    if extent <= side:
+        return [0]
+    step = side * (1.0 - overlap)
+    n = int(np.ceil((extent - side) / step)) + 1
+    return [int(np.floor(i * (extent - side) / (n - 1) + 0.5)) for i in range(n)]
+
+
+def plan_tiles(w, h, input_side):
+    side = max(8, int(np.ceil(input_side * TILED["min_face_px"] / TILED["smallest_face_input"])))
+    levels = []
+    while side <= min(w, h):
+        levels.append([[x, y, side, side] for y in tile_starts(h, side, TILED["overlap"])
+                       for x in tile_starts(w, side, TILED["overlap"])])
+        side *= 2
+    total = sum(len(l) for l in levels)
+    while levels and total > TILED["max_tiles"]:
+        total -= len(levels.pop(0))
+    tiles = [t for l in levels for t in l]
+    longest = max(w, h)
+    tiles.append([w // 2 - longest, h // 2 - longest, 2 * longest, 2 * longest])
+    return tiles
+
+
+def tile_pixels(img, rect, input_side):
+    x, y, side, _ = rect
+    H, W = img.shape[:2]
+    if x >= 0 and y >= 0 and x + side <= W and y + side <= H:
+        return img[y:y + side, x:x + side]
+    scale = input_side / side
+    small = cv2.resize(img, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA)
+    out = np.zeros((input_side, input_side, 3), np.uint8)
+    ax, ay = int(np.floor(-x * scale + 0.5)), int(np.floor(-y * scale + 0.5))
+    fx0, fy0 = max(ax, 0), max(ay, 0)
+    fx1, fy1 = min(ax + small.shape[1], input_side), min(ay + small.shape[0], input_side)
+    out[fy0:fy1, fx0:fx1] = small[fy0 - ay:fy1 - ay, fx0 - ax:fx1 - ax]
+    return out
 
 
 def sha256_bytes(b):
@@ -123,6 +170,21 @@ def preprocess(img, pp, dtype, layout):
     return np.ascontiguousarray(x.astype("<f4"))
 
 
+def write_tiles(mdir, i, image_id, pixels, path, pp, dtype, layout):
+    """One item: the whole frame (rect null), then each tile, each a tensor of its own."""
+    H, W = pixels.shape[:2]
+    tensors = []
+    for k, rect in enumerate([None] + plan_tiles(W, H, int(pp["width"]))):
+        t = preprocess(pixels if rect is None else tile_pixels(pixels, rect, int(pp["width"])),
+                       pp, dtype, layout)
+        raw = t.tobytes()
+        fname = f"{i}_{k}.raw"
+        write_atomic(os.path.join(mdir, fname), raw)
+        tensors.append({"rect": rect, "file": fname, "shape": list(t.shape), "dtype": dtype,
+                        "sha256": sha256_bytes(raw)})
+    return {"i": i, "id": image_id, "image": path, "width": W, "height": H, "tensors": tensors}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", required=True, help="FRAMEMILL_MODELS directory")
@@ -145,7 +207,7 @@ def main():
     for name in MODEL_ORDER:
         if name not in spec["models"]:
             continue
-        man = installed_manifest(args.models, name)
+        man = installed_manifest(args.models, TILED["model"] if name == "blazeface-tiled" else name)
         if man is None:
             print(f"make_inputs: {name}: not installed, skipped")
             continue
@@ -160,21 +222,25 @@ def main():
                               "images": {i: spec["images"][i] for i in ids},
                               "parents": {spec["images"][i]["from"]: spec["images"][spec["images"][i]["from"]]
                                           for i in ids if "from" in spec["images"][i]},
-                              "data_dir": data_dir, "script": script_hash}, sort_keys=True)
+                              "data_dir": data_dir, "script": script_hash,
+                              "tiled": TILED if name == "blazeface-tiled" else None}, sort_keys=True)
         key = sha256_bytes(key_src.encode())
         mdir = os.path.join(out, name)
         index_path = os.path.join(mdir, "index.json")
         if os.path.isfile(index_path):
             with open(index_path) as f:
                 old = json.load(f)
-            if old.get("key") == key and all(
-                    os.path.isfile(os.path.join(mdir, it["file"])) for it in old["items"]):
+            files = [t["file"] for it in old["items"] for t in it.get("tensors", [it])]
+            if old.get("key") == key and all(os.path.isfile(os.path.join(mdir, f)) for f in files):
                 done.append(name)
                 continue
         os.makedirs(mdir, exist_ok=True)
         items = []
         for i, image_id in enumerate(ids):
             pixels, path, crop, ent = src.get(image_id)
+            if name == "blazeface-tiled":
+                items.append(write_tiles(mdir, i, image_id, pixels, path, pp, dtype, layout))
+                continue
             t = preprocess(pixels, pp, dtype, layout)
             raw = t.tobytes()
             fname = f"{i}.raw"

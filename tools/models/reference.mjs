@@ -44,7 +44,7 @@ const PACKAGES = {
   },
 };
 const MODEL_ORDER = ['mobilefacenet', 'blazeface', 'selfie', 'movenet-lightning', 'faceres',
-  'blazepose-full', 'centernet', 'isnet'];
+  'blazepose-full', 'centernet', 'isnet', 'blazeface-tiled'];
 const ISNET_RESOURCE = '/models/medium';
 
 function sha256(buf) { return createHash('sha256').update(buf).digest('hex'); }
@@ -296,6 +296,104 @@ async function runTfjsModel(name, man, pkgRoot, inDir, refDir, index) {
   return stats;
 }
 
+// ---------------------------------------------------------------------------------------------
+// blazeface-tiled: the faces stage's default detector, written here from its description in
+// models/face_tiles.h and stages/faces_stage.h (not from the C++): candidates above 0.5 from the
+// whole frame (stretched to 256x256) and above 0.6 from each tile; a tile's face is kept only when
+// it is whole there (2 input px clear of every tile edge inside the frame, at most 0.6 of the
+// tile wide); then MediaPipe's weighted NMS (IoU > 0.3, strongest first, score-weighted mean of
+// box and landmarks) and, over the blended faces, containment (a weaker face with >= 0.5 of its
+// area inside a kept one is dropped); at most 100 faces.
+const TILED = { wholeMinScore: 0.5, tileMinScore: 0.6, marginInput: 2, largestInTile: 0.6, iou: 0.3, containment: 0.5, maxFaces: 100 };
+
+function faceCandidates(outs, minScore, map) {
+  const { boxes, scores } = decodeBlazeface(outs);
+  const out = [];
+  for (let a = 0; a < scores.length; a++) {
+    if (!(scores[a] > minScore)) continue;
+    const [x1, y1] = map(boxes[a * 4], boxes[a * 4 + 1]);
+    const [x2, y2] = map(boxes[a * 4 + 2], boxes[a * 4 + 3]);
+    out.push({ box: [x1, y1, x2, y2], score: scores[a] });
+  }
+  return out;
+}
+
+function wholeInTile(f, [tx, ty, side], W, H) {
+  const [x1, y1, x2, y2] = f.box;
+  const m = TILED.marginInput * side / BLAZEFACE.inputSize;
+  if (x2 - x1 > TILED.largestInTile * side) return false;
+  if (tx > 0 && x1 < tx + m) return false;
+  if (ty > 0 && y1 < ty + m) return false;
+  if (tx + side < W && x2 > tx + side - m) return false;
+  if (ty + side < H && y2 > ty + side - m) return false;
+  return true;
+}
+
+function boxIoU(a, b) {
+  const ix = Math.max(0, Math.min(a[2], b[2]) - Math.max(a[0], b[0]));
+  const iy = Math.max(0, Math.min(a[3], b[3]) - Math.max(a[1], b[1]));
+  const inter = ix * iy;
+  const uni = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter;
+  return { iou: uni > 0 ? inter / uni : 0, inter };
+}
+
+function mergeTiledFaces(cands) {
+  const c = [...cands].sort((a, b) => b.score - a.score);  // stable: ties keep their order
+  const used = new Array(c.length).fill(false);
+  const blended = [];
+  for (let i = 0; i < c.length; i++) {
+    if (used[i]) continue;
+    const acc = [0, 0, 0, 0];
+    let w = 0;
+    for (let j = i; j < c.length; j++) {
+      if (used[j] || (j !== i && boxIoU(c[i].box, c[j].box).iou <= TILED.iou)) continue;
+      for (let k = 0; k < 4; k++) acc[k] += c[j].score * c[j].box[k];
+      w += c[j].score;
+      used[j] = true;
+    }
+    blended.push({ box: acc.map((v) => v / w), score: c[i].score });
+  }
+  const kept = [];
+  for (const f of blended) {
+    if (kept.length >= TILED.maxFaces) break;
+    const area = (f.box[2] - f.box[0]) * (f.box[3] - f.box[1]);
+    if (!kept.some((k) => area > 0 && boxIoU(k.box, f.box).inter >= TILED.containment * area)) kept.push(f);
+  }
+  return kept;
+}
+
+async function runTiledFaces(name, man, pkgRoot, inDir, refDir, index) {
+  const model = await loadTfjsModel(pkgRoot, man);
+  const inputName = man.input.tfjs_name || index.tfjs_name;
+  const nodes = (man.reference_outputs && man.reference_outputs.length === 4) ? man.reference_outputs : man.outputs.map((o) => o.tfjs_node);
+  const S = BLAZEFACE.inputSize;
+  let stats = {};
+  for (const item of index.items) {
+    const cands = [];
+    for (const t of item.tensors) {
+      const outs = await runTfjs(model, inputName, readInput(inDir, t), t, nodes);
+      if (t.rect === null) {
+        cands.push(...faceCandidates(outs, TILED.wholeMinScore, (x, y) => [x * item.width / S, y * item.height / S]));
+      } else {
+        const [tx, ty, side] = t.rect;
+        const found = faceCandidates(outs, TILED.tileMinScore, (x, y) => [x * side / S + tx, y * side / S + ty]);
+        cands.push(...found.filter((f) => wholeInTile(f, t.rect, item.width, item.height)));
+      }
+    }
+    const faces = mergeTiledFaces(cands);
+    const body = {
+      model: name, i: item.i, image: item.id, path: item.image, tiles: item.tensors.length - 1,
+      decoder: 'written here in tools/models/reference.mjs from the description of the faces stage\'s blazeface-tiled detector',
+      params: TILED, box_format: '[x1, y1, x2, y2] in pixels of the image',
+      faces: faces.map((f) => ({ box: f.box.map((v) => Number(f32str(Math.fround(v)))), score: Number(f32str(Math.fround(f.score))) })),
+    };
+    writeAtomic(path.join(refDir, `decoded_${item.i}.json`), `${JSON.stringify(body, null, 1)}\n`);
+    stats['decoded:face_count'] = mergeStats(stats['decoded:face_count'], { shape: [], min: faces.length, max: faces.length });
+  }
+  model.dispose();
+  return stats;
+}
+
 function mergeStats(a, b) {
   if (!a) return { shape: b.shape, min: b.min, max: b.max };
   return { shape: b.shape, min: Math.min(a.min, b.min), max: Math.max(a.max, b.max) };
@@ -374,7 +472,7 @@ async function main() {
     if (only.length > 0 && !only.includes(name)) continue;
     const inDir = path.join(outDir, 'inputs', name);
     const indexPath = path.join(inDir, 'index.json');
-    const manPath = path.join(modelsDir, name, 'manifest.json');
+    const manPath = path.join(modelsDir, name === 'blazeface-tiled' ? 'blazeface' : name, 'manifest.json');
     if (!fs.existsSync(indexPath) || !fs.existsSync(manPath)) continue;
     const index = readJson(indexPath);
     const man = readJson(manPath);
@@ -391,7 +489,9 @@ async function main() {
     const t0 = process.hrtime.bigint();
     const c0 = process.cpuUsage();
     let stats;
-    if (name === 'isnet') {
+    if (name === 'blazeface-tiled') {
+      stats = await runTiledFaces(name, man, extractPackage(modelsDir, outDir, PACKAGES.human), inDir, refDir, index);
+    } else if (name === 'isnet') {
       stats = await runIsnet(name, man, extractPackage(modelsDir, outDir, PACKAGES.isnet), inDir, refDir, index);
     } else {
       stats = await runTfjsModel(name, man, extractPackage(modelsDir, outDir, PACKAGES.human), inDir, refDir, index);
