@@ -44,6 +44,8 @@ StageOptions ToStageOptions(const Config& c) {
   o.faces.max_faces = c.faces.max_faces;
   o.face_clusters.min_cluster_size = c.face_clusters.min_cluster_size;
   o.face_clusters.similarity = c.face_clusters.similarity;
+  o.face_clusters.member_similarity = c.face_clusters.member_similarity;
+  o.face_clusters.split_similarity = c.face_clusters.split_similarity;
   o.pose.model = c.pose.model;
   o.segment.model = c.segment.model;
   return o;

@@ -69,6 +69,11 @@ std::vector<Edge> Edges(const KnnGraph& g, const std::vector<float>& core, float
       edges.push_back({std::max({core[i], core[b], d}), std::min(a, b), std::max(a, b)});
     }
   }
+  for (const KnnGraph::Bridge& br : g.bridges) {
+    if (br.dist > max_distance || core[br.a] == kFar || core[br.b] == kFar) continue;
+    edges.push_back({std::max({core[br.a], core[br.b], br.dist}), std::min(br.a, br.b),
+                     std::max(br.a, br.b)});
+  }
   tbb::parallel_sort(edges.begin(), edges.end());
   return edges;
 }
@@ -164,7 +169,7 @@ Condensed Condense(const Dendrogram& t, int min_cluster_size) {
 
 // Excess of mass: a cluster is chosen over its descendants when it is at least as
 // stable as the best choice among them.
-std::vector<bool> Select(const Condensed& c) {
+std::vector<bool> Select(const Condensed& c, float epsilon) {
   const size_t m = c.parent.size();
   std::vector<bool> chosen(m, false), final(m, false);
   std::vector<double> best(m, 0);
@@ -173,6 +178,16 @@ std::vector<bool> Select(const Condensed& c) {
     for (int32_t ch : c.children[i]) below += best[ch];
     chosen[i] = c.children[i].empty() || c.stability[i] >= below;
     best[i] = chosen[i] ? c.stability[i] : below;
+  }
+  if (epsilon > 0) {
+    // Parents come before their children, so a choice moved up is seen by the pass below.
+    const float max_lambda = 1.0f / epsilon;
+    for (size_t i = 0; i < m; ++i) {
+      if (!chosen[i] || c.birth[i] <= max_lambda) continue;
+      int32_t up = static_cast<int32_t>(i);
+      while (c.parent[up] >= 0 && c.birth[up] > max_lambda) up = c.parent[up];
+      chosen[up] = true;
+    }
   }
   std::vector<bool> under_final(m, false);
   for (size_t i = 0; i < m; ++i) {
@@ -195,7 +210,7 @@ Clustering Hdbscan(const KnnGraph& g, const HdbscanOptions& o) {
   const std::vector<float> core = CoreDistances(g, ms);
   const Dendrogram tree = SingleLinkage(g.n, Edges(g, core, o.max_distance));
   const Condensed cond = Condense(tree, mcs);
-  const std::vector<bool> final = Select(cond);
+  const std::vector<bool> final = Select(cond, o.epsilon);
 
   // Each condensed cluster's chosen owner (itself or its chosen ancestor), if any.
   std::vector<int32_t> owner(cond.parent.size(), -1);

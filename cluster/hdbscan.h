@@ -22,6 +22,11 @@ struct HdbscanOptions {
   int min_cluster_size = 3;  // fewer points than this never form a cluster
   int min_samples = 0;       // neighbours (not counting the point) behind its core distance; 0: min_cluster_size - 1
   float max_distance = 0.6f; // cosine distance past which two points are never linked
+  // HDBSCAN(epsilon) (Malzer and Baum 2020): a chosen cluster born at a distance below
+  // epsilon gives way to its nearest ancestor born at or past it (or its tree's root), so
+  // a group is not split where all that separates its parts is shorter than epsilon.
+  // 0: plain excess of mass.
+  float epsilon = 0;
 };
 
 struct Clustering {

@@ -30,6 +30,12 @@ struct KnnGraph {
   int k = 0;
   std::vector<int32_t> ids;
   std::vector<float> dist;
+  // Edges beyond the k nearest (BridgeGroups): a, b and their cosine distance.
+  struct Bridge {
+    int32_t a = 0, b = 0;
+    float dist = 0;
+  };
+  std::vector<Bridge> bridges;
 };
 
 // Exact: the similarity matrix in blocks of `block` query rows on `backend` (its

@@ -243,6 +243,10 @@ const std::vector<Setting>& Settings() {
                     [](Config& c) -> int& { return c.face_clusters.min_cluster_size; }, 2, 100'000));
     t.push_back(Dbl("face_clusters.similarity", "FRAMEMILL_FACE_CLUSTERS_SIMILARITY",
                     [](Config& c) -> double& { return c.face_clusters.similarity; }, -1, 1));
+    t.push_back(Dbl("face_clusters.member_similarity", "FRAMEMILL_FACE_CLUSTERS_MEMBER_SIMILARITY",
+                    [](Config& c) -> double& { return c.face_clusters.member_similarity; }, -1, 1));
+    t.push_back(Dbl("face_clusters.split_similarity", "FRAMEMILL_FACE_CLUSTERS_SPLIT_SIMILARITY",
+                    [](Config& c) -> double& { return c.face_clusters.split_similarity; }, -1, 1));
     t.push_back(Int("face_clusters.budget_ms", "FRAMEMILL_FACE_CLUSTERS_BUDGET_MS", "",
                     [](Config& c) -> int64_t& { return c.face_clusters.budget_ms; }, 0,
                     7 * int64_t{86'400'000}));

@@ -51,7 +51,9 @@ struct FacesConfig {
 };
 struct FaceClustersConfig {
   int min_cluster_size = 3;        // faces (video tracks) an identity needs
-  double similarity = 0.4;         // cosine below which two faces are never linked
+  double similarity = 0.6;         // cosine below which two faces are never linked
+  double member_similarity = 0.7;  // a member less similar to its cluster's mean is noise
+  double split_similarity = 0.7;   // a cluster whose parts link this closely stays whole
   int64_t budget_ms = 3'600'000;   // the one dataset-level job's time budget
 };
 struct PoseConfig {

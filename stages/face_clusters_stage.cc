@@ -198,6 +198,8 @@ Result<nlohmann::json> FaceClustersStage::Cluster(std::vector<FaceRef> faces,
   cluster::ClusterOptions co;
   co.hdbscan.min_cluster_size = options_.min_cluster_size;
   co.hdbscan.max_distance = static_cast<float>(1.0 - options_.similarity);
+  co.member_similarity = static_cast<float>(options_.member_similarity);
+  co.hdbscan.epsilon = static_cast<float>(std::max(0.0, 1.0 - options_.split_similarity));
   co.neighbours = options_.neighbours;
   co.exact_up_to = options_.exact_up_to;
   auto run = cluster::ClusterEmbeddings(e, co, device);
@@ -261,9 +263,12 @@ Result<nlohmann::json> FaceClustersStage::Cluster(std::vector<FaceRef> faces,
                         {"faces", faces.size()},
                         {"tracks", tracks.size()},
                         {"graph", run->graph},
+                        {"bridges", run->bridges},
                         {"settings",
                          {{"min_cluster_size", options_.min_cluster_size},
                           {"similarity", options_.similarity},
+                          {"member_similarity", options_.member_similarity},
+                          {"split_similarity", options_.split_similarity},
                           {"neighbours", options_.neighbours}}}};
 }
 

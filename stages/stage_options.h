@@ -48,7 +48,9 @@ struct FacesOptions {  // the faces stage
 
 struct FaceClustersOptions {  // the face_clusters stage (dataset-level)
   int min_cluster_size = 3;         // fewer faces (tracks) never make an identity (face_clusters.min_cluster_size)
-  double similarity = 0.4;          // cosine below which two faces are never linked (face_clusters.similarity)
+  double similarity = 0.6;          // cosine below which two faces are never linked (face_clusters.similarity)
+  double member_similarity = 0.7;   // a member this far from its cluster's mean is noise (face_clusters.member_similarity)
+  double split_similarity = 0.7;    // parts linked this closely are never split (face_clusters.split_similarity)
   int neighbours = 16;              // k of the neighbour graph
   int64_t exact_up_to = 20000;      // on the CPU, an exact graph up to this many tracks, else HNSW
   double track_iou = 0.3;           // video: a face continues a track in the next sampled frame

@@ -8,6 +8,7 @@
 #include <random>
 #include <set>
 
+#include "cluster/bridge.h"
 #include "cluster/knn.h"
 #include "gpu/compute_backend.h"
 
@@ -201,6 +202,79 @@ TEST(HdbscanTest, DuplicatesAndEmptyInputAreFine) {
   Clustering none = Hdbscan(KnnGraph{}, {});
   EXPECT_EQ(none.clusters, 0);
   EXPECT_TRUE(none.label.empty());
+}
+
+// One person seen in two shots: two tight groups whose centres are `shots_cosine` apart.
+// Another person elsewhere.
+Synthetic TwoShotsOfOnePerson(float shots_cosine, int per_shot = 10) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> g(0, 1);
+  const int dim = 64;
+  auto random_unit = [&] {
+    std::vector<float> v(dim);
+    float n = 0;
+    for (float& x : v) n += (x = g(rng)) * x;
+    for (float& x : v) x /= std::sqrt(n);
+    return v;
+  };
+  const std::vector<float> person = random_unit(), other = random_unit();
+  // cos(P + a u1, P + a u2) = 1 / (1 + a^2) for orthogonal-ish P, u1, u2.
+  const float a = std::sqrt(1 / shots_cosine - 1);
+  Synthetic s;
+  s.e.dim = dim;
+  const std::vector<std::vector<float>> centres = {person, person, other};
+  for (int c = 0; c < 3; ++c) {
+    std::vector<float> centre = centres[c];
+    if (c < 2) {
+      const auto u = random_unit();
+      for (int j = 0; j < dim; ++j) centre[j] += a * u[j];
+    }
+    for (int i = 0; i < per_shot; ++i) {
+      for (int j = 0; j < dim; ++j) s.e.data.push_back(centre[j] + 0.15f * g(rng) / std::sqrt(float(dim)));
+      s.truth.push_back(c < 2 ? 0 : 1);
+    }
+  }
+  s.e.n = 3 * per_shot;
+  Normalize(&s.e);
+  return s;
+}
+
+TEST(HdbscanTest, EpsilonKeepsAPersonsShotsTogetherButNotTwoPeople) {
+  HdbscanOptions o;  // min_cluster_size 3
+  o.max_distance = 0.4f;
+  Synthetic close = TwoShotsOfOnePerson(0.8f);
+  const KnnGraph gc = Exact(close.e, 16);
+  // Excess of mass alone splits the person: the two shots are more stable than their union.
+  Clustering plain = Hdbscan(gc, o);
+  EXPECT_EQ(plain.clusters, 3);
+  o.epsilon = 0.3f;  // split_similarity 0.7: shots 0.8 apart stay one
+  Clustering merged = Hdbscan(gc, o);
+  ASSERT_EQ(merged.clusters, 2);
+  for (int i = 0; i < 30; ++i) EXPECT_EQ(merged.label[i], close.truth[i]) << i;
+  // Shots only 0.65 alike (distance 0.35 > epsilon) are left to excess of mass: apart.
+  Synthetic far = TwoShotsOfOnePerson(0.65f);
+  EXPECT_EQ(Hdbscan(Exact(far.e, 16), o).clusters, 3);
+}
+
+// 30 near-duplicates a shot: every point's 16 neighbours lie in its own shot, so the
+// graph has no edge between the shots until BridgeGroups adds one.
+TEST(HdbscanTest, ShotsLargerThanKAreJoinedByABridge) {
+  Synthetic s = TwoShotsOfOnePerson(0.8f, 30);
+  KnnGraph g = Exact(s.e, 16);
+  HdbscanOptions o;
+  o.max_distance = 0.4f;
+  o.epsilon = 0.3f;
+  EXPECT_EQ(Hdbscan(g, o).clusters, 3) << "the shots should be closed groups";
+  BridgeOptions bo;
+  bo.max_distance = o.max_distance;
+  EXPECT_EQ(BridgeGroups(s.e, bo, &g), 1);  // the two shots; the other person is too far
+  ASSERT_EQ(g.bridges.size(), 1u);
+  EXPECT_EQ(s.truth[g.bridges[0].a], 0);
+  EXPECT_EQ(s.truth[g.bridges[0].b], 0);
+  EXPECT_NE(g.bridges[0].a / 30, g.bridges[0].b / 30);
+  Clustering c = Hdbscan(g, o);
+  ASSERT_EQ(c.clusters, 2);
+  for (int i = 0; i < 90; ++i) EXPECT_EQ(c.label[i], s.truth[i]) << i;
 }
 
 }  // namespace

@@ -1,0 +1,111 @@
+#include "cluster/bridge.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "gpu/ops.h"
+
+namespace framemill::cluster {
+namespace {
+
+// Connected groups of the graph over edges within max_distance.
+std::vector<int32_t> Groups(const KnnGraph& g, float max_distance) {
+  std::vector<int32_t> parent(static_cast<size_t>(g.n));
+  std::iota(parent.begin(), parent.end(), 0);
+  auto find = [&](int32_t x) {
+    while (parent[x] != x) x = parent[x] = parent[parent[x]];
+    return x;
+  };
+  for (int64_t i = 0; i < g.n; ++i)
+    for (int j = 0; j < g.k; ++j) {
+      const int32_t b = g.ids[i * g.k + j];
+      if (b >= 0 && g.dist[i * g.k + j] <= max_distance) parent[find(static_cast<int32_t>(i))] = find(b);
+    }
+  std::vector<int32_t> group(parent.size());
+  for (size_t i = 0; i < parent.size(); ++i) group[i] = find(static_cast<int32_t>(i));
+  return group;
+}
+
+// The `count` members of `members` most similar to `direction`.
+std::vector<int32_t> Nearest(const Embeddings& e, std::vector<int32_t> members,
+                             const float* direction, int count) {
+  std::vector<float> sim(members.size());
+  for (size_t i = 0; i < members.size(); ++i) sim[i] = gpu::DotCpu(e.row(members[i]), direction, e.dim);
+  std::vector<size_t> order(members.size());
+  std::iota(order.begin(), order.end(), 0);
+  const size_t keep = std::min(order.size(), static_cast<size_t>(count));
+  std::partial_sort(order.begin(), order.begin() + keep, order.end(),
+                    [&](size_t a, size_t b) { return sim[a] > sim[b]; });
+  std::vector<int32_t> out(keep);
+  for (size_t i = 0; i < keep; ++i) out[i] = members[order[i]];
+  return out;
+}
+
+}  // namespace
+
+int BridgeGroups(const Embeddings& e, const BridgeOptions& o, KnnGraph* g) {
+  const std::vector<int32_t> group = Groups(*g, o.max_distance);
+  std::vector<std::vector<int32_t>> members(static_cast<size_t>(g->n));
+  for (int64_t i = 0; i < g->n; ++i) members[group[i]].push_back(static_cast<int32_t>(i));
+  // A group no larger than k is not closed: each point's k neighbours reach past it, so
+  // its nearest outsider is already in the graph.
+  std::vector<int32_t> roots, closed;
+  for (int64_t r = 0; r < g->n; ++r) {
+    if (members[r].empty()) continue;
+    roots.push_back(static_cast<int32_t>(r));
+    if (static_cast<int>(members[r].size()) > g->k) closed.push_back(static_cast<int32_t>(r));
+  }
+  if (closed.empty() || roots.size() < 2) return 0;
+  // Mean directions of every group, and for each closed group its nearest groups.
+  std::vector<float> means(roots.size() * e.dim, 0.f);
+  std::vector<int64_t> index_of(static_cast<size_t>(g->n), -1);
+  for (size_t r = 0; r < roots.size(); ++r) {
+    index_of[roots[r]] = static_cast<int64_t>(r);
+    float* m = means.data() + r * e.dim;
+    for (int32_t p : members[roots[r]])
+      for (int d = 0; d < e.dim; ++d) m[d] += e.row(p)[d];
+    const float norm = std::sqrt(std::max(1e-12f, gpu::DotCpu(m, m, e.dim)));
+    for (int d = 0; d < e.dim; ++d) m[d] /= norm;
+  }
+  std::vector<float> queries;
+  std::vector<int64_t> self;
+  for (int32_t c : closed) {
+    const float* m = means.data() + index_of[c] * e.dim;
+    queries.insert(queries.end(), m, m + e.dim);
+    self.push_back(index_of[c]);
+  }
+  gpu::SimilarityQuery q;
+  q.queries = queries.data();
+  q.nq = static_cast<int64_t>(closed.size());
+  q.base = means.data();
+  q.nb = static_cast<int64_t>(roots.size());
+  q.dim = e.dim;
+  q.k = std::min<int>(o.partners, static_cast<int>(roots.size()) - 1);
+  q.self = self.data();
+  const gpu::TopK near = gpu::TopKSimilarCpu(q);
+  int added = 0;
+  for (size_t c = 0; c < closed.size(); ++c) {
+    for (int j = 0; j < near.k; ++j) {
+      const int32_t other = near.ids[c * near.k + j];
+      if (other < 0) continue;
+      const int32_t a_root = closed[c], b_root = roots[other];
+      if (static_cast<int>(members[b_root].size()) > g->k && b_root < a_root) continue;  // done from its side
+      const auto as = Nearest(e, members[a_root], means.data() + other * e.dim, o.sample);
+      const auto bs = Nearest(e, members[b_root], means.data() + index_of[a_root] * e.dim, o.sample);
+      KnnGraph::Bridge best{0, 0, 3.f};
+      for (int32_t a : as)
+        for (int32_t b : bs) {
+          const float d = 1.f - gpu::DotCpu(e.row(a), e.row(b), e.dim);
+          if (d < best.dist) best = {a, b, d};
+        }
+      if (best.dist <= o.max_distance) {
+        g->bridges.push_back(best);
+        ++added;
+      }
+    }
+  }
+  return added;
+}
+
+}  // namespace framemill::cluster
