@@ -30,6 +30,7 @@
 #include "cluster/metrics.h"
 #include "gpu/compute_backend.h"
 #include "gpu/ops.h"
+#include "stages/stage_options.h"
 
 namespace framemill {
 namespace {
@@ -119,12 +120,24 @@ double SampleRecall(const cluster::Embeddings& e, const cluster::KnnGraph& g, in
   return double(found) / double(total);
 }
 
+// The face_clusters stage's defaults (stages/stage_options.h), as the stage maps them.
+cluster::ClusterOptions FaceDefaults() {
+  const FaceClustersOptions f;
+  cluster::ClusterOptions o;
+  o.hdbscan.min_cluster_size = f.min_cluster_size;
+  o.hdbscan.max_distance = static_cast<float>(1.0 - f.similarity);
+  o.hdbscan.epsilon = static_cast<float>(1.0 - f.split_similarity);
+  o.member_similarity = static_cast<float>(f.member_similarity);
+  o.neighbours = f.neighbours;
+  o.exact_up_to = FLAGS.exact_up_to;
+  return o;
+}
+
 void RunWorkload(int64_t n) {
   const double t0 = Now();
   Data d = Draw(n, FLAGS.dim, 42 + static_cast<unsigned>(n));
   const double drawn = Now() - t0;
-  cluster::ClusterOptions o;
-  o.exact_up_to = FLAGS.exact_up_to;
+  const cluster::ClusterOptions o = FaceDefaults();
   std::unique_ptr<gpu::ComputeBackend> device;
   if (FLAGS.device == "cuda") {
     auto b = gpu::MakeCudaBackend(0);
@@ -145,10 +158,10 @@ void RunWorkload(int64_t n) {
     recall = SampleRecall(d.e, run->knn, FLAGS.recall_queries);
   int noise = 0;
   for (int l : run->clustering.label) noise += l < 0;
-  std::printf("%9lld faces %7d identities | graph %-14s %8.2f s | hdbscan %7.2f s | "
+  std::printf("%9lld faces %7d identities | graph %-14s %8.2f s | bridges %d, hdbscan %7.2f s | "
               "clusters %7d noise %6.2f%% | ARI %.4f purity %.4f merged %d split %d",
               static_cast<long long>(n), d.identities, run->graph.c_str(), run->graph_s,
-              run->cluster_s, run->clustering.clusters, 100.0 * noise / double(n), a.ari,
+              run->bridges, run->cluster_s, run->clustering.clusters, 100.0 * noise / double(n), a.ari,
               a.purity, a.merged, a.split);
   if (recall >= 0) std::printf(" | graph recall@%d %.4f", o.neighbours, recall);
   std::printf(" | (draw %.1f s)\n", drawn);
@@ -164,10 +177,12 @@ int Run() {
   std::printf("Embeddings: %d-d, unit norm; identities of Zipf(1.1) sizes (2..2000), "
               "same-person cosine ~%.2f; %.0f%% strangers\n",
               FLAGS.dim, 1 / (1 + kSigma * kSigma), 100 * kStrangers);
-  cluster::ClusterOptions o;
-  std::printf("Clustering: k=%d, min_cluster_size=%d, max_distance=%.2f; exact graph on the CPU "
+  const cluster::ClusterOptions o = FaceDefaults();
+  std::printf("Clustering: face_clusters' defaults: k=%d, min_cluster_size=%d, max_distance=%.2f, "
+              "epsilon=%.2f, member_similarity=%.2f; exact graph on the CPU "
               "up to %lld points, else HNSW (M=%d, ef_construction=%d); device %s\n",
               o.neighbours, o.hdbscan.min_cluster_size, o.hdbscan.max_distance,
+              o.hdbscan.epsilon, o.member_similarity,
               static_cast<long long>(FLAGS.exact_up_to), o.hnsw.m, o.hnsw.ef_construction,
               FLAGS.device.c_str());
   std::printf("------------------------------------------------\n");

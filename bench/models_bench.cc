@@ -2,7 +2,7 @@
 // setup, then one line per (workload, model). It measures only; nothing is asserted.
 // The GPU figures come from gpu_bench's `engine` workload, run on a GPU machine.
 //
-//   models_bench [--benchmarks=dnn,engine_cpu,plan] [--models=DIR] [--only=a,b]
+//   models_bench [--benchmarks=dnn,engine_cpu,plan,faces] [--models=DIR] [--only=a,b]
 //                [--reps=5] [--batch=8] [--image=PATH]
 //
 // Workloads (default: all, in this order):
@@ -12,6 +12,9 @@
 //               storage, batch 1: the same graph the CUDA kernels run
 //   plan        the engine's memory plan: device bytes for batch 1 and per extra item,
 //               the figure the batch tuner starts from (fp32 and fp16 storage)
+//   faces       the faces stage end to end (decode, detection, embeddings) on --image and
+//               on the Solvay group photo (visp-images-data), with the whole-frame
+//               detector and with the tiled one: ms per image, faces, tiles
 //
 // Models come from --models (default: ./framemill-models); images are real photos
 // (messi5.jpg from opencv-doc unless --image). Each timing is the median of --reps runs
@@ -32,13 +35,15 @@
 #include "gpu/engine/engine.h"
 #include "gpu/ops.h"
 #include "models/dnn_model.h"
+#include "models/model_cache.h"
 #include "models/model_store.h"
+#include "stages/faces_stage.h"
 
 namespace framemill {
 namespace {
 
 struct Flags {
-  std::string benchmarks = "dnn,engine_cpu,plan";
+  std::string benchmarks = "dnn,engine_cpu,plan,faces";
   std::string models = "./framemill-models";
   std::string only;
   std::string image = "/usr/share/doc/opencv-doc/examples/data/messi5.jpg";
@@ -129,6 +134,38 @@ void PlanBytes(const models::ModelManifest& m) {
   }
 }
 
+// The faces stage as a worker runs it (CPU), on each photo, with each detector.
+void Faces(const Flags& flags) {
+  const std::vector<std::string> photos = {
+      flags.image,
+      "/usr/share/visp-images-data/ViSP-images/faces/1280px-Solvay_conference_1927.png"};
+  auto cache = std::make_shared<models::ModelCache>(flags.models);
+  for (const std::string& detector : {std::string("blazeface"), std::string("blazeface-tiled")}) {
+    FacesOptions o;
+    o.detector = detector;
+    FacesStage stage(cache, ModelStageOptions{}, o);
+    for (const std::string& path : photos) {
+      if (!std::filesystem::exists(path)) continue;
+      ClaimedJob job;
+      job.id = job.item_id = 1;
+      job.stage = "faces";
+      job.source = path;
+      job.kind = MediaKind::kImage;
+      Outcome out;
+      const double ms = MedianMs(flags.reps, [&] { out = stage.Run(job); });
+      if (out.kind != Outcome::Kind::kDone) {
+        std::printf("faces       %-16s %s: %s\n", detector.c_str(), path.c_str(),
+                    out.error.ToString().c_str());
+        continue;
+      }
+      std::printf("faces       %-16s %-36s %8.1f ms/image  %3d faces  %3d tiles\n",
+                  detector.c_str(), std::filesystem::path(path).filename().c_str(), ms,
+                  out.result["count"].get<int>(), out.result.value("tiles", 0));
+      std::fflush(stdout);
+    }
+  }
+}
+
 int Main(int argc, char** argv) {
   Flags flags;
   for (int i = 1; i < argc; ++i) {
@@ -167,6 +204,7 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "models_bench: no models installed: run `framemill models fetch`\n");
     return 2;
   }
+  if (Listed(flags.benchmarks, "faces")) Faces(flags);
   for (const std::string& w : {std::string("dnn"), std::string("engine_cpu"), std::string("plan")}) {
     if (!Listed(flags.benchmarks, w)) continue;
     for (const auto& m : installed) {
