@@ -113,9 +113,16 @@ Status FacesStage::Analyse(const ModelBatch& batch, const StageContext& ctx,
   std::vector<FrameFaces> frames = PlanFrames(batch, detector.manifest().preprocess.width, &tiles);
   auto heads = run(detector, whole);
   if (!heads.ok()) return heads.status();
-  auto tile_heads = run(detector, tiles);
-  if (!tile_heads.ok()) return tile_heads.status();
-  Status found = Detect(detector.manifest(), batch, *heads, *tile_heads, &frames);
+  // Tiles in runs of kTilesPerRun: a batch of large photos holds hundreds of them, and one
+  // run would hold every tile's input tensor at once (0.75 MiB each).
+  models::BatchOutputs tile_heads;
+  for (size_t b = 0; b < tiles.size(); b += kTilesPerRun) {
+    const size_t e = std::min(tiles.size(), b + kTilesPerRun);
+    auto part = run(detector, std::vector<cv::Mat>(tiles.begin() + b, tiles.begin() + e));
+    if (!part.ok()) return part.status();
+    for (auto& o : *part) tile_heads.push_back(std::move(o));
+  }
+  Status found = Detect(detector.manifest(), batch, *heads, tile_heads, &frames);
   if (!found.ok()) return found;
   // One embedding run over the crops of every face of every frame.
   for (size_t i = 0; i < frames.size(); ++i)

@@ -29,6 +29,7 @@ class FacesStage : public ModelStage {
   // the whole frame's 0.5 (box.png, a box of tea: 0.525 in its zoom-out tile; the
   // Solvay photo's 29 faces score 0.72 and up).
   static constexpr float kTileMinScore = 0.6f;
+  static constexpr size_t kTilesPerRun = 64;
 
   FacesStage(std::shared_ptr<models::ModelCache> cache, ModelStageOptions frames,
              FacesOptions options);
