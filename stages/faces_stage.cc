@@ -85,7 +85,7 @@ Status FacesStage::Detect(const models::ModelManifest& m, const ModelBatch& batc
       const float margin = 2.f * tile.width / m.preprocess.width;
       for (const auto& f : *in_tile) {
         models::FaceBox g = models::FromTile(f, tile);
-        if (f.score >= kTileMinScore && models::WholeInTile(g, tile, size, margin))
+        if (f.score > kTileMinScore && models::WholeInTile(g, tile, size, margin))
           candidates.push_back(g);
       }
     }

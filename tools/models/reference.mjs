@@ -299,12 +299,12 @@ async function runTfjsModel(name, man, pkgRoot, inDir, refDir, index) {
 // ---------------------------------------------------------------------------------------------
 // blazeface-tiled: the faces stage's default detector, written here from its description in
 // models/face_tiles.h and stages/faces_stage.h (not from the C++): candidates above 0.5 from the
-// whole frame (stretched to 256x256) and above 0.6 from each tile; a tile's face is kept only when
+// whole frame (stretched to 256x256) and above 0.7 from each tile; a tile's face is kept only when
 // it is whole there (2 input px clear of every tile edge inside the frame, at most 0.6 of the
 // tile wide); then MediaPipe's weighted NMS (IoU > 0.3, strongest first, score-weighted mean of
 // box and landmarks) and, over the blended faces, containment (a weaker face with >= 0.5 of its
 // area inside a kept one is dropped); at most 100 faces.
-const TILED = { wholeMinScore: 0.5, tileMinScore: 0.6, marginInput: 2, largestInTile: 0.6, iou: 0.3, containment: 0.5, maxFaces: 100 };
+const TILED = { wholeMinScore: 0.5, tileMinScore: 0.7, marginInput: 2, largestInTile: 0.6, iou: 0.3, containment: 0.5, maxFaces: 100 };
 
 function faceCandidates(outs, minScore, map) {
   const { boxes, scores } = decodeBlazeface(outs);
