@@ -48,6 +48,13 @@ StageOptions ToStageOptions(const Config& c) {
   o.face_clusters.split_similarity = c.face_clusters.split_similarity;
   o.pose.model = c.pose.model;
   o.segment.model = c.segment.model;
+  o.motion.video_limits = o.model_frames.video_limits;
+  o.motion.analysis_width = c.motion.analysis_width;
+  o.motion.max_fps = c.motion.max_fps;
+  o.motion.preset = c.motion.flow_preset;
+  o.motion.moving_px = c.motion.moving_px;
+  o.motion.cut_histogram = c.motion.cut_histogram;
+  o.motion.cut_residual = c.motion.cut_residual;
   return o;
 }
 

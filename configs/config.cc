@@ -256,6 +256,19 @@ const std::vector<Setting>& Settings() {
     t.push_back(Enum("segment.model", "FRAMEMILL_SEGMENT_MODEL", "",
                      [](Config& c) -> std::string& { return c.segment.model; },
                      {"selfie", "isnet"}));
+    t.push_back(Int("motion.analysis_width", "FRAMEMILL_MOTION_ANALYSIS_WIDTH", "",
+                    [](Config& c) -> int& { return c.motion.analysis_width; }, 32, 8192));
+    t.push_back(Dbl("motion.max_fps", "FRAMEMILL_MOTION_MAX_FPS",
+                    [](Config& c) -> double& { return c.motion.max_fps; }, 0, 1000));
+    t.push_back(Enum("motion.flow_preset", "FRAMEMILL_MOTION_FLOW_PRESET", "",
+                     [](Config& c) -> std::string& { return c.motion.flow_preset; },
+                     {"ultrafast", "fast", "medium"}));
+    t.push_back(Dbl("motion.moving_px", "FRAMEMILL_MOTION_MOVING_PX",
+                    [](Config& c) -> double& { return c.motion.moving_px; }, 0, 1000));
+    t.push_back(Dbl("motion.cut_histogram", "FRAMEMILL_MOTION_CUT_HISTOGRAM",
+                    [](Config& c) -> double& { return c.motion.cut_histogram; }, 0, 1));
+    t.push_back(Dbl("motion.cut_residual", "FRAMEMILL_MOTION_CUT_RESIDUAL",
+                    [](Config& c) -> double& { return c.motion.cut_residual; }, 0, 10));
     t.push_back(Int("fetch.concurrency", "FRAMEMILL_FETCH_CONCURRENCY", "",
                     [](Config& c) -> int& { return c.fetch.concurrency; }, 1, 4096));
     t.push_back(Int("fetch.per_host", "FRAMEMILL_FETCH_PER_HOST", "",

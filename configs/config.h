@@ -56,6 +56,14 @@ struct FaceClustersConfig {
   double split_similarity = 0.7;   // a cluster whose parts link this closely stays whole
   int64_t budget_ms = 3'600'000;   // the one dataset-level job's time budget
 };
+struct MotionConfig {  // stages/motion_stage.h
+  int analysis_width = 320;     // flow is computed on frames this wide (or narrower)
+  double max_fps = 30;          // analysed frames per second of video at most
+  std::string flow_preset = "fast";  // DIS: ultrafast | fast | medium
+  double moving_px = 1.0;       // residual speed, source px per frame, that counts as moving
+  double cut_histogram = 0.15;  // a cut needs this histogram change...
+  double cut_residual = 0.45;   // ...and this flow-compensated residual
+};
 struct PoseConfig {
   std::string model = "movenet-lightning";  // movenet-lightning | blazepose-full
 };
@@ -103,6 +111,7 @@ struct Config {
   FaceClustersConfig face_clusters;
   PoseConfig pose;
   SegmentConfig segment;
+  MotionConfig motion;
   FetchConfig fetch;
   GpuConfig gpu;
 

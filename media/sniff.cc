@@ -71,6 +71,8 @@ std::optional<Sniffed> SniffMedia(std::string_view h) {
   if (StartsWith(h, "\x1A\x45\xDF\xA3")) return Sniffed{K::kVideo, "mkv"};
   if (StartsWith(h, "FLV\x01")) return Sniffed{K::kVideo, "flv"};
   if (StartsWith(h, std::string_view("\x00\x00\x01\xBA", 4))) return Sniffed{K::kVideo, "mpeg"};
+  // An MPEG-1/2 video elementary stream (a sequence header first), as ViSP's cube.mpeg.
+  if (StartsWith(h, std::string_view("\x00\x00\x01\xB3", 4))) return Sniffed{K::kVideo, "m2v"};
   if (StartsWith(h, "\x30\x26\xB2\x75\x8E\x66\xCF\x11")) return Sniffed{K::kVideo, "asf"};
   if (h.size() > 376 && h[0] == 0x47 && h[188] == 0x47 && h[376] == 0x47)
     return Sniffed{K::kVideo, "mpegts"};

@@ -10,8 +10,7 @@
 
 namespace framemill {
 
-Result<VideoSample> SampleVideoFrames(const std::string& path, int count,
-                                      const VideoLimits& limits) {
+Result<Sniffed> SniffVideoFile(const std::string& path) {
   auto head = ReadFileBytes(path, 512);
   if (!head.ok()) return head.status();
   if (head->empty()) return Status::Corruption("empty file (0 bytes)");
@@ -19,6 +18,27 @@ Result<VideoSample> SampleVideoFrames(const std::string& path, int count,
   if (!sniffed || sniffed->kind != MediaKind::kVideo)
     return Status::Unsupported("not a video: content is " +
                                (sniffed ? sniffed->format + " image" : DescribeContent(*head)));
+  return *sniffed;
+}
+
+Status CheckVideoFrameSize(const std::string& format, int width, int height,
+                           const VideoLimits& limits) {
+  if (width <= 0 || height <= 0) return Status::Corruption(format + " video declares an empty frame");
+  const int64_t px = int64_t{width} * height;  // ints: no overflow in int64
+  if (px <= limits.max_pixels) return Status::OK();
+  char msg[256];
+  std::snprintf(msg, sizeof msg,
+                "%s video declares %dx%d frames (%.1f MP), over the limit of %.1f MP "
+                "(media.max_video_pixels); not decoded",
+                format.c_str(), width, height, px / 1e6,
+                static_cast<double>(limits.max_pixels) / 1e6);
+  return Status::TooLarge(msg);
+}
+
+Result<VideoSample> SampleVideoFrames(const std::string& path, int count,
+                                      const VideoLimits& limits) {
+  auto sniffed = SniffVideoFile(path);
+  if (!sniffed.ok()) return sniffed.status();
   cv::VideoCapture cap;
   try {
     cap.open(path, cv::CAP_FFMPEG);
@@ -38,18 +58,7 @@ Result<VideoSample> SampleVideoFrames(const std::string& path, int count,
     if (std::isprint(uint8_t(c))) out.info.codec += c;
   }
   if (out.info.frames <= 0) return Status::Corruption("video reports no frames");
-  if (out.info.width <= 0 || out.info.height <= 0)
-    return Status::Corruption(sniffed->format + " video declares an empty frame");
-  const int64_t px = int64_t{out.info.width} * out.info.height;  // ints: no overflow in int64
-  if (px > limits.max_pixels) {
-    char msg[256];
-    std::snprintf(msg, sizeof msg,
-                  "%s video declares %dx%d frames (%.1f MP), over the limit of %.1f MP "
-                  "(media.max_video_pixels); not decoded",
-                  sniffed->format.c_str(), out.info.width, out.info.height, px / 1e6,
-                  static_cast<double>(limits.max_pixels) / 1e6);
-    return Status::TooLarge(msg);
-  }
+  FM_RETURN_IF_ERROR(CheckVideoFrameSize(sniffed->format, out.info.width, out.info.height, limits));
   // A header may declare any number of frames: sample within the first max_frames.
   const int64_t span = std::min(out.info.frames, std::max<int64_t>(1, limits.max_frames));
   count = static_cast<int>(std::min<int64_t>(count, span));

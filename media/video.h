@@ -9,6 +9,7 @@
 #include <opencv2/core.hpp>
 
 #include "base/status.h"
+#include "media/sniff.h"
 
 namespace framemill {
 
@@ -27,6 +28,13 @@ struct VideoLimits {
 
   bool operator==(const VideoLimits&) const = default;
 };
+
+// The checks every video reader makes before decoding: the content is a video (else
+// Unsupported, naming what it is), and its declared frame size is within the limit (else
+// TooLarge; an empty frame is Corruption).
+Result<Sniffed> SniffVideoFile(const std::string& path);
+Status CheckVideoFrameSize(const std::string& format, int width, int height,
+                           const VideoLimits& limits);
 
 struct VideoSample {
   VideoInfo info;

@@ -6,6 +6,7 @@
 #include "stages/faces_stage.h"
 #include "stages/fetch_stage.h"
 #include "stages/lighting_stage.h"
+#include "stages/motion_stage.h"
 #include "stages/pose_stage.h"
 #include "stages/segment_stage.h"
 
@@ -32,6 +33,7 @@ std::unique_ptr<StageRegistry> MakeDefaultRegistry(const StageOptions& o) {
   fetch.out_dir = o.out_dir;
   r->Add(std::make_unique<FetchStage>(fetch), &error);
   r->Add(std::make_unique<LightingStage>(o.lighting), &error);
+  r->Add(std::make_unique<MotionStage>(o.motion, o.out_dir), &error);
   // One cache for the process: stages that share a model share its opened instances.
   // Nothing is opened until a stage first runs.
   auto cache = std::make_shared<models::ModelCache>(o.models_dir);

@@ -59,6 +59,18 @@ struct FaceClustersOptions {  // the face_clusters stage (dataset-level)
   bool operator==(const FaceClustersOptions&) const = default;
 };
 
+struct MotionOptions {  // the motion stage
+  VideoLimits video_limits;
+  int analysis_width = 320;      // frames are analysed this wide, or narrower (motion.analysis_width)
+  double max_fps = 30;           // analysed frames per second of video at most (motion.max_fps)
+  std::string preset = "fast";   // DIS optical flow: ultrafast | fast | medium (motion.flow_preset)
+  double moving_px = 1.0;        // residual speed (source px per frame) that counts as moving (motion.moving_px)
+  double cut_histogram = 0.15;   // a cut needs this histogram change... (motion.cut_histogram)
+  double cut_residual = 0.45;    // ...and this flow-compensated residual (motion.cut_residual)
+
+  bool operator==(const MotionOptions&) const = default;
+};
+
 struct PoseOptions {  // the pose stage
   std::string model = "movenet-lightning";  // movenet-lightning | blazepose-full (pose.model)
 
@@ -83,6 +95,7 @@ struct StageOptions {
   FaceClustersOptions face_clusters;
   PoseOptions pose;
   SegmentOptions segment;
+  MotionOptions motion;
 
   bool operator==(const StageOptions&) const = default;
 };

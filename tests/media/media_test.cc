@@ -33,6 +33,10 @@ TEST(MediaTest, SniffsRealFilesByContent) {
     EXPECT_EQ(s->kind, c.kind) << c.file;
     EXPECT_EQ(s->format, c.format) << c.file;
   }
+  // An MPEG-1 elementary stream (visp-images-data): a sequence header, no container.
+  auto cube = SniffMedia(ReadFile("/usr/share/visp-images-data/ViSP-images/video/cube.mpeg").substr(0, 512));
+  ASSERT_TRUE(cube.has_value());
+  EXPECT_EQ(cube->kind, MediaKind::kVideo);
   EXPECT_FALSE(SniffMedia("hello world, this is text").has_value());
   EXPECT_FALSE(SniffMedia("").has_value());
 }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -226,6 +227,27 @@ long long QueryInt(const std::string& db, const std::string& sql) {
   auto rows = QueryRows(db, sql);
   if (rows.empty()) throw std::runtime_error("no rows: " + sql);
   return std::stoll(rows[0]);
+}
+
+std::vector<cv::Mat> FilmPhoto(const cv::Mat& photo, const SyntheticCamera& cam, cv::Size view,
+                               int frames) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> shake(-cam.shake_px, cam.shake_px);
+  const cv::Point2d start(photo.cols / 2.0, photo.rows / 2.0);
+  const double hx = view.width / 2.0, hy = view.height / 2.0;
+  std::vector<cv::Mat> out;
+  for (int k = 0; k < frames; ++k) {
+    const cv::Point2d centre = start + k * cam.velocity + cv::Point2d(shake(rng), shake(rng));
+    const double scale = std::pow(cam.zoom, -k), a = k * cam.turn_deg * CV_PI / 180;
+    const double c = std::cos(a) * scale, s = std::sin(a) * scale;
+    // View pixel -> photo point: rotate and scale about the view's centre, then place it.
+    const cv::Matx23d to_photo(c, -s, centre.x - (c * hx - s * hy), s, c, centre.y - (s * hx + c * hy));
+    cv::Mat frame;
+    cv::warpAffine(photo, frame, cv::Mat(to_photo), view, cv::INTER_LINEAR | cv::WARP_INVERSE_MAP,
+                   cv::BORDER_REFLECT);
+    out.push_back(frame);
+  }
+  return out;
 }
 
 }  // namespace framemill::testing

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <opencv2/core.hpp>
+
 namespace framemill::testing {
 
 // A fresh directory removed (recursively) on destruction.
@@ -54,6 +56,18 @@ std::string SampleData(const std::string& name);
 // Writes `count` distinct real images (crops/scales/flips of the sample photos,
 // JPEG and PNG) of at most max_side pixels into dir; returns their paths.
 std::vector<std::string> MakeRealImages(const std::string& dir, int count, int max_side);
+
+// A camera filming a large real photo, with motion known exactly (the motion tests'
+// and bench's ground truth). Per frame the view travels `velocity` photo px, zooms in by
+// `zoom` and turns `turn_deg` clockwise on screen, plus a uniform random shake of up to
+// `shake_px` about its path.
+struct SyntheticCamera {
+  cv::Point2d velocity{0, 0};
+  double zoom = 1, turn_deg = 0, shake_px = 0;
+};
+// `frames` views of `view` size, starting centred on the photo.
+std::vector<cv::Mat> FilmPhoto(const cv::Mat& photo, const SyntheticCamera& camera, cv::Size view,
+                               int frames);
 // Copies the first `fraction` of src to dst.
 void WriteTruncated(const std::string& src, const std::string& dst, double fraction);
 std::string ReadFile(const std::string& path);

@@ -1,0 +1,286 @@
+// Motion benchmark, after leveldb's benchmarks/db_bench.cc: prints its setup, then one
+// line per (workload, variant). It measures only; nothing is asserted.
+//
+//   motion_bench [--benchmarks=decode,motion,camera,flow] [--reps=3] [--width=320] [--video720=PATH]
+//
+// Workloads (default: all, in this order):
+//   decode   the analysis reader (libav*, one libswscale pass to the analysis width) against
+//            OpenCV's FFmpeg backend (VideoCapture::read, then cv::resize INTER_AREA) over the
+//            whole clip at 720p and 480p: frames/s, each frame decoded once
+//   motion   the motion analysis (DIS flow, camera fit, residual, cut features) at --width:
+//            frames/s with the frames already decoded ("decode excluded"), and the stage's
+//            whole path from the file ("decode included")
+//   camera   the camera model's accuracy against known motion: a 640x360 view sliding,
+//            zooming and turning over a real photo (opencv-doc's aloeL.jpg), analysed at
+//            widths 160 to 640 with each DIS preset: error of dx, zoom and rotation per frame
+//   flow     flow accuracy on Middlebury's motorcycle stereo pair (python3-skimage, with its
+//            ground-truth disparity): endpoint error in source pixels and ms per pair, for
+//            DIS's presets and Farneback (the baseline) at analysis widths 160 to 741
+//
+// The 720p clip is imageio's cockatoo.mp4 (handheld, 1280x720 h264, 280 frames); the
+// 480p one is the same clip scaled by ffmpeg into a temporary file. Each timing is the
+// median of --reps runs after one warm-up.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+#include <opencv2/video/tracking.hpp>
+#include <opencv2/videoio.hpp>
+
+#include "media/video_reader.h"
+#include "stages/motion_analysis.h"
+#include "tests/support/test_support.h"
+
+namespace framemill {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Flags {
+  std::string benchmarks = "decode,motion,camera,flow";
+  std::string video720 = "/usr/lib/python3/dist-packages/imageio/resources/images/cockatoo.mp4";
+  std::string skimage = "/usr/lib/python3/dist-packages/skimage/data";
+  int reps = 3;
+  int width = 320;
+};
+
+bool Listed(const std::string& csv, const std::string& name) {
+  std::string padded = "," + csv + ",";
+  return padded.find("," + name + ",") != std::string::npos;
+}
+
+double NowMs() {
+  using namespace std::chrono;
+  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
+}
+
+template <typename F>
+double MedianMs(int reps, F&& f) {
+  f();
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    double t0 = NowMs();
+    f();
+    t.push_back(NowMs() - t0);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+std::vector<VideoFrame> ReadAll(const std::string& path, int width) {
+  VideoReaderOptions o;
+  o.max_width = width;
+  auto r = VideoReader::Open(path, o);
+  std::vector<VideoFrame> out;
+  if (!r.ok()) {
+    std::fprintf(stderr, "motion_bench: %s\n", r.status().ToString().c_str());
+    return out;
+  }
+  VideoFrame f;
+  while (*(*r)->Next(&f)) out.push_back(f), f = VideoFrame();
+  return out;
+}
+
+void Decode(const Flags& flags, const std::string& label, const std::string& path) {
+  int64_t n = 0;
+  const double ours = MedianMs(flags.reps, [&] { n = int64_t(ReadAll(path, flags.width).size()); });
+  const double opencv = MedianMs(flags.reps, [&] {
+    cv::VideoCapture cap(path, cv::CAP_FFMPEG);
+    cv::Mat frame, small;
+    while (cap.read(frame)) {
+      const int h = int(std::lround(double(frame.rows) * flags.width / frame.cols)) & ~1;
+      cv::resize(frame, small, cv::Size(flags.width, h), 0, 0, cv::INTER_AREA);
+    }
+  });
+  std::printf("decode_%-5s %lld frames to width %d: libav reader %.1f frames/s, OpenCV read+resize "
+              "%.1f frames/s (%.2fx)\n",
+              label.c_str(), static_cast<long long>(n), flags.width, n * 1000.0 / ours,
+              n * 1000.0 / opencv, opencv / ours);
+}
+
+void Motion(const Flags& flags, const std::string& label, const std::string& path) {
+  auto frames = ReadAll(path, flags.width);
+  if (frames.size() < 2) return;
+  VideoReaderOptions probe;
+  auto r = VideoReader::Open(path, probe);
+  const cv::Size source((*r)->info().width, (*r)->info().height);
+  const cv::Size analysis = frames[0].image.size();
+  const double analysed = MedianMs(flags.reps, [&] {
+    MotionAnalyser a({}, source, analysis);
+    for (const auto& f : frames) a.Add(f.index, f.time_s, f.image);
+    a.Finish(int64_t(frames.size()));
+  });
+  const double whole = MedianMs(flags.reps, [&] {
+    VideoReaderOptions o;
+    o.max_width = flags.width;
+    auto reader = VideoReader::Open(path, o);
+    MotionAnalyser a({}, source, analysis);
+    VideoFrame f;
+    while (*(*reader)->Next(&f)) a.Add(f.index, f.time_s, f.image);
+    a.Finish((*reader)->frames_decoded());
+  });
+  const double n = double(frames.size());
+  std::printf("motion_%-5s %dx%d -> %dx%d, %zu frames: %.1f frames/s decode excluded, %.1f frames/s "
+              "decode included\n",
+              label.c_str(), source.width, source.height, analysis.width, analysis.height,
+              frames.size(), n * 1000.0 / analysed, n * 1000.0 / whole);
+}
+
+void Camera(const Flags& flags) {
+  const cv::Mat photo = cv::imread(testing::SampleData("aloeL.jpg"));
+  const cv::Size view(640, 360);
+  struct Truth {
+    const char* name;
+    testing::SyntheticCamera cam;
+    double dx, zoom, rotation;  // content motion per frame
+  } truths[] = {{"pan 3 px", {.velocity = {3, 0}}, -3, 1, 0},
+                {"pan 0.4 px", {.velocity = {0.4, 0}}, -0.4, 1, 0},
+                {"zoom 1%", {.zoom = 1.01}, 0, 1.01, 0},
+                {"turn 0.5 deg", {.turn_deg = 0.5}, 0, 1, -0.5}};
+  std::printf("camera: 30 frames of a %dx%d view over aloeL.jpg per motion; |error| per frame\n",
+              view.width, view.height);
+  for (const Truth& t : truths) {
+    const auto frames = testing::FilmPhoto(photo, t.cam, view, 30);
+    for (int width : {160, 320, 480, 640})
+      for (auto [name, preset] : {std::pair{"ultrafast", cv::DISOpticalFlow::PRESET_ULTRAFAST},
+                                  std::pair{"fast", cv::DISOpticalFlow::PRESET_FAST},
+                                  std::pair{"medium", cv::DISOpticalFlow::PRESET_MEDIUM}}) {
+        const cv::Size size(width, width * view.height / view.width);
+        MotionAnalysisOptions o;
+        o.preset = preset;
+        MotionAnalyser a(o, view, size);
+        const double t0 = NowMs();
+        for (size_t k = 0; k < frames.size(); ++k) {
+          cv::Mat small;
+          cv::resize(frames[k], small, size, 0, 0, cv::INTER_AREA);
+          a.Add(int64_t(k), k / 25.0, small);
+        }
+        const MotionSummary m = a.Finish(int64_t(frames.size()));
+        const double ms = (NowMs() - t0) / double(frames.size());
+        std::printf("camera %-13s width %3d %-9s dx %.3f px  zoom %.5f  rotation %.4f deg  "
+                    "(%.2f ms/frame)\n",
+                    t.name, width, name, std::abs(m.overall.camera.dx - t.dx),
+                    std::abs(m.overall.camera.zoom - t.zoom),
+                    std::abs(m.overall.camera.rotation_deg - t.rotation), ms);
+      }
+  }
+}
+
+// Endpoint error over pixels with known disparity (the flow left -> right is (-d, 0)),
+// in source pixels, of a flow computed at `width` and scaled back up.
+double EndpointError(const cv::Mat& flow_small, const cv::Mat& disparity) {
+  cv::Mat flow;
+  cv::resize(flow_small, flow, disparity.size(), 0, 0, cv::INTER_LINEAR);
+  flow *= double(disparity.cols) / flow_small.cols;
+  double sum = 0;
+  int64_t n = 0;
+  for (int y = 0; y < disparity.rows; ++y)
+    for (int x = 0; x < disparity.cols; ++x) {
+      const float d = disparity.at<float>(y, x);
+      if (!std::isfinite(d)) continue;
+      const cv::Point2f f = flow.at<cv::Point2f>(y, x);
+      sum += std::hypot(f.x + d, f.y);
+      ++n;
+    }
+  return n ? sum / n : NAN;
+}
+
+void Flow(const Flags& flags) {
+  const std::string pfm = (fs::temp_directory_path() / "framemill_motorcycle_disp.pfm").string();
+  auto conv = testing::RunProcess(
+      {"/usr/bin/python3", FRAMEMILL_SOURCE_DIR "/tools/media/disparity_to_pfm.py",
+       flags.skimage + "/motorcycle_disp.npz", pfm});
+  cv::Mat left = cv::imread(flags.skimage + "/motorcycle_left.png", cv::IMREAD_GRAYSCALE);
+  cv::Mat right = cv::imread(flags.skimage + "/motorcycle_right.png", cv::IMREAD_GRAYSCALE);
+  cv::Mat disparity = cv::imread(pfm, cv::IMREAD_UNCHANGED);
+  if (conv.exit_code != 0 || left.empty() || disparity.empty()) {
+    std::fprintf(stderr, "motion_bench: flow: cannot read the Middlebury pair (%s)\n", conv.err.c_str());
+    return;
+  }
+  if (disparity.channels() > 1) cv::extractChannel(disparity, disparity, 0);
+  std::printf("flow: Middlebury motorcycle %dx%d, disparity up to %.0f px; EPE in source px\n",
+              left.cols, left.rows, 60.0);
+  for (int width : {160, 320, 480, left.cols}) {
+    const cv::Size size(width, int(std::lround(double(left.rows) * width / left.cols)));
+    cv::Mat l, r;
+    cv::resize(left, l, size, 0, 0, cv::INTER_AREA);
+    cv::resize(right, r, size, 0, 0, cv::INTER_AREA);
+    struct Variant {
+      const char* name;
+      std::function<void(cv::Mat*)> run;
+    };
+    std::vector<Variant> variants;
+    for (auto [name, preset] : {std::pair{"dis_ultrafast", cv::DISOpticalFlow::PRESET_ULTRAFAST},
+                                std::pair{"dis_fast", cv::DISOpticalFlow::PRESET_FAST},
+                                std::pair{"dis_medium", cv::DISOpticalFlow::PRESET_MEDIUM}}) {
+      auto dis = cv::DISOpticalFlow::create(preset);
+      variants.push_back({name, [=](cv::Mat* f) { dis->calc(l, r, *f); }});
+    }
+    // Farneback with OpenCV's sample parameters, and with a wider window and more levels
+    // (the best of a few tried on this pair).
+    variants.push_back({"farneback", [=](cv::Mat* f) {
+                          cv::calcOpticalFlowFarneback(l, r, *f, 0.5, 3, 15, 3, 5, 1.2, 0);
+                        }});
+    variants.push_back({"farneback_wide", [=](cv::Mat* f) {
+                          cv::calcOpticalFlowFarneback(l, r, *f, 0.5, 6, 31, 5, 7, 1.5, 0);
+                        }});
+    for (auto& v : variants) {
+      cv::Mat flow;
+      const double ms = MedianMs(flags.reps, [&] { v.run(&flow); });
+      std::printf("flow_%-4d %-14s EPE %6.2f px   %8.2f ms/pair\n", width, v.name,
+                  EndpointError(flow, disparity), ms);
+    }
+  }
+}
+
+int Main(int argc, char** argv) {
+  Flags flags;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto val = [&](const char* p) -> const char* {
+      size_t n = std::strlen(p);
+      return a.compare(0, n, p) == 0 ? argv[i] + n : nullptr;
+    };
+    if (const char* v = val("--benchmarks=")) flags.benchmarks = v;
+    else if (const char* v = val("--video720=")) flags.video720 = v;
+    else if (const char* v = val("--reps=")) flags.reps = std::max(1, std::atoi(v));
+    else if (const char* v = val("--width=")) flags.width = std::max(32, std::atoi(v));
+    else {
+      std::fprintf(stderr, "motion_bench: unknown flag %s\n", argv[i]);
+      return 2;
+    }
+  }
+  testing::TempDir tmp;
+  const std::string video480 = tmp / "480p.mp4";
+  auto scaled = testing::RunProcess({"/usr/bin/ffmpeg", "-v", "error", "-y", "-i", flags.video720, "-vf",
+                                     "scale=854:480", "-c:v", "libx264", "-preset", "fast", video480});
+  std::printf("motion_bench: 720p %s; 480p %s\n", flags.video720.c_str(),
+              scaled.exit_code == 0 ? "the same, scaled by ffmpeg" : "unavailable (no ffmpeg)");
+  std::printf("cpu:          %u hardware threads; OpenCV threads %d\n",
+              std::thread::hardware_concurrency(), cv::getNumThreads());
+  std::printf("reps:         median of %d after a warm-up; analysis width %d\n", flags.reps, flags.width);
+  std::printf("------------------------------------------------------------------\n");
+  std::vector<std::pair<std::string, std::string>> clips = {{"720p", flags.video720}};
+  if (scaled.exit_code == 0) clips.push_back({"480p", video480});
+  if (Listed(flags.benchmarks, "decode"))
+    for (const auto& [label, path] : clips) Decode(flags, label, path);
+  if (Listed(flags.benchmarks, "motion"))
+    for (const auto& [label, path] : clips) Motion(flags, label, path);
+  if (Listed(flags.benchmarks, "camera")) Camera(flags);
+  if (Listed(flags.benchmarks, "flow")) Flow(flags);
+  return 0;
+}
+
+}  // namespace
+}  // namespace framemill
+
+int main(int argc, char** argv) { return framemill::Main(argc, argv); }

@@ -1,0 +1,26 @@
+// Where stages put the files they write, and how: under FRAMEMILL_OUT/<stage>/, named by
+// item, frame and the claim's lease token (a worker that lost its lease writes beside
+// the new holder's file, never over it), written to a temporary name and renamed, so a
+// reader or a rerun after a crash sees a whole file or none. Stateless; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "base/status.h"
+#include "jobs/job.h"
+
+namespace framemill {
+
+// The absolute directory for one stage's artifacts under `out_dir`.
+std::string ArtifactDir(const std::string& out_dir, const std::string& stage);
+
+// <dir>/<item>[-f<frame>]-<lease token in hex>.<ext>; frame < 0: none.
+std::string ArtifactPath(const std::string& dir, const ClaimedJob& job, int64_t frame,
+                         const std::string& ext);
+
+// Writes `bytes` at `path` (creating its directory) through a temporary name.
+Status WriteArtifact(const std::string& path, std::string_view bytes);
+
+}  // namespace framemill

@@ -1,0 +1,379 @@
+#include "stages/motion_analysis.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+
+#include <opencv2/calib3d.hpp>
+#include <opencv2/imgproc.hpp>
+
+namespace framemill {
+
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+constexpr double kMinInliers = 0.25;  // below, the frame pair has no trustworthy background
+constexpr double kBorder = 0.05;      // flow at the frame's edge sees content leave or enter
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  const size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + mid, v.end());
+  double m = v[mid];
+  if (v.size() % 2 == 0) m = (m + *std::max_element(v.begin(), v.begin() + mid)) / 2;
+  return m;
+}
+
+cv::Rect Interior(cv::Size s) {
+  const int bx = static_cast<int>(s.width * kBorder), by = static_cast<int>(s.height * kBorder);
+  return {bx, by, s.width - 2 * bx, s.height - 2 * by};
+}
+
+// The robust camera model: a similarity transform (translation, rotation, uniform scale)
+// fitted by RANSAC to flow samples on a grid, refined on its inliers.
+struct Similarity {
+  cv::Matx23d m = cv::Matx23d(1, 0, 0, 0, 1, 0);
+  std::vector<cv::Point2f> inlier_flow;
+  double inliers = 0;
+};
+
+Similarity FitCamera(const cv::Mat& flow) {
+  const cv::Rect in = Interior(flow.size());
+  const int step = std::max(4, flow.cols / 48);
+  std::vector<cv::Point2f> from, to;
+  for (int y = in.y; y < in.y + in.height; y += step)
+    for (int x = in.x; x < in.x + in.width; x += step) {
+      const cv::Point2f f = flow.at<cv::Point2f>(y, x);
+      from.emplace_back(float(x), float(y));
+      to.emplace_back(float(x) + f.x, float(y) + f.y);
+    }
+  Similarity s;
+  if (from.size() < 8) return s;
+  std::vector<uchar> mask;
+  cv::Mat m = cv::estimateAffinePartial2D(from, to, mask, cv::RANSAC, 0.75, 2000, 0.995, 10);
+  if (m.empty()) return s;
+  s.m = cv::Matx23d(m);
+  for (size_t i = 0; i < from.size(); ++i)
+    if (mask[i]) s.inlier_flow.push_back(to[i] - from[i]);
+  s.inliers = double(s.inlier_flow.size()) / from.size();
+  return s;
+}
+
+SubjectMotion Residual(const cv::Mat& flow, const cv::Matx23d& m, double to_source,
+                       double moving_px) {
+  const cv::Rect in = Interior(flow.size());
+  std::vector<float> speed;
+  speed.reserve(size_t(in.area()));
+  std::array<double, 8> weight{};
+  std::array<cv::Point2d, 8> sum{};
+  for (int y = in.y; y < in.y + in.height; ++y) {
+    const auto* f = flow.ptr<cv::Point2f>(y);
+    for (int x = in.x; x < in.x + in.width; ++x) {
+      const double cx = m(0, 0) * x + m(0, 1) * y + m(0, 2) - x;
+      const double cy = m(1, 0) * x + m(1, 1) * y + m(1, 2) - y;
+      const double rx = (f[x].x - cx) * to_source, ry = (f[x].y - cy) * to_source;
+      const double v = std::hypot(rx, ry);
+      speed.push_back(static_cast<float>(v));
+      if (v <= moving_px) continue;
+      // Directions in 8 sectors of 45 degrees, weighted by speed; image y points down.
+      double deg = std::atan2(ry, rx) * 180 / kPi;
+      if (deg < 0) deg += 360;
+      const int sector = static_cast<int>(std::lround(deg / 45)) % 8;
+      weight[sector] += v;
+      sum[sector] += cv::Point2d(rx, ry);
+    }
+  }
+  SubjectMotion s;
+  if (speed.empty()) return s;
+  s.mean = std::accumulate(speed.begin(), speed.end(), 0.0) / speed.size();
+  const size_t k = std::min(speed.size() - 1, size_t(0.95 * speed.size()));
+  std::nth_element(speed.begin(), speed.begin() + k, speed.end());
+  s.p95 = speed[k];
+  size_t moving = 0;
+  for (float v : speed) moving += v > moving_px;
+  s.moving_fraction = double(moving) / speed.size();
+  const auto top = std::max_element(weight.begin(), weight.end()) - weight.begin();
+  if (weight[top] > 0) {
+    double deg = std::atan2(sum[top].y, sum[top].x) * 180 / kPi;
+    s.direction_deg = deg < 0 ? deg + 360 : deg;
+  }
+  return s;
+}
+
+// Jitter: the RMS of the camera's displacement about its running median (5 pairs), the
+// shake a tripod or a smooth pan does not have.
+double Jitter(const std::vector<cv::Point2d>& d) {
+  if (d.size() < 3) return 0;
+  double sq = 0;
+  for (size_t i = 0; i < d.size(); ++i) {
+    const size_t lo = i < 2 ? 0 : i - 2, hi = std::min(d.size(), i + 3);
+    std::vector<double> xs, ys;
+    for (size_t j = lo; j < hi; ++j) xs.push_back(d[j].x), ys.push_back(d[j].y);
+    const double ex = d[i].x - Median(xs), ey = d[i].y - Median(ys);
+    sq += ex * ex + ey * ey;
+  }
+  return std::sqrt(sq / d.size());
+}
+
+ShotMotion Summarise(const std::vector<const PairMotion*>& pairs, int width) {
+  ShotMotion s;
+  std::vector<double> dx, dy, zoom, rot;
+  std::vector<cv::Point2d> shake;
+  for (const PairMotion* p : pairs) {
+    s.subject.mean += p->subject.mean;
+    s.subject.p95 += p->subject.p95;
+    s.subject.moving_fraction += p->subject.moving_fraction;
+    if (!p->camera.valid) continue;
+    dx.push_back(p->camera.dx), dy.push_back(p->camera.dy);
+    zoom.push_back(p->camera.zoom), rot.push_back(p->camera.rotation_deg);
+    shake.emplace_back(p->camera.dx, p->camera.dy);
+  }
+  if (!pairs.empty()) {
+    s.subject.mean /= pairs.size(), s.subject.p95 /= pairs.size();
+    s.subject.moving_fraction /= pairs.size();
+    std::vector<double> dirs;
+    for (const PairMotion* p : pairs)
+      if (p->subject.moving_fraction > 0) dirs.push_back(p->subject.direction_deg);
+    s.subject.direction_deg = Median(dirs);
+  }
+  s.camera.valid = !dx.empty();
+  s.camera.dx = Median(dx), s.camera.dy = Median(dy);
+  s.camera.zoom = dx.empty() ? 1 : Median(zoom);
+  s.camera.rotation_deg = Median(rot);
+  s.camera.inliers = double(dx.size()) / std::max<size_t>(1, pairs.size());
+  s.jitter = Jitter(shake);
+  s.label = s.camera.valid ? CameraLabel(s.camera, s.jitter, width) : "unknown";
+  return s;
+}
+
+nlohmann::json CameraJson(const ShotMotion& s) {
+  return {{"dx", s.camera.dx},       {"dy", s.camera.dy},
+          {"zoom", s.camera.zoom},   {"rotation_deg", s.camera.rotation_deg},
+          {"label", s.label},        {"jitter", s.jitter}};
+}
+
+nlohmann::json SubjectJson(const SubjectMotion& s) {
+  return {{"mean", s.mean},
+          {"p95", s.p95},
+          {"moving_fraction", s.moving_fraction},
+          {"direction_deg", s.direction_deg}};
+}
+
+}  // namespace
+
+std::string CameraLabel(const CameraMotion& c, double jitter, int width) {
+  // Sizes in source px per frame, relative to the frame: what a viewer would notice.
+  const double noticeable = std::max(0.5, 0.001 * width);
+  const double zoom_px = std::abs(std::log(c.zoom)) * width / 2;  // the frame edge's travel
+  const double travel = std::hypot(c.dx, c.dy);
+  // A steady motion names the shot when it outweighs the shake around it.
+  if (std::max(zoom_px, travel) > std::max(noticeable, jitter)) {
+    if (zoom_px > travel) return "zoom";
+    return std::abs(c.dx) >= std::abs(c.dy) ? "pan" : "tilt";
+  }
+  return jitter > noticeable ? "handheld shake" : "static";
+}
+
+MotionAnalyser::MotionAnalyser(MotionAnalysisOptions options, cv::Size source_size,
+                               cv::Size analysis_size)
+    : options_(options),
+      source_(source_size),
+      analysis_(analysis_size),
+      scale_(source_size.width > 0 ? double(analysis_size.width) / source_size.width : 1),
+      flow_(cv::DISOpticalFlow::create(options.preset)) {}
+
+MotionAnalyser::Frame MotionAnalyser::Prepare(int64_t index, const cv::Mat& bgr) const {
+  Frame f;
+  f.index = index;
+  cv::cvtColor(bgr, f.gray, cv::COLOR_BGR2GRAY);
+  cv::Scalar mean, stddev;
+  cv::meanStdDev(f.gray, mean, stddev);
+  f.flat = stddev[0] < options_.flat_std;
+  f.luma = mean[0];
+  f.gray.convertTo(f.normalised, CV_32F, 1.0 / std::max(stddev[0], 1.0),
+                   -mean[0] / std::max(stddev[0], 1.0));
+  // Hue x saturation (both unchanged when a fade scales the light) over pixels that are
+  // not dark, plus the normalised luma's shape.
+  cv::Mat hsv, dark_free;
+  cv::cvtColor(bgr, hsv, cv::COLOR_BGR2HSV);
+  cv::inRange(hsv, cv::Scalar(0, 0, 24), cv::Scalar(180, 256, 256), dark_free);
+  const int hs_bins[] = {16, 4};
+  const float h_range[] = {0, 180}, s_range[] = {0, 256};
+  const float* hs_ranges[] = {h_range, s_range};
+  const int hs_channels[] = {0, 1};
+  cv::Mat hs, luma;
+  cv::calcHist(&hsv, 1, hs_channels, dark_free, hs, 2, hs_bins, hs_ranges);
+  const int l_bins[] = {32};
+  const float l_range[] = {-3, 3};
+  const float* l_ranges[] = {l_range};
+  const int l_channel[] = {0};
+  cv::calcHist(&f.normalised, 1, l_channel, cv::Mat(), luma, 1, l_bins, l_ranges);
+  hs = hs.reshape(1, 1), luma = luma.reshape(1, 1);
+  cv::normalize(hs, hs, 1, 0, cv::NORM_L1);
+  cv::normalize(luma, luma, 1, 0, cv::NORM_L1);
+  cv::hconcat(hs * 0.5, luma * 0.5, f.histogram);
+  return f;
+}
+
+PairMotion MotionAnalyser::Compare(const Frame& a, const Frame& b, double time_s) {
+  PairMotion p;
+  p.frame = b.index;
+  p.time_s = time_s;
+  p.gap = std::max<int64_t>(1, b.index - a.index);
+  p.flat = b.flat;
+  p.from_flat = a.flat;
+  p.luma = b.luma;
+  p.histogram_change = cv::compareHist(a.histogram, b.histogram, cv::HISTCMP_BHATTACHARYYA);
+  cv::Mat flow;
+  flow_->calc(a.gray, b.gray, flow);
+  // The later frame pulled back along the flow onto the earlier one: what motion explains.
+  cv::Mat map(flow.size(), CV_32FC2);
+  for (int y = 0; y < flow.rows; ++y) {
+    const auto* f = flow.ptr<cv::Point2f>(y);
+    auto* m = map.ptr<cv::Point2f>(y);
+    for (int x = 0; x < flow.cols; ++x) m[x] = cv::Point2f(float(x) + f[x].x, float(y) + f[x].y);
+  }
+  cv::Mat warped;
+  cv::remap(b.normalised, warped, map, cv::noArray(), cv::INTER_LINEAR, cv::BORDER_REPLICATE);
+  const cv::Rect in = Interior(flow.size());
+  p.residual = cv::mean(cv::abs(a.normalised(in) - warped(in)))[0];
+
+  const double to_source = 1.0 / scale_ / double(p.gap);
+  const Similarity s = FitCamera(flow);
+  if (!a.flat && !b.flat && s.inliers >= kMinInliers) {
+    std::vector<double> dx, dy;
+    for (const auto& f : s.inlier_flow) dx.push_back(f.x), dy.push_back(f.y);
+    p.camera.valid = true;
+    p.camera.dx = Median(dx) * to_source;
+    p.camera.dy = Median(dy) * to_source;
+    const double zoom = std::hypot(s.m(0, 0), s.m(1, 0));
+    p.camera.zoom = std::pow(zoom, 1.0 / double(p.gap));
+    p.camera.rotation_deg = std::atan2(s.m(1, 0), s.m(0, 0)) * 180 / kPi / double(p.gap);
+  }
+  p.camera.inliers = s.inliers;
+  p.subject = Residual(flow, p.camera.valid ? s.m : cv::Matx23d(1, 0, 0, 0, 1, 0),
+                       1.0 / scale_ / double(p.gap), options_.moving_px);
+  return p;
+}
+
+void MotionAnalyser::Add(int64_t index, double time_s, const cv::Mat& bgr) {
+  Frame f = Prepare(index, bgr);
+  if (frames_++ == 0) first_luma_ = f.luma;
+  if (previous_.index >= 0) {
+    pairs_.push_back(Compare(previous_, f, time_s));
+    skip_change_.push_back(1.0);  // until the next frame arrives
+    across_flat_.emplace_back();
+    if (before_previous_.index >= 0)  // the pair before this one ended at previous_
+      skip_change_[skip_change_.size() - 2] =
+          cv::compareHist(before_previous_.histogram, f.histogram, cv::HISTCMP_BHATTACHARYYA);
+    if (previous_.flat && !f.flat && last_solid_.index >= 0)
+      across_flat_.back() = Compare(last_solid_, f, time_s);
+  }
+  if (!f.flat) last_solid_ = f;
+  before_previous_ = std::move(previous_);
+  previous_ = std::move(f);
+}
+
+int64_t MotionAnalyser::CutAfterFlatRun(size_t last) const {
+  size_t first = last;  // the run: pairs first..last-1 end on flat frames
+  while (first > 0 && pairs_[first - 1].flat) --first;
+  auto luma_before = [&](size_t i) { return i == 0 ? first_luma_ : pairs_[i - 1].luma; };
+  // Cut straight to black: the new shot starts with the black.
+  constexpr double kAbruptDrop = 40;  // gray levels in one frame; a fade takes many steps
+  if (luma_before(first) - pairs_[first].luma > kAbruptDrop) return pairs_[first].frame;
+  // A fade out and in: the new shot starts where the light comes back.
+  double darkest = pairs_[first].luma;
+  for (size_t i = first; i < last; ++i) darkest = std::min(darkest, pairs_[i].luma);
+  size_t k = first;
+  for (size_t i = first; i < last; ++i)
+    if (pairs_[i].luma <= darkest + 0.5) k = i + 1;  // past the last darkest frame
+  return pairs_[std::min(k, last)].frame;
+}
+
+MotionSummary MotionAnalyser::Finish(int64_t frames_total) {
+  auto is_cut = [&](const PairMotion& p) {
+    return p.histogram_change > options_.cut_histogram && p.residual > options_.cut_residual;
+  };
+  MotionSummary out;
+  for (size_t i = 0; i < pairs_.size(); ++i) {
+    PairMotion& p = pairs_[i];
+    if (across_flat_[i]) {
+      // A flat run (black, a fade): a new shot only if what comes out of it is not what
+      // went in.
+      if (is_cut(*across_flat_[i])) out.cuts.push_back(CutAfterFlatRun(i));
+      continue;
+    } else if (!p.flat && !p.from_flat) {
+      // A flash is one frame unlike both neighbours, which agree with each other.
+      const bool flash_here = skip_change_[i] < options_.cut_histogram / 2;
+      const bool flash_before = i > 0 && skip_change_[i - 1] < options_.cut_histogram / 2;
+      p.cut = is_cut(p) && !flash_here && !flash_before;
+    }
+    if (p.cut) out.cuts.push_back(p.frame);
+  }
+  for (int64_t c : out.cuts)
+    for (PairMotion& p : pairs_) p.cut = p.cut || p.frame == c;
+  // Shots: the pairs between cuts; a pair that crosses a cut belongs to none.
+  int64_t start = 0;
+  std::vector<const PairMotion*> shot, all;
+  auto close = [&](int64_t end) {
+    ShotMotion s = Summarise(shot, source_.width);
+    s.start = start, s.end = end;
+    out.shots.push_back(s);
+    shot.clear();
+  };
+  for (const PairMotion& p : pairs_) {
+    if (p.cut) {
+      close(p.frame);
+      start = p.frame;
+      continue;
+    }
+    shot.push_back(&p);
+    all.push_back(&p);
+  }
+  close(std::max(frames_total, start + 1));
+  out.overall = Summarise(all, source_.width);
+  out.overall.start = 0, out.overall.end = std::max<int64_t>(frames_total, 1);
+  // Shake is measured within shots: the jumps between shots' motions are not shake.
+  double shake = 0;
+  for (const ShotMotion& s : out.shots) shake += s.jitter * double(s.end - s.start);
+  out.overall.jitter = shake / double(std::max<int64_t>(1, out.shots.back().end));
+  if (out.overall.camera.valid)
+    out.overall.label = CameraLabel(out.overall.camera, out.overall.jitter, source_.width);
+  return out;
+}
+
+std::string MotionAnalyser::SeriesCsv() const {
+  std::string csv =
+      "frame,time_s,gap,camera_valid,dx,dy,zoom,rotation_deg,inliers,subject_mean,subject_p95,"
+      "moving_fraction,direction_deg,histogram_change,residual,luma,flat,cut\n";
+  char line[512];
+  for (const PairMotion& p : pairs_) {
+    std::snprintf(line, sizeof line,
+                  "%lld,%.4f,%lld,%d,%.4f,%.4f,%.6f,%.5f,%.3f,%.4f,%.4f,%.4f,%.1f,%.4f,%.4f,%.1f,%d,%d\n",
+                  static_cast<long long>(p.frame), p.time_s, static_cast<long long>(p.gap),
+                  p.camera.valid, p.camera.dx, p.camera.dy, p.camera.zoom, p.camera.rotation_deg,
+                  p.camera.inliers, p.subject.mean, p.subject.p95, p.subject.moving_fraction,
+                  p.subject.direction_deg, p.histogram_change, p.residual, p.luma, p.flat, p.cut);
+    csv += line;
+  }
+  return csv;
+}
+
+nlohmann::json MotionJson(const MotionSummary& s, double fps, int64_t frames_analysed,
+                          cv::Size analysis_size) {
+  nlohmann::json shots = nlohmann::json::array();
+  for (const ShotMotion& shot : s.shots)
+    shots.push_back({{"start", shot.start}, {"end", shot.end},
+                     {"camera", CameraJson(shot)}, {"subject", SubjectJson(shot.subject)}});
+  return {{"fps", fps},
+          {"frames_analysed", frames_analysed},
+          {"analysis_size", {analysis_size.width, analysis_size.height}},
+          {"camera", CameraJson(s.overall)},
+          {"subject", SubjectJson(s.overall.subject)},
+          {"cuts", s.cuts},
+          {"shots", shots}};
+}
+
+}  // namespace framemill

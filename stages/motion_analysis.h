@@ -1,0 +1,124 @@
+// Motion in a video, from dense optical flow between consecutive analysed frames: the
+// camera's motion (a similarity transform fitted robustly to the flow), the subjects'
+// motion (the flow the camera does not explain), and shot cuts. Fed one frame at a time,
+// in order, by one thread; a MotionAnalyser serves one video.
+#pragma once
+
+#include <optional>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <opencv2/core.hpp>
+#include <opencv2/video/tracking.hpp>
+
+namespace framemill {
+
+struct MotionAnalysisOptions {
+  int preset = cv::DISOpticalFlow::PRESET_FAST;  // motion.flow_preset
+  double moving_px = 1.0;       // residual speed (source px per frame) above which a pixel moves
+  double cut_histogram = 0.15;  // histogram change (Bhattacharyya distance) a cut needs...
+  double cut_residual = 0.45;   // ...together with this flow-compensated residual (in luma std)
+  double flat_std = 10.0;       // luma std (of 255) below which a frame is flat (black, faded)
+
+  bool operator==(const MotionAnalysisOptions&) const = default;
+};
+
+// The camera's motion from one analysed frame to the next, per source frame.
+struct CameraMotion {
+  bool valid = false;     // false: too few points agree (a cut, a flat frame)
+  double dx = 0, dy = 0;  // median background content displacement, source px per frame
+  double zoom = 1;        // scale per frame
+  double rotation_deg = 0;
+  double inliers = 0;     // fraction of flow samples the model explains
+};
+
+// The residual flow, source px per frame. Over a shot: the mean of the pairs' values.
+struct SubjectMotion {
+  double mean = 0, p95 = 0, moving_fraction = 0;
+  double direction_deg = 0;  // dominant direction of the moving pixels: 0 right, 90 down
+};
+
+// From the previous analysed frame to `frame`.
+struct PairMotion {
+  int64_t frame = 0;       // source index of the later frame
+  double time_s = 0;
+  int64_t gap = 1;         // source frames between the two
+  CameraMotion camera;
+  SubjectMotion subject;
+  double histogram_change = 0;  // Bhattacharyya distance of the two frames' histograms
+  double residual = 0;          // mean |later warped by the flow - earlier|, luma normalised
+  double luma = 0;              // the later frame's mean luma (0-255)
+  bool flat = false;            // the later frame is flat: no cut is decided from it alone
+  bool from_flat = false;       // the earlier frame is flat
+  bool cut = false;             // a new shot starts at `frame`
+};
+
+struct ShotMotion {
+  int64_t start = 0, end = 0;  // source frames [start, end)
+  CameraMotion camera;         // medians over the shot's frame pairs
+  std::string label;           // static, pan, tilt, zoom, handheld shake
+  double jitter = 0;           // frame-to-frame camera shake, source px per frame
+  SubjectMotion subject;
+};
+
+struct MotionSummary {
+  std::vector<int64_t> cuts;       // source frames where a new shot starts
+  std::vector<ShotMotion> shots;
+  ShotMotion overall;              // over every pair within a shot
+};
+
+class MotionAnalyser {
+ public:
+  // `source_size`: the video's frame size; frames arrive scaled to `analysis_size`.
+  MotionAnalyser(MotionAnalysisOptions options, cv::Size source_size, cv::Size analysis_size);
+
+  // The next analysed frame (8-bit BGR at the analysis size), in order.
+  void Add(int64_t index, double time_s, const cv::Mat& bgr);
+  // Decides the cuts (a flash is looked at from both sides), then the shots.
+  MotionSummary Finish(int64_t frames_total);
+
+  const std::vector<PairMotion>& pairs() const { return pairs_; }
+  int64_t frames_analysed() const { return frames_; }
+
+  // The per-pair series as CSV, a line per pair (the artifact).
+  std::string SeriesCsv() const;
+
+ private:
+  struct Frame {
+    int64_t index = -1;
+    cv::Mat gray, normalised;  // normalised: zero mean, unit std (float)
+    cv::Mat histogram;
+    double luma = 0;
+    bool flat = false;
+  };
+  Frame Prepare(int64_t index, const cv::Mat& bgr) const;
+  // Where the new shot starts when pair `last` ends a flat run that separates two shots.
+  int64_t CutAfterFlatRun(size_t last) const;
+  PairMotion Compare(const Frame& a, const Frame& b, double time_s);
+
+  MotionAnalysisOptions options_;
+  cv::Size source_, analysis_;
+  double scale_;  // analysis px per source px
+  cv::Ptr<cv::DISOpticalFlow> flow_;
+  Frame previous_, before_previous_;
+  Frame last_solid_;                   // the last frame that was not flat
+  std::vector<PairMotion> pairs_;
+  // Per pair: the histogram change from the frame before it to the frame after it (a
+  // flash differs from both neighbours, which agree); and for a pair that ends a flat
+  // run, the comparison with the last frame before the run (a fade between two shots).
+  std::vector<double> skip_change_;
+  std::vector<std::optional<PairMotion>> across_flat_;
+  int64_t frames_ = 0;
+  double first_luma_ = 0;
+};
+
+// The result JSON (the contract's keys) for a summary.
+nlohmann::json MotionJson(const MotionSummary& s, double fps, int64_t frames_analysed,
+                          cv::Size analysis_size);
+
+// A camera label from medians and jitter (source px per frame) for a frame of `width`.
+std::string CameraLabel(const CameraMotion& median, double jitter, int width);
+
+}  // namespace framemill

@@ -1,0 +1,84 @@
+#include "stages/motion_stage.h"
+
+#include <exception>
+
+#include "media/video_reader.h"
+#include "stages/artifact.h"
+#include "stages/motion_analysis.h"
+
+namespace framemill {
+
+namespace {
+
+int DisPreset(const std::string& name) {
+  if (name == "ultrafast") return cv::DISOpticalFlow::PRESET_ULTRAFAST;
+  if (name == "medium") return cv::DISOpticalFlow::PRESET_MEDIUM;
+  return cv::DISOpticalFlow::PRESET_FAST;
+}
+
+}  // namespace
+
+MotionStage::MotionStage(MotionOptions options, const std::string& out_dir)
+    : options_(std::move(options)), series_dir_(ArtifactDir(out_dir, "motion")) {
+  spec_.name = "motion";
+  spec_.images = false;  // a still image has no motion: its job is skipped with the reason
+  spec_.videos = true;
+}
+
+std::string MotionStage::SeriesPath(const ClaimedJob& job) const {
+  return ArtifactPath(series_dir_, job, -1, "csv");
+}
+
+std::vector<Outcome> MotionStage::RunBatch(const std::vector<ClaimedJob>& jobs,
+                                           const StageContext& ctx) {
+  std::vector<Outcome> out;
+  for (const ClaimedJob& job : jobs) {
+    if (ctx.stopped()) break;
+    try {
+      out.push_back(RunOne(job, ctx));
+    } catch (const std::exception& e) {  // OpenCV throws on what it cannot handle
+      out.push_back(Outcome::Failed(Status::Corruption(std::string("motion: ") + e.what())));
+    }
+  }
+  return out;
+}
+
+Outcome MotionStage::RunOne(const ClaimedJob& job, const StageContext& ctx) const {
+  if (job.kind != MediaKind::kVideo) return Outcome::Skipped("motion applies to videos only");
+  VideoReaderOptions ro;
+  ro.max_width = options_.analysis_width;
+  ro.max_fps = options_.max_fps;
+  ro.limits = options_.video_limits;
+  auto reader = VideoReader::Open(job.source, ro);
+  if (!reader.ok()) return Outcome::Failed(reader.status());
+  VideoReader& r = **reader;
+  MotionAnalysisOptions mo;
+  mo.preset = DisPreset(options_.preset);
+  mo.moving_px = options_.moving_px;
+  mo.cut_histogram = options_.cut_histogram;
+  mo.cut_residual = options_.cut_residual;
+  MotionAnalyser analyser(mo, cv::Size(r.info().width, r.info().height), r.output_size());
+  VideoFrame frame;
+  for (;;) {
+    auto more = r.Next(&frame);
+    if (!more.ok()) return Outcome::Failed(more.status());
+    if (!*more) break;
+    analyser.Add(frame.index, frame.time_s, frame.image);
+  }
+  if (analyser.frames_analysed() < 2)
+    return Outcome::Skipped("motion needs two frames; the video has " +
+                            std::to_string(analyser.frames_analysed()));
+  const MotionSummary summary = analyser.Finish(r.frames_decoded());
+  const std::string series = SeriesPath(job);
+  if (Status s = WriteArtifact(series, analyser.SeriesCsv()); !s.ok()) return Outcome::Failed(s);
+  nlohmann::json result = MotionJson(summary, r.info().fps, analyser.frames_analysed(),
+                                     r.output_size());
+  result["frames"] = r.frames_decoded();
+  result["series"] = series;
+  if (r.damaged_packets() > 0) result["damaged_packets"] = r.damaged_packets();
+  Outcome o = Outcome::Done(std::move(result));
+  o.artifacts.push_back(series);
+  return o;
+}
+
+}  // namespace framemill

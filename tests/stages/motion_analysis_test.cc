@@ -1,0 +1,121 @@
+#include "stages/motion_analysis.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include "media/video_reader.h"
+#include "tests/support/test_support.h"
+
+namespace framemill {
+namespace {
+
+using testing::SampleData;
+
+const cv::Size kView(640, 360);
+const cv::Size kAnalysis(320, 180);
+
+using Camera = testing::SyntheticCamera;
+
+MotionSummary Film(const Camera& cam, int frames, MotionAnalyser* analyser) {
+  const cv::Mat photo = cv::imread(SampleData("aloeL.jpg"));  // 1282x1110, textured
+  int k = 0;
+  for (const cv::Mat& view : testing::FilmPhoto(photo, cam, kView, frames)) {
+    cv::Mat small;
+    cv::resize(view, small, kAnalysis, 0, 0, cv::INTER_AREA);
+    analyser->Add(k, k / 25.0, small);
+    ++k;
+  }
+  return analyser->Finish(frames);
+}
+
+MotionSummary Film(const Camera& cam, int frames = 30) {
+  MotionAnalyser a({}, kView, kAnalysis);
+  return Film(cam, frames, &a);
+}
+
+TEST(MotionAnalysisTest, APanIsMeasuredInSourcePixelsWithContentMovingAgainstTheCamera) {
+  // The camera moves right 3 px a frame: content moves left, dx = -3.
+  auto pan = Film({.velocity = {3, 0}});
+  EXPECT_NEAR(pan.overall.camera.dx, -3.0, 0.15);
+  EXPECT_NEAR(pan.overall.camera.dy, 0.0, 0.1);
+  EXPECT_NEAR(pan.overall.camera.zoom, 1.0, 0.001);
+  EXPECT_EQ(pan.overall.label, "pan");
+  EXPECT_TRUE(pan.cuts.empty());
+  // Sub-pixel speeds, and a tilt upward (content moves down).
+  auto slow = Film({.velocity = {0.4, 0}});
+  EXPECT_NEAR(slow.overall.camera.dx, -0.4, 0.1);
+  auto tilt = Film({.velocity = {0, -2}});
+  EXPECT_NEAR(tilt.overall.camera.dy, 2.0, 0.1);
+  EXPECT_NEAR(tilt.overall.camera.dx, 0.0, 0.1);
+  EXPECT_EQ(tilt.overall.label, "tilt");
+}
+
+TEST(MotionAnalysisTest, ZoomAndRotationComeWithinFivePercent) {
+  auto zoom = Film({.zoom = 1.01});
+  EXPECT_NEAR(zoom.overall.camera.zoom, 1.01, 0.0005);
+  EXPECT_NEAR(zoom.overall.camera.dx, 0.0, 0.1);
+  EXPECT_EQ(zoom.overall.label, "zoom");
+  // The camera turns clockwise on screen: content turns the other way.
+  auto turn = Film({.turn_deg = 0.5});
+  EXPECT_NEAR(turn.overall.camera.rotation_deg, -0.5, 0.025);
+  EXPECT_NEAR(turn.overall.camera.zoom, 1.0, 0.001);
+}
+
+TEST(MotionAnalysisTest, AStillCameraIsStaticAndAShakenOneIsHandheld) {
+  auto still = Film({});
+  EXPECT_NEAR(still.overall.camera.dx, 0.0, 0.05);
+  EXPECT_NEAR(still.overall.camera.dy, 0.0, 0.05);
+  EXPECT_EQ(still.overall.label, "static");
+  EXPECT_LT(still.overall.subject.moving_fraction, 0.01);
+  auto shaken = Film({.shake_px = 4});
+  EXPECT_EQ(shaken.overall.label, "handheld shake") << shaken.overall.jitter;
+  EXPECT_GT(shaken.overall.jitter, 1.0);
+}
+
+// vtest.avi: a fixed camera over a street with people walking.
+TEST(MotionAnalysisTest, AFixedCameraOverWalkingPeopleHasSubjectMotionAndNoCameraMotion) {
+  VideoReaderOptions o;
+  o.max_width = 320;
+  auto r = VideoReader::Open(SampleData("vtest.avi"), o);
+  ASSERT_TRUE(r.ok());
+  MotionAnalyser a({}, {768, 576}, (*r)->output_size());
+  VideoFrame f;
+  while (*(*r)->Next(&f) && f.index < 200) a.Add(f.index, f.time_s, f.image);
+  auto m = a.Finish(200);
+  EXPECT_NEAR(m.overall.camera.dx, 0.0, 0.1);
+  EXPECT_NEAR(m.overall.camera.dy, 0.0, 0.1);
+  EXPECT_NEAR(m.overall.camera.zoom, 1.0, 0.001);
+  EXPECT_EQ(m.overall.label, "static");
+  EXPECT_TRUE(m.cuts.empty()) << ::testing::PrintToString(m.cuts);
+  EXPECT_GT(m.overall.subject.moving_fraction, 0.01);  // people are a small part of the frame
+  EXPECT_LT(m.overall.subject.moving_fraction, 0.3);
+  EXPECT_GT(m.overall.subject.p95, 1.0);
+}
+
+// Frames of vtest with one made into a flash, then the same footage faded to black and
+// back: neither is a cut.
+TEST(MotionAnalysisTest, AFlashAndAFadeThroughBlackAreNotCuts) {
+  VideoReaderOptions o;
+  o.max_width = 320;
+  auto r = VideoReader::Open(SampleData("vtest.avi"), o);
+  ASSERT_TRUE(r.ok());
+  MotionAnalyser a({}, {768, 576}, (*r)->output_size());
+  VideoFrame f;
+  while (*(*r)->Next(&f) && f.index < 120) {
+    cv::Mat img = f.image;
+    if (f.index == 30) img.convertTo(img, -1, 1.0, 170);             // a flash
+    if (f.index >= 60 && f.index < 70) img.convertTo(img, -1, 1 - (f.index - 59) / 10.0);
+    if (f.index >= 70 && f.index < 75) img = cv::Mat::zeros(img.size(), img.type());
+    if (f.index >= 75 && f.index < 85) img.convertTo(img, -1, (f.index - 74) / 10.0);
+    a.Add(f.index, f.time_s, img);
+  }
+  auto m = a.Finish(120);
+  EXPECT_TRUE(m.cuts.empty()) << ::testing::PrintToString(m.cuts) << "\n" << a.SeriesCsv();
+}
+
+}  // namespace
+}  // namespace framemill
