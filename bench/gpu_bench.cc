@@ -7,6 +7,7 @@
 //             [--data=FILE] [--min_time=S] [--cpu_batches=1,8,32,128]
 //             [--gpu_batches=1,8,32,128,512] [--sweep_max=512] [--device=N] [--frames=N]
 //             [--models=DIR] [--engine_batches=1,2,4,8,16,32,64] [--engine_cpu=0|1]
+//             (workloads: the four above, engine, flow)
 //
 // Inputs: --data=FILE is a raw file of real photos written by bench/gpu_bench_data.cc
 // (Debian's opencv-doc sample photos, decoded); without it, photo-sized synthetic
@@ -30,6 +31,10 @@
 // BatchTuner settles on when fed the same timings. Fixed-batch models run batch 1 only.
 // Without a device (or with --engine_cpu=1) the CPU reference kernels give ms/image at
 // batch 1 for comparison.
+// flow: the motion stage's dense flow (pyramidal Lucas-Kanade, gpu/ops.h FlowSpec defaults)
+// on pairs cut from frames_1080p and scaled to 320x180 (the stage's analysis size) and
+// 1280x720: frame pairs/s on the CUDA kernels (batches of 8) and on their CPU twin, and
+// the largest flow difference between the two.
 // Without a CUDA device it says so, prints the CPU figures, and runs tuner_vs_sweep on
 // the CPU backend (sweep capped at 64) to exercise the tuner.
 #include <tbb/info.h>
@@ -93,7 +98,7 @@ fg::PreprocessSpec Spec(Op op) {
 
 struct Options {
   std::set<std::string> benchmarks = {"luma_stats", "preprocess_fp32", "preprocess_fp16", "tuner_vs_sweep",
-                                      "engine"};
+                                      "engine", "flow"};
   std::string data;
   double min_time = 1.0;
   std::vector<int> cpu_batches = {1, 8, 32, 128};
@@ -598,6 +603,61 @@ void RunEngine(const Options& o, bool have_gpu, int64_t device_free_bytes, std::
     }
   }
 }
+// Pairs of consecutive views sliding 3 px right over a frame, gray, at `size`.
+std::vector<fg::FlowPair> FlowPairs(const InputSet& frames, cv::Size size, int n) {
+  std::vector<fg::FlowPair> pairs;
+  for (int i = 0; i < n; ++i) {
+    const cv::Mat& f = frames.images[size_t(i) % frames.images.size()];
+    cv::Mat gray, a, b;
+    cv::cvtColor(f, gray, cv::COLOR_BGR2GRAY);
+    cv::resize(gray, a, size, 0, 0, cv::INTER_AREA);
+    cv::warpAffine(a, b, cv::Matx23d(1, 0, 3, 0, 1, 0), size, cv::INTER_LINEAR, cv::BORDER_REFLECT);
+    pairs.push_back({a, b});
+  }
+  return pairs;
+}
+
+void RunFlow(const InputSet& frames, fg::ComputeBackend& cpu, fg::ComputeBackend* gpu, const Options& o,
+             std::vector<std::string>* summary) {
+  using Clock = std::chrono::steady_clock;
+  for (cv::Size size : {cv::Size(320, 180), cv::Size(1280, 720)}) {
+    const auto pairs = FlowPairs(frames, size, 8);
+    auto rate = [&](fg::ComputeBackend& b, int batch, std::vector<cv::Mat>* last) -> double {
+      const std::vector<fg::FlowPair> one(pairs.begin(), pairs.begin() + batch);
+      auto warm = b.DenseFlowBatch(one, {});
+      if (!warm.ok()) return 0;
+      int64_t done = 0;
+      const auto t0 = Clock::now();
+      double secs = 0;
+      while (secs < o.min_time) {
+        auto r = b.DenseFlowBatch(one, {});
+        if (!r.ok()) return 0;
+        if (last) *last = std::move(r).value();
+        done += batch;
+        secs = std::chrono::duration<double>(Clock::now() - t0).count();
+      }
+      return double(done) / secs;
+    };
+    std::vector<cv::Mat> cpu_out, gpu_out;
+    const double c = rate(cpu, 1, &cpu_out);
+    char line[256];
+    if (gpu) {
+      const double g = rate(*gpu, 8, &gpu_out);
+      double worst = 0;
+      cv::Mat diff;
+      cv::absdiff(gpu_out[0], cpu_out[0], diff);
+      cv::minMaxLoc(diff.reshape(1), nullptr, &worst);
+      std::snprintf(line, sizeof line, "flow %dx%d: CUDA %.1f pairs/s, CPU twin %.2f pairs/s (%.1fx); max |diff| %.2g px",
+                    size.width, size.height, g, c, c > 0 ? g / c : 0.0, worst);
+    } else {
+      std::snprintf(line, sizeof line, "flow %dx%d: CPU twin %.2f pairs/s (no CUDA device)", size.width,
+                    size.height, c);
+    }
+    std::printf("%s\n", line);
+    summary->push_back(line);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -634,7 +694,7 @@ int main(int argc, char** argv) {
   }
   for (const std::string& b : o.benchmarks) {
     if (b != "luma_stats" && b != "preprocess_fp32" && b != "preprocess_fp16" && b != "tuner_vs_sweep" &&
-        b != "engine") {
+        b != "engine" && b != "flow") {
       std::fprintf(stderr, "unknown benchmark %s\n", b.c_str());
       return 2;
     }
@@ -728,6 +788,7 @@ int main(int argc, char** argv) {
     }
     RunEngine(o, gpu != nullptr, free_bytes, &summary);
   }
+  if (o.benchmarks.count("flow")) RunFlow(frame_set, *cpu, gpu.get(), o, &summary);
   std::printf("Summary\n");
   for (const std::string& s : summary) std::printf("  %s\n", s.c_str());
   return 0;

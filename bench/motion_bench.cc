@@ -15,7 +15,8 @@
 //            widths 160 to 640 with each DIS preset: error of dx, zoom and rotation per frame
 //   flow     flow accuracy on Middlebury's motorcycle stereo pair (python3-skimage, with its
 //            ground-truth disparity): endpoint error in source pixels and ms per pair, for
-//            DIS's presets and Farneback (the baseline) at analysis widths 160 to 741
+//            DIS's presets, Farneback (the baseline) and lk_pyramid (the CPU twin of the
+//            CUDA flow that MOTION_GPU selects) at analysis widths 160 to 741
 //
 // The 720p clip is imageio's cockatoo.mp4 (handheld, 1280x720 h264, 280 frames); the
 // 480p one is the same clip scaled by ffmpeg into a temporary file. Each timing is the
@@ -36,6 +37,7 @@
 #include <opencv2/video/tracking.hpp>
 #include <opencv2/videoio.hpp>
 
+#include "gpu/ops.h"
 #include "media/video_reader.h"
 #include "stages/motion_analysis.h"
 #include "tests/support/test_support.h"
@@ -116,7 +118,7 @@ void Motion(const Flags& flags, const std::string& label, const std::string& pat
   const cv::Size analysis = frames[0].image.size();
   const double analysed = MedianMs(flags.reps, [&] {
     MotionAnalyser a({}, source, analysis);
-    for (const auto& f : frames) a.Add(f.index, f.time_s, f.image);
+    for (const auto& f : frames) (void)a.Add(f.index, f.time_s, f.image);
     a.Finish(int64_t(frames.size()));
   });
   const double whole = MedianMs(flags.reps, [&] {
@@ -125,7 +127,7 @@ void Motion(const Flags& flags, const std::string& label, const std::string& pat
     auto reader = VideoReader::Open(path, o);
     MotionAnalyser a({}, source, analysis);
     VideoFrame f;
-    while (*(*reader)->Next(&f)) a.Add(f.index, f.time_s, f.image);
+    while (*(*reader)->Next(&f)) (void)a.Add(f.index, f.time_s, f.image);
     a.Finish((*reader)->frames_decoded());
   });
   const double n = double(frames.size());
@@ -162,7 +164,7 @@ void Camera(const Flags& flags) {
         for (size_t k = 0; k < frames.size(); ++k) {
           cv::Mat small;
           cv::resize(frames[k], small, size, 0, 0, cv::INTER_AREA);
-          a.Add(int64_t(k), k / 25.0, small);
+          (void)a.Add(int64_t(k), k / 25.0, small);
         }
         const MotionSummary m = a.Finish(int64_t(frames.size()));
         const double ms = (NowMs() - t0) / double(frames.size());
@@ -232,6 +234,9 @@ void Flow(const Flags& flags) {
                         }});
     variants.push_back({"farneback_wide", [=](cv::Mat* f) {
                           cv::calcOpticalFlowFarneback(l, r, *f, 0.5, 6, 31, 5, 7, 1.5, 0);
+                        }});
+    variants.push_back({"lk_pyramid", [=](cv::Mat* f) {  // the device flow's CPU twin
+                          *f = gpu::DenseFlowCpu({l, r}, gpu::FlowSpec{});
                         }});
     for (auto& v : variants) {
       cv::Mat flow;

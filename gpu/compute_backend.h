@@ -63,6 +63,10 @@ class ComputeBackend {
   // the blocks of face clustering's exact neighbour graph. InvalidArgument as
   // CheckSimilarityQuery says; OutOfMemory when the rows do not fit the device.
   virtual Result<TopK> TopKSimilar(const SimilarityQuery& q) = 0;
+  // Dense optical flow of each pair (gpu/ops.h: DenseFlowCpu defines it), CV_32FC2 in
+  // the frames' pixels. InvalidArgument as CheckFlowPairs says.
+  virtual Result<std::vector<cv::Mat>> DenseFlowBatch(const std::vector<FlowPair>& pairs,
+                                                      const FlowSpec& spec) = 0;
 
  protected:
   int64_t memory_limit_ = 0;

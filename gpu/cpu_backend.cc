@@ -64,6 +64,17 @@ class CpuBackend : public ComputeBackend {
       return Status::OutOfMemory("host memory exhausted computing similarities");
     }
   }
+  Result<std::vector<cv::Mat>> DenseFlowBatch(const std::vector<FlowPair>& pairs,
+                                              const FlowSpec& spec) override {
+    FM_RETURN_IF_ERROR(CheckFlowPairs(pairs, spec));
+    try {
+      std::vector<cv::Mat> out;
+      for (const FlowPair& p : pairs) out.push_back(DenseFlowCpu(p, spec));
+      return out;
+    } catch (const std::bad_alloc&) {
+      return Status::OutOfMemory("host memory exhausted computing optical flow");
+    }
+  }
 };
 
 // The simulated device: CPU arithmetic behind a VRAM budget, so the batch tuner and
@@ -109,6 +120,15 @@ class SimBackend : public ComputeBackend {
     FM_RETURN_IF_ERROR(Charge(need, static_cast<size_t>(q.nq)));
     last_bytes_ = static_cast<int64_t>(static_cast<double>(need) * cost_);
     return cpu_.TopKSimilar(q);
+  }
+  Result<std::vector<cv::Mat>> DenseFlowBatch(const std::vector<FlowPair>& pairs,
+                                              const FlowSpec& spec) override {
+    FM_RETURN_IF_ERROR(CheckFlowPairs(pairs, spec));
+    int64_t need = 0;
+    for (const FlowPair& p : pairs) need += DenseFlowBytesPerItem(p.from.size(), spec);
+    FM_RETURN_IF_ERROR(Charge(need, pairs.size()));
+    last_bytes_ = static_cast<int64_t>(static_cast<double>(need) * cost_);
+    return cpu_.DenseFlowBatch(pairs, spec);
   }
 
  private:

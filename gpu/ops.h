@@ -99,11 +99,41 @@ TopK TopKSimilarCpu(const SimilarityQuery& q);
 // Dot product of two float vectors, dispatched at run time to the widest SIMD the CPU has.
 float DotCpu(const float* a, const float* b, int dim);
 
+// Dense optical flow (MOTION on a device): pyramidal Lucas-Kanade with iterative warping.
+// Per level, coarse to fine: the flow from the level above (bilinear, doubled), then
+// `iterations` times: warp `to` by the flow and solve each pixel's 2x2 system of window
+// sums over (2 radius + 1)^2 (the mean gradient of both frames at the warped position,
+// against the warped difference; + lambda I). Intensities are in [0, 1]; borders clamp.
+// DenseFlowCpu defines the function; the CUDA kernels compute it in the same order.
+// The defaults were chosen on shifted real photos (bench/README): three iterations
+// converge; more drift, as Newton steps without step control do at coarse levels.
+struct FlowSpec {
+  int levels = 5;         // at most; a level is kept while its short side is >= 16 px
+  int radius = 4;         // 9x9 windows
+  int iterations = 3;     // warps per level
+  float lambda = 1e-3f;   // regularises flat windows: they keep the coarser level's flow
+};
+// Float planes per pixel of a pyramid level on a device: both frames, their gradients,
+// the mean gradient, the difference, the update and the flow.
+inline constexpr int kFlowPlanes = 13;
+struct FlowPair {
+  cv::Mat from, to;
+};
+// Why a batch cannot run (a frame that is not 8-bit gray, sizes that differ within the
+// batch, a frame under 8x8, a bad spec), or OK. Every backend checks with this first.
+Status CheckFlowPairs(const std::vector<FlowPair>& pairs, const FlowSpec& spec);
+// Reference: CV_32FC2 flow in pixels of the input, for a pair CheckFlowPairs accepts.
+cv::Mat DenseFlowCpu(const FlowPair& pair, const FlowSpec& spec);
+// The pyramid's level sizes, finest first (the input's size, then halved, floor).
+std::vector<cv::Size> FlowPyramid(cv::Size size, const FlowSpec& spec);
+
 // Device bytes one image costs each operation (inputs, outputs, scratch), used by the
 // batch tuner's first guess and by the simulated device's budget.
 int64_t LumaStatsBytesPerItem(const cv::Mat& image);
 int64_t PreprocessBytesPerItem(const cv::Mat& image, const PreprocessSpec& spec);
 // Device bytes of one TopKSimilar call: the rows, one tile of similarities, the results.
 int64_t TopKSimilarBytes(const SimilarityQuery& q);
+// Device bytes of one flow pair: both frames, and kFlowPlanes floats a pixel per level.
+int64_t DenseFlowBytesPerItem(cv::Size size, const FlowSpec& spec);
 
 }  // namespace framemill::gpu

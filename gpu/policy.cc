@@ -9,9 +9,10 @@ namespace framemill::gpu {
 
 bool HasGpuImplementation(const std::string& op) {
   // The neural operations run on the inference engine (gpu/engine) on a device.
+  // FACE_CLUSTERING: the exact similarity tiles; MOTION: our pyramidal Lucas-Kanade flow.
   return op == "LIGHTING" || op == "PREPROCESS" || op == "CATEGORIZE" ||
          op == "FACE_DETECTION" || op == "FACE_EMBEDDING" || op == "POSE" ||
-         op == "SEGMENTATION";
+         op == "SEGMENTATION" || op == "FACE_CLUSTERING" || op == "MOTION";
 }
 
 const OpDecision& GpuPlan::For(const std::string& op) const {

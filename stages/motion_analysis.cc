@@ -177,12 +177,21 @@ std::string CameraLabel(const CameraMotion& c, double jitter, int width) {
 }
 
 MotionAnalyser::MotionAnalyser(MotionAnalysisOptions options, cv::Size source_size,
-                               cv::Size analysis_size)
+                               cv::Size analysis_size, FlowFn flow)
     : options_(options),
       source_(source_size),
       analysis_(analysis_size),
       scale_(source_size.width > 0 ? double(analysis_size.width) / source_size.width : 1),
-      flow_(cv::DISOpticalFlow::create(options.preset)) {}
+      flow_(std::move(flow)) {
+  if (!flow_) {
+    cv::Ptr<cv::DISOpticalFlow> dis = cv::DISOpticalFlow::create(options.preset);
+    flow_ = [dis](const cv::Mat& from, const cv::Mat& to) -> Result<cv::Mat> {
+      cv::Mat f;
+      dis->calc(from, to, f);
+      return f;
+    };
+  }
+}
 
 MotionAnalyser::Frame MotionAnalyser::Prepare(int64_t index, const cv::Mat& bgr) const {
   Frame f;
@@ -217,7 +226,7 @@ MotionAnalyser::Frame MotionAnalyser::Prepare(int64_t index, const cv::Mat& bgr)
   return f;
 }
 
-PairMotion MotionAnalyser::Compare(const Frame& a, const Frame& b, double time_s) {
+Result<PairMotion> MotionAnalyser::Compare(const Frame& a, const Frame& b, double time_s) {
   PairMotion p;
   p.frame = b.index;
   p.time_s = time_s;
@@ -226,8 +235,9 @@ PairMotion MotionAnalyser::Compare(const Frame& a, const Frame& b, double time_s
   p.from_flat = a.flat;
   p.luma = b.luma;
   p.histogram_change = cv::compareHist(a.histogram, b.histogram, cv::HISTCMP_BHATTACHARYYA);
-  cv::Mat flow;
-  flow_->calc(a.gray, b.gray, flow);
+  auto computed = flow_(a.gray, b.gray);
+  if (!computed.ok()) return computed.status();
+  const cv::Mat flow = std::move(computed).value();
   // The later frame pulled back along the flow onto the earlier one: what motion explains.
   cv::Mat map(flow.size(), CV_32FC2);
   for (int y = 0; y < flow.rows; ++y) {
@@ -258,22 +268,28 @@ PairMotion MotionAnalyser::Compare(const Frame& a, const Frame& b, double time_s
   return p;
 }
 
-void MotionAnalyser::Add(int64_t index, double time_s, const cv::Mat& bgr) {
+Status MotionAnalyser::Add(int64_t index, double time_s, const cv::Mat& bgr) {
   Frame f = Prepare(index, bgr);
   if (frames_++ == 0) first_luma_ = f.luma;
   if (previous_.index >= 0) {
-    pairs_.push_back(Compare(previous_, f, time_s));
+    auto pair = Compare(previous_, f, time_s);
+    if (!pair.ok()) return pair.status();
+    pairs_.push_back(std::move(pair).value());
     skip_change_.push_back(1.0);  // until the next frame arrives
     across_flat_.emplace_back();
     if (before_previous_.index >= 0)  // the pair before this one ended at previous_
       skip_change_[skip_change_.size() - 2] =
           cv::compareHist(before_previous_.histogram, f.histogram, cv::HISTCMP_BHATTACHARYYA);
-    if (previous_.flat && !f.flat && last_solid_.index >= 0)
-      across_flat_.back() = Compare(last_solid_, f, time_s);
+    if (previous_.flat && !f.flat && last_solid_.index >= 0) {
+      auto across = Compare(last_solid_, f, time_s);
+      if (!across.ok()) return across.status();
+      across_flat_.back() = std::move(across).value();
+    }
   }
   if (!f.flat) last_solid_ = f;
   before_previous_ = std::move(previous_);
   previous_ = std::move(f);
+  return Status::OK();
 }
 
 int64_t MotionAnalyser::CutAfterFlatRun(size_t last) const {

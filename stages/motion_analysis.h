@@ -6,12 +6,15 @@
 
 #include <optional>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 #include <opencv2/core.hpp>
 #include <opencv2/video/tracking.hpp>
+
+#include "base/status.h"
 
 namespace framemill {
 
@@ -69,13 +72,19 @@ struct MotionSummary {
   ShotMotion overall;              // over every pair within a shot
 };
 
+// Dense flow between two 8-bit gray frames of the analysis size, CV_32FC2: from(x) ~
+// to(x + flow(x)). Empty: DIS on the CPU (options.preset).
+using FlowFn = std::function<Result<cv::Mat>(const cv::Mat& from, const cv::Mat& to)>;
+
 class MotionAnalyser {
  public:
   // `source_size`: the video's frame size; frames arrive scaled to `analysis_size`.
-  MotionAnalyser(MotionAnalysisOptions options, cv::Size source_size, cv::Size analysis_size);
+  MotionAnalyser(MotionAnalysisOptions options, cv::Size source_size, cv::Size analysis_size,
+                 FlowFn flow = nullptr);
 
-  // The next analysed frame (8-bit BGR at the analysis size), in order.
-  void Add(int64_t index, double time_s, const cv::Mat& bgr);
+  // The next analysed frame (8-bit BGR at the analysis size), in order. Fails only when
+  // the flow does (a device error other than running out of memory).
+  Status Add(int64_t index, double time_s, const cv::Mat& bgr);
   // Decides the cuts (a flash is looked at from both sides), then the shots.
   MotionSummary Finish(int64_t frames_total);
 
@@ -96,12 +105,12 @@ class MotionAnalyser {
   Frame Prepare(int64_t index, const cv::Mat& bgr) const;
   // Where the new shot starts when pair `last` ends a flat run that separates two shots.
   int64_t CutAfterFlatRun(size_t last) const;
-  PairMotion Compare(const Frame& a, const Frame& b, double time_s);
+  Result<PairMotion> Compare(const Frame& a, const Frame& b, double time_s);
 
   MotionAnalysisOptions options_;
   cv::Size source_, analysis_;
   double scale_;  // analysis px per source px
-  cv::Ptr<cv::DISOpticalFlow> flow_;
+  FlowFn flow_;
   Frame previous_, before_previous_;
   Frame last_solid_;                   // the last frame that was not flat
   std::vector<PairMotion> pairs_;

@@ -2,6 +2,7 @@
 
 #include <exception>
 
+#include "gpu/ops.h"
 #include "media/video_reader.h"
 #include "stages/artifact.h"
 #include "stages/motion_analysis.h"
@@ -14,6 +15,32 @@ int DisPreset(const std::string& name) {
   if (name == "ultrafast") return cv::DISOpticalFlow::PRESET_ULTRAFAST;
   if (name == "medium") return cv::DISOpticalFlow::PRESET_MEDIUM;
   return cv::DISOpticalFlow::PRESET_FAST;
+}
+
+constexpr const char* kOperation = "MOTION";
+
+// Flow on the device the ladder chose for MOTION (our pyramidal Lucas-Kanade), stepping
+// down to its CPU twin when the device runs out of memory. `device` gets who ran it.
+FlowFn DeviceFlow(gpu::OomLadder& ladder, std::string* device) {
+  return [&ladder, device](const cv::Mat& from, const cv::Mat& to) -> Result<cv::Mat> {
+    const gpu::FlowSpec spec;
+    const std::vector<gpu::FlowPair> pairs = {{from, to}};
+    cv::Mat flow;
+    std::vector<std::string> device_of;
+    Status s = ladder.Run(
+        kOperation, 1, static_cast<int64_t>(from.total()),
+        gpu::DenseFlowBytesPerItem(from.size(), spec),
+        [&](gpu::ComputeBackend& backend, size_t, size_t) -> Status {
+          auto r = backend.DenseFlowBatch(pairs, spec);
+          if (!r.ok()) return r.status();
+          flow = std::move(r->front());
+          return Status::OK();
+        },
+        &device_of);
+    if (!s.ok()) return s;
+    if (!device_of.empty()) *device = device_of.front();
+    return flow;
+  };
 }
 
 }  // namespace
@@ -57,13 +84,18 @@ Outcome MotionStage::RunOne(const ClaimedJob& job, const StageContext& ctx) cons
   mo.moving_px = options_.moving_px;
   mo.cut_histogram = options_.cut_histogram;
   mo.cut_residual = options_.cut_residual;
-  MotionAnalyser analyser(mo, cv::Size(r.info().width, r.info().height), r.output_size());
+  std::string device = "cpu";
+  FlowFn flow;  // DIS on the CPU, unless MOTION runs on a device
+  if (ctx.ladder != nullptr && ctx.ladder->OnDevice(kOperation)) flow = DeviceFlow(*ctx.ladder, &device);
+  const std::string method = flow ? "lk-pyramid" : "dis-" + options_.preset;
+  MotionAnalyser analyser(mo, cv::Size(r.info().width, r.info().height), r.output_size(), flow);
   VideoFrame frame;
   for (;;) {
     auto more = r.Next(&frame);
     if (!more.ok()) return Outcome::Failed(more.status());
     if (!*more) break;
-    analyser.Add(frame.index, frame.time_s, frame.image);
+    if (Status s = analyser.Add(frame.index, frame.time_s, frame.image); !s.ok())
+      return Outcome::Failed(s);
   }
   if (analyser.frames_analysed() < 2)
     return Outcome::Skipped("motion needs two frames; the video has " +
@@ -75,8 +107,9 @@ Outcome MotionStage::RunOne(const ClaimedJob& job, const StageContext& ctx) cons
                                      r.output_size());
   result["frames"] = r.frames_decoded();
   result["series"] = series;
+  result["flow"] = method;
   if (r.damaged_packets() > 0) result["damaged_packets"] = r.damaged_packets();
-  Outcome o = Outcome::Done(std::move(result));
+  Outcome o = Outcome::Done(std::move(result), device);
   o.artifacts.push_back(series);
   return o;
 }

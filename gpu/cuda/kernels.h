@@ -85,4 +85,27 @@ cudaError_t LaunchTopKSimilarTile(const SimilarityTile& tile, cudaStream_t strea
 // Sets n entries to (empty, -1): the top-k arrays before the first tile.
 cudaError_t LaunchTopKFill(int64_t n, float* sims, int32_t* ids, float empty, cudaStream_t stream);
 
+// ---- DenseFlow (flow.cu): pyramidal Lucas-Kanade, the twin of DenseFlowCpu ----
+
+// One pyramid level's device planes (floats, w x h, row-major; kFlowPlanes of them).
+// `up_u`/`up_v` are the level above's flow (up_w x up_h), or null at the coarsest level.
+struct FlowLevel {
+  int w = 0, h = 0;
+  float *from = nullptr, *to = nullptr;
+  float *ix = nullptr, *iy = nullptr, *jx = nullptr, *jy = nullptr;  // each frame's gradient
+  float *gx = nullptr, *gy = nullptr, *it = nullptr;  // mean gradient and difference, warped
+  float *du = nullptr, *dv = nullptr, *u = nullptr, *v = nullptr;
+  const float *up_u = nullptr, *up_v = nullptr;
+  int up_w = 0, up_h = 0;
+};
+// 8-bit gray (pitch `pitch` bytes) -> [0, 1] floats.
+cudaError_t LaunchGrayToFloat(const uint8_t* gray, int pitch, int w, int h, float* out,
+                              cudaStream_t stream);
+// 2x2 mean into the next level (out_w x out_h = floor of half).
+cudaError_t LaunchHalf(const float* in, int w, int h, float* out, int out_w, int out_h,
+                       cudaStream_t stream);
+// One level: the flow from above, gradients and tensor, then `iterations` warps and solves.
+cudaError_t LaunchFlowLevel(const FlowLevel& level, int radius, int iterations, float lambda,
+                            cudaStream_t stream);
+
 }  // namespace framemill::gpu::cuda

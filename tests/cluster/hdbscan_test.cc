@@ -213,7 +213,10 @@ Synthetic TwoShotsOfOnePerson(float shots_cosine, int per_shot = 10) {
   auto random_unit = [&] {
     std::vector<float> v(dim);
     float n = 0;
-    for (float& x : v) n += (x = g(rng)) * x;
+    for (float& x : v) {
+      x = g(rng);
+      n += x * x;
+    }
     for (float& x : v) x /= std::sqrt(n);
     return v;
   };

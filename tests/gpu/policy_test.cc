@@ -32,8 +32,10 @@ TEST(GpuPolicyTest, AutoUsesTheCudaDeviceForOperationsWithAGpuImplementation) {
   EXPECT_TRUE(p.For("PREPROCESS").use_gpu);
   EXPECT_TRUE(p.For("POSE").use_gpu);  // the inference engine
   EXPECT_EQ(p.For("POSE").device, "cuda:0");
-  EXPECT_FALSE(p.For("MOTION").use_gpu);  // no GPU implementation yet
-  EXPECT_EQ(p.For("MOTION").reason, "no GPU implementation of this operation in this build");
+  EXPECT_TRUE(p.For("MOTION").use_gpu);           // our dense flow kernels
+  EXPECT_TRUE(p.For("FACE_CLUSTERING").use_gpu);  // the similarity tiles
+  EXPECT_FALSE(p.For("INPAINTING").use_gpu);      // no GPU implementation yet
+  EXPECT_EQ(p.For("INPAINTING").reason, "no GPU implementation of this operation in this build");
   EXPECT_TRUE(p.warnings.empty());
 }
 

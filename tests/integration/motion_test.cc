@@ -3,6 +3,7 @@
 // image is skipped with the reason.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -110,6 +111,45 @@ TEST(MotionStageTest, CutsAreTheJoinsOfRealClipsAndFadesAreNot) {
                              " i.id = j.item_id WHERE i.source LIKE '%still.jpg'");
   ASSERT_EQ(still.size(), 1u);
   EXPECT_EQ(still[0], "4|motion does not apply to image items");
+}
+
+// MOTION_GPU on the simulated device: the flow is our own (the kernels' CPU twin behind
+// a VRAM budget); with too little VRAM the ladder steps down to the CPU twin and every job
+// still ends done, with the same figures.
+TEST(MotionStageTest, OnADeviceTheFlowIsOurOwnAndTooLittleMemoryFallsBackToItsCpuTwin) {
+  ASSERT_TRUE(fs::exists(kFfmpeg)) << "ffmpeg is not installed (scripts/install-deps.sh installs it)";
+  TempDir dir;
+  const std::string media = dir / "media";
+  fs::create_directories(media);
+  Join({SampleData("vtest.avi")}, 0, 24, {""}, media + "/street.mp4");
+  std::map<std::string, nlohmann::json> results[2];
+  std::string devices[2];
+  for (int tiny = 0; tiny < 2; ++tiny) {
+    const std::string db = dir / ("fm" + std::to_string(tiny) + ".db");
+    std::map<std::string, std::string> env = {{"FRAMEMILL_DB", db},
+                                              {"FRAMEMILL_OUT", dir / "out"},
+                                              {"FRAMEMILL_STAGES", "motion"},
+                                              {"GPU_BACKEND", "sim"},
+                                              {"MOTION_GPU", "true"},
+                                              {"FRAMEMILL_SIM_VRAM_MB", tiny ? "1" : "256"}};
+    ASSERT_EQ(RunProcess({FRAMEMILL_BIN, "enqueue", media}, env, dir.path()).exit_code, 0);
+    auto run = RunProcess({FRAMEMILL_BIN, "run", "--workers", "1"}, env, dir.path(), 300);
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    results[tiny] = MotionResults(dir.path(), env);
+    auto device = QueryRows(db, "SELECT device FROM results");
+    ASSERT_EQ(device.size(), 1u);
+    devices[tiny] = device[0];
+  }
+  EXPECT_EQ(devices[0], "sim:0");
+  EXPECT_EQ(devices[1], "cpu");  // 1 MiB holds no 320x180 pair: the ladder's last step
+  for (const auto& r : results) {
+    const auto& street = r.at("street.mp4");
+    EXPECT_EQ(street["flow"], "lk-pyramid");
+    EXPECT_EQ(street["camera"]["label"], "static") << street.dump();
+    EXPECT_LT(std::abs(street["camera"]["dx"].get<double>()), 0.1);
+    EXPECT_EQ(street["cuts"], nlohmann::json::array());
+  }
+  EXPECT_EQ(results[0].at("street.mp4")["camera"], results[1].at("street.mp4")["camera"]);
 }
 
 }  // namespace

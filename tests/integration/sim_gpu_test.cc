@@ -77,7 +77,7 @@ TEST(SimGpuTest, GpuCommandShowsDevicesAndEveryOperationsDecision) {
   TempDir dir;
   auto sim = RunProcess({FRAMEMILL_BIN, "gpu", "--json"},
                         {{"GPU_BACKEND", "sim"}, {"FRAMEMILL_SIM_VRAM_MB", "2048"},
-                         {"MOTION_GPU", "true"}}, dir.path());
+                         {"INPAINTING_GPU", "true"}}, dir.path());
   ASSERT_EQ(sim.exit_code, 0) << sim.err;
   auto j = nlohmann::json::parse(sim.out);
   EXPECT_EQ(j["backend"], "sim");
@@ -85,10 +85,11 @@ TEST(SimGpuTest, GpuCommandShowsDevicesAndEveryOperationsDecision) {
   EXPECT_EQ(j["devices"][0]["total_bytes"], 2048LL << 20);
   EXPECT_EQ(j["operations"]["LIGHTING"]["device"], "sim:0");
   EXPECT_EQ(j["operations"]["POSE"]["device"], "sim:0");  // the inference engine
-  EXPECT_EQ(j["operations"]["MOTION"]["device"], "cpu");
+  EXPECT_EQ(j["operations"]["MOTION"]["device"], "sim:0");  // our dense flow
+  EXPECT_EQ(j["operations"]["INPAINTING"]["device"], "cpu");
   EXPECT_EQ(j["operations"].size(), 11u);
-  ASSERT_EQ(j["warnings"].size(), 1u);  // MOTION_GPU=true, but motion has no GPU code yet
-  EXPECT_NE(j["warnings"][0].get<std::string>().find("MOTION_GPU=true"), std::string::npos);
+  ASSERT_EQ(j["warnings"].size(), 1u);  // INPAINTING_GPU=true, but inpainting has no GPU code yet
+  EXPECT_NE(j["warnings"][0].get<std::string>().find("INPAINTING_GPU=true"), std::string::npos);
 
   auto cpu = RunProcess({FRAMEMILL_BIN, "gpu"}, {{"GPU_BACKEND", "cpu"}}, dir.path());
   ASSERT_EQ(cpu.exit_code, 0);

@@ -42,7 +42,9 @@ TEST(FaceTilesTest, APyramidOfDoublingTilesCoversTheFrameAndEndsWithAZoomOut) {
   EXPECT_EQ(p.min_face_px, 32);
   for (const cv::Rect& t : p.tiles) {
     EXPECT_EQ(t.width, t.height);
-    if (t.width != 2560) EXPECT_EQ(t & cv::Rect({}, frame), t) << "tiles stay inside the frame";
+    if (t.width != 2560) {
+      EXPECT_EQ(t & cv::Rect({}, frame), t) << "tiles stay inside the frame";
+    }
   }
   ExpectLevelCovers(p.tiles, 293, frame);
   ExpectLevelCovers(p.tiles, 586, frame);

@@ -7,6 +7,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "gpu/ops.h"
 #include "media/video_reader.h"
 #include "tests/support/test_support.h"
 
@@ -26,7 +27,7 @@ MotionSummary Film(const Camera& cam, int frames, MotionAnalyser* analyser) {
   for (const cv::Mat& view : testing::FilmPhoto(photo, cam, kView, frames)) {
     cv::Mat small;
     cv::resize(view, small, kAnalysis, 0, 0, cv::INTER_AREA);
-    analyser->Add(k, k / 25.0, small);
+    EXPECT_TRUE(analyser->Add(k, k / 25.0, small).ok());
     ++k;
   }
   return analyser->Finish(frames);
@@ -76,6 +77,26 @@ TEST(MotionAnalysisTest, AStillCameraIsStaticAndAShakenOneIsHandheld) {
   EXPECT_GT(shaken.overall.jitter, 1.0);
 }
 
+// The device's flow (our pyramidal Lucas-Kanade, here its CPU twin) measures the camera
+// as well as DIS does.
+TEST(MotionAnalysisTest, TheDeviceFlowsCpuTwinMeasuresTheCameraWithinFivePercent) {
+  FlowFn lk = [](const cv::Mat& from, const cv::Mat& to) -> Result<cv::Mat> {
+    return gpu::DenseFlowCpu({from, to}, gpu::FlowSpec{});
+  };
+  auto film = [&](const Camera& cam) {
+    MotionAnalyser a({}, kView, kAnalysis, lk);
+    return Film(cam, 20, &a);
+  };
+  auto pan = film({.velocity = {3, 0}});
+  EXPECT_NEAR(pan.overall.camera.dx, -3.0, 0.15);
+  EXPECT_NEAR(pan.overall.camera.dy, 0.0, 0.1);
+  EXPECT_EQ(pan.overall.label, "pan");
+  auto zoom = film({.zoom = 1.01});
+  EXPECT_NEAR(zoom.overall.camera.zoom, 1.01, 0.0005);
+  auto turn = film({.turn_deg = 0.5});
+  EXPECT_NEAR(turn.overall.camera.rotation_deg, -0.5, 0.025);
+}
+
 // vtest.avi: a fixed camera over a street with people walking.
 TEST(MotionAnalysisTest, AFixedCameraOverWalkingPeopleHasSubjectMotionAndNoCameraMotion) {
   VideoReaderOptions o;
@@ -84,7 +105,7 @@ TEST(MotionAnalysisTest, AFixedCameraOverWalkingPeopleHasSubjectMotionAndNoCamer
   ASSERT_TRUE(r.ok());
   MotionAnalyser a({}, {768, 576}, (*r)->output_size());
   VideoFrame f;
-  while (*(*r)->Next(&f) && f.index < 200) a.Add(f.index, f.time_s, f.image);
+  while (*(*r)->Next(&f) && f.index < 200) ASSERT_TRUE(a.Add(f.index, f.time_s, f.image).ok());
   auto m = a.Finish(200);
   EXPECT_NEAR(m.overall.camera.dx, 0.0, 0.1);
   EXPECT_NEAR(m.overall.camera.dy, 0.0, 0.1);
@@ -111,7 +132,7 @@ TEST(MotionAnalysisTest, AFlashAndAFadeThroughBlackAreNotCuts) {
     if (f.index >= 60 && f.index < 70) img.convertTo(img, -1, 1 - (f.index - 59) / 10.0);
     if (f.index >= 70 && f.index < 75) img = cv::Mat::zeros(img.size(), img.type());
     if (f.index >= 75 && f.index < 85) img.convertTo(img, -1, (f.index - 74) / 10.0);
-    a.Add(f.index, f.time_s, img);
+    ASSERT_TRUE(a.Add(f.index, f.time_s, img).ok());
   }
   auto m = a.Finish(120);
   EXPECT_TRUE(m.cuts.empty()) << ::testing::PrintToString(m.cuts) << "\n" << a.SeriesCsv();
