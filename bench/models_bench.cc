@@ -31,6 +31,7 @@
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 
+#include "bench/bench_support.h"
 #include "gpu/engine/cpu_kernels.h"
 #include "gpu/engine/engine.h"
 #include "gpu/ops.h"
@@ -51,29 +52,9 @@ struct Flags {
   int batch = 8;
 };
 
-bool Listed(const std::string& csv, const std::string& name) {
-  if (csv.empty()) return true;
-  std::string padded = "," + csv + ",";
-  return padded.find("," + name + ",") != std::string::npos;
-}
-
-double NowMs() {
-  using namespace std::chrono;
-  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
-}
-
-template <typename F>
-double MedianMs(int reps, F&& f) {
-  f();  // warm-up: first-run allocations and OpenCV's lazy initialisation
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    double t0 = NowMs();
-    f();
-    t.push_back(NowMs() - t0);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
+using bench::Listed;
+using bench::MedianMs;
+using bench::NowMs;
 
 void Dnn(const Flags& flags, const models::ModelManifest& m, const cv::Mat& photo) {
   auto model = models::DnnModel::Open(m);

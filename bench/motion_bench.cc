@@ -37,6 +37,7 @@
 #include <opencv2/video/tracking.hpp>
 #include <opencv2/videoio.hpp>
 
+#include "bench/bench_support.h"
 #include "gpu/ops.h"
 #include "media/video_reader.h"
 #include "stages/motion_analysis.h"
@@ -55,28 +56,9 @@ struct Flags {
   int width = 320;
 };
 
-bool Listed(const std::string& csv, const std::string& name) {
-  std::string padded = "," + csv + ",";
-  return padded.find("," + name + ",") != std::string::npos;
-}
-
-double NowMs() {
-  using namespace std::chrono;
-  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
-}
-
-template <typename F>
-double MedianMs(int reps, F&& f) {
-  f();
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    double t0 = NowMs();
-    f();
-    t.push_back(NowMs() - t0);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
+using bench::Listed;
+using bench::MedianMs;
+using bench::NowMs;
 
 std::vector<VideoFrame> ReadAll(const std::string& path, int width) {
   VideoReaderOptions o;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
@@ -97,16 +98,29 @@ TEST(MotionAnalysisTest, TheDeviceFlowsCpuTwinMeasuresTheCameraWithinFivePercent
   EXPECT_NEAR(turn.overall.camera.rotation_deg, -0.5, 0.025);
 }
 
-// vtest.avi: a fixed camera over a street with people walking.
-TEST(MotionAnalysisTest, AFixedCameraOverWalkingPeopleHasSubjectMotionAndNoCameraMotion) {
+// The first `frames` frames of vtest.avi (a fixed camera over a street with people
+// walking) at 320 px, each changed by `edit` first when given; the analyser's summary.
+MotionSummary AnalyseVtest(int64_t frames, const std::function<void(int64_t, cv::Mat*)>& edit,
+                           std::string* series) {
   VideoReaderOptions o;
   o.max_width = 320;
   auto r = VideoReader::Open(SampleData("vtest.avi"), o);
-  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r.ok());
+  if (!r.ok()) return {};
   MotionAnalyser a({}, {768, 576}, (*r)->output_size());
   VideoFrame f;
-  while (*(*r)->Next(&f) && f.index < 200) ASSERT_TRUE(a.Add(f.index, f.time_s, f.image).ok());
-  auto m = a.Finish(200);
+  while (*(*r)->Next(&f) && f.index < frames) {
+    if (edit) edit(f.index, &f.image);
+    EXPECT_TRUE(a.Add(f.index, f.time_s, f.image).ok());
+  }
+  MotionSummary m = a.Finish(frames);
+  if (series) *series = a.SeriesCsv();
+  return m;
+}
+
+// vtest.avi: a fixed camera over a street with people walking.
+TEST(MotionAnalysisTest, AFixedCameraOverWalkingPeopleHasSubjectMotionAndNoCameraMotion) {
+  auto m = AnalyseVtest(200, nullptr, nullptr);
   EXPECT_NEAR(m.overall.camera.dx, 0.0, 0.1);
   EXPECT_NEAR(m.overall.camera.dy, 0.0, 0.1);
   EXPECT_NEAR(m.overall.camera.zoom, 1.0, 0.001);
@@ -120,22 +134,14 @@ TEST(MotionAnalysisTest, AFixedCameraOverWalkingPeopleHasSubjectMotionAndNoCamer
 // Frames of vtest with one made into a flash, then the same footage faded to black and
 // back: neither is a cut.
 TEST(MotionAnalysisTest, AFlashAndAFadeThroughBlackAreNotCuts) {
-  VideoReaderOptions o;
-  o.max_width = 320;
-  auto r = VideoReader::Open(SampleData("vtest.avi"), o);
-  ASSERT_TRUE(r.ok());
-  MotionAnalyser a({}, {768, 576}, (*r)->output_size());
-  VideoFrame f;
-  while (*(*r)->Next(&f) && f.index < 120) {
-    cv::Mat img = f.image;
-    if (f.index == 30) img.convertTo(img, -1, 1.0, 170);             // a flash
-    if (f.index >= 60 && f.index < 70) img.convertTo(img, -1, 1 - (f.index - 59) / 10.0);
-    if (f.index >= 70 && f.index < 75) img = cv::Mat::zeros(img.size(), img.type());
-    if (f.index >= 75 && f.index < 85) img.convertTo(img, -1, (f.index - 74) / 10.0);
-    ASSERT_TRUE(a.Add(f.index, f.time_s, img).ok());
-  }
-  auto m = a.Finish(120);
-  EXPECT_TRUE(m.cuts.empty()) << ::testing::PrintToString(m.cuts) << "\n" << a.SeriesCsv();
+  std::string series;
+  auto m = AnalyseVtest(120, [](int64_t i, cv::Mat* img) {
+    if (i == 30) img->convertTo(*img, -1, 1.0, 170);                      // a flash
+    if (i >= 60 && i < 70) img->convertTo(*img, -1, 1 - (i - 59) / 10.0);  // fade out
+    if (i >= 70 && i < 75) *img = cv::Mat::zeros(img->size(), img->type());
+    if (i >= 75 && i < 85) img->convertTo(*img, -1, (i - 74) / 10.0);      // fade in
+  }, &series);
+  EXPECT_TRUE(m.cuts.empty()) << ::testing::PrintToString(m.cuts) << "\n" << series;
 }
 
 }  // namespace
