@@ -50,7 +50,7 @@ namespace fs = std::filesystem;
 
 struct Flags {
   std::string benchmarks = "decode,motion,camera,flow";
-  std::string video720 = "/usr/lib/python3/dist-packages/imageio/resources/images/cockatoo.mp4";
+  std::string video720 = testing::ImageioData("cockatoo.mp4");
   std::string skimage = "/usr/lib/python3/dist-packages/skimage/data";
   int reps = 3;
   int width = 320;

@@ -169,9 +169,6 @@ Result<std::unique_ptr<VideoReader>> VideoReader::Open(const std::string& path,
 
 const VideoInfo& VideoReader::info() const { return impl_->info; }
 cv::Size VideoReader::output_size() const { return impl_->out_size; }
-double VideoReader::scale() const {
-  return impl_->info.width > 0 ? double(impl_->out_size.width) / impl_->info.width : 1.0;
-}
 int64_t VideoReader::frames_decoded() const { return impl_->decoded; }
 int64_t VideoReader::damaged_packets() const { return impl_->damaged; }
 

@@ -41,7 +41,6 @@ class VideoReader {
 
   const VideoInfo& info() const;
   cv::Size output_size() const;  // size of every frame Next() returns
-  double scale() const;          // output width / source width
 
   // The next kept frame: true with *frame filled, false at the end of the stream (or
   // after limits.max_frames). Corruption when the file breaks before any frame decoded;

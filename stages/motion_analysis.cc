@@ -142,7 +142,6 @@ ShotMotion Summarise(const std::vector<const PairMotion*>& pairs, int width) {
   s.camera.dx = Median(dx), s.camera.dy = Median(dy);
   s.camera.zoom = dx.empty() ? 1 : Median(zoom);
   s.camera.rotation_deg = Median(rot);
-  s.camera.inliers = double(dx.size()) / std::max<size_t>(1, pairs.size());
   s.jitter = Jitter(shake);
   s.label = s.camera.valid ? CameraLabel(s.camera, s.jitter, width) : "unknown";
   return s;
@@ -180,7 +179,6 @@ MotionAnalyser::MotionAnalyser(MotionAnalysisOptions options, cv::Size source_si
                                cv::Size analysis_size, FlowFn flow)
     : options_(options),
       source_(source_size),
-      analysis_(analysis_size),
       scale_(source_size.width > 0 ? double(analysis_size.width) / source_size.width : 1),
       flow_(std::move(flow)) {
   if (!flow_) {
@@ -263,8 +261,8 @@ Result<PairMotion> MotionAnalyser::Compare(const Frame& a, const Frame& b, doubl
     p.camera.rotation_deg = std::atan2(s.m(1, 0), s.m(0, 0)) * 180 / kPi / double(p.gap);
   }
   p.camera.inliers = s.inliers;
-  p.subject = Residual(flow, p.camera.valid ? s.m : cv::Matx23d(1, 0, 0, 0, 1, 0),
-                       1.0 / scale_ / double(p.gap), options_.moving_px);
+  p.subject = Residual(flow, p.camera.valid ? s.m : cv::Matx23d(1, 0, 0, 0, 1, 0), to_source,
+                       options_.moving_px);
   return p;
 }
 
@@ -292,44 +290,42 @@ Status MotionAnalyser::Add(int64_t index, double time_s, const cv::Mat& bgr) {
   return Status::OK();
 }
 
-int64_t MotionAnalyser::CutAfterFlatRun(size_t last) const {
+size_t MotionAnalyser::CutAfterFlatRun(size_t last) const {
   size_t first = last;  // the run: pairs first..last-1 end on flat frames
   while (first > 0 && pairs_[first - 1].flat) --first;
   auto luma_before = [&](size_t i) { return i == 0 ? first_luma_ : pairs_[i - 1].luma; };
   // Cut straight to black: the new shot starts with the black.
   constexpr double kAbruptDrop = 40;  // gray levels in one frame; a fade takes many steps
-  if (luma_before(first) - pairs_[first].luma > kAbruptDrop) return pairs_[first].frame;
+  if (luma_before(first) - pairs_[first].luma > kAbruptDrop) return first;
   // A fade out and in: the new shot starts where the light comes back.
   double darkest = pairs_[first].luma;
   for (size_t i = first; i < last; ++i) darkest = std::min(darkest, pairs_[i].luma);
   size_t k = first;
   for (size_t i = first; i < last; ++i)
     if (pairs_[i].luma <= darkest + 0.5) k = i + 1;  // past the last darkest frame
-  return pairs_[std::min(k, last)].frame;
+  return std::min(k, last);
 }
 
 MotionSummary MotionAnalyser::Finish(int64_t frames_total) {
   auto is_cut = [&](const PairMotion& p) {
     return p.histogram_change > options_.cut_histogram && p.residual > options_.cut_residual;
   };
-  MotionSummary out;
   for (size_t i = 0; i < pairs_.size(); ++i) {
     PairMotion& p = pairs_[i];
     if (across_flat_[i]) {
       // A flat run (black, a fade): a new shot only if what comes out of it is not what
-      // went in.
-      if (is_cut(*across_flat_[i])) out.cuts.push_back(CutAfterFlatRun(i));
-      continue;
+      // went in; it starts at or before this pair.
+      if (is_cut(*across_flat_[i])) pairs_[CutAfterFlatRun(i)].cut = true;
     } else if (!p.flat && !p.from_flat) {
       // A flash is one frame unlike both neighbours, which agree with each other.
       const bool flash_here = skip_change_[i] < options_.cut_histogram / 2;
       const bool flash_before = i > 0 && skip_change_[i - 1] < options_.cut_histogram / 2;
       p.cut = is_cut(p) && !flash_here && !flash_before;
     }
-    if (p.cut) out.cuts.push_back(p.frame);
   }
-  for (int64_t c : out.cuts)
-    for (PairMotion& p : pairs_) p.cut = p.cut || p.frame == c;
+  MotionSummary out;
+  for (const PairMotion& p : pairs_)
+    if (p.cut) out.cuts.push_back(p.frame);
   // Shots: the pairs between cuts; a pair that crosses a cut belongs to none.
   int64_t start = 0;
   std::vector<const PairMotion*> shot, all;

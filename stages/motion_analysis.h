@@ -103,12 +103,13 @@ class MotionAnalyser {
     bool flat = false;
   };
   Frame Prepare(int64_t index, const cv::Mat& bgr) const;
-  // Where the new shot starts when pair `last` ends a flat run that separates two shots.
-  int64_t CutAfterFlatRun(size_t last) const;
+  // The pair where the new shot starts when pair `last` ends a flat run that separates
+  // two shots.
+  size_t CutAfterFlatRun(size_t last) const;
   Result<PairMotion> Compare(const Frame& a, const Frame& b, double time_s);
 
   MotionAnalysisOptions options_;
-  cv::Size source_, analysis_;
+  cv::Size source_;
   double scale_;  // analysis px per source px
   FlowFn flow_;
   Frame previous_, before_previous_;

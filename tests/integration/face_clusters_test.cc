@@ -13,7 +13,6 @@
 #include <map>
 #include <random>
 #include <set>
-#include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -25,6 +24,7 @@
 #include "scheduler/supervisor.h"
 #include "stages/face_clusters_stage.h"
 #include "storage/job_store.h"
+#include "tests/support/export_rows.h"
 #include "tests/support/test_support.h"
 
 namespace framemill::testing {
@@ -44,16 +44,6 @@ bool HaveModels() {
     return false;
   }
   return true;
-}
-
-std::vector<nlohmann::json> Export(const std::map<std::string, std::string>& env,
-                                   const std::string& dir, const std::string& stage) {
-  auto r = RunProcess({FRAMEMILL_BIN, "export", "--stage", stage}, env, dir);
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  std::vector<nlohmann::json> out;
-  std::istringstream in(r.out);
-  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
-  return out;
 }
 
 // The cluster id holding a member, or -1.
@@ -92,13 +82,13 @@ TEST(FaceClustersBinaryTest, RunsAfterEveryFacesJobAndNewItemsAndRetriesQueueItA
   EXPECT_GE(QueryInt(db, "SELECT finished_at FROM jobs WHERE stage = 'face_clusters'"),
             QueryInt(db, "SELECT max(finished_at) FROM jobs WHERE stage = 'faces'"));
 
-  auto clusters = Export(env, dir.path(), "face_clusters");
+  auto clusters = ExportRows(env, dir.path(), "face_clusters");
   ASSERT_EQ(clusters.size(), 1u);
   const nlohmann::json first = clusters[0]["result"];
   ASSERT_FALSE(first["clusters"].empty()) << first.dump();
   // Every member and noise entry names a face the faces stage found.
   std::map<std::string, nlohmann::json> faces;
-  for (const auto& row : Export(env, dir.path(), "faces")) faces[row["item"]] = row["result"];
+  for (const auto& row : ExportRows(env, dir.path(), "faces")) faces[row["item"]] = row["result"];
   int members = 0;
   auto check = [&](const nlohmann::json& m) {
     ASSERT_TRUE(faces.count(m["item"])) << m.dump();
@@ -128,7 +118,7 @@ TEST(FaceClustersBinaryTest, RunsAfterEveryFacesJobAndNewItemsAndRetriesQueueItA
   EXPECT_EQ(QueryInt(db, cluster_job), 5) << "waiting again";
   ASSERT_EQ(RunProcess({FRAMEMILL_BIN, "run", "--workers", "2"}, env, dir.path(), 600).exit_code, 3);
   ASSERT_EQ(QueryInt(db, cluster_job), 2);
-  const nlohmann::json second = Export(env, dir.path(), "face_clusters").at(0)["result"];
+  const nlohmann::json second = ExportRows(env, dir.path(), "face_clusters").at(0)["result"];
   EXPECT_EQ(IdOf(second, "/a.avi", 33), id33);
   EXPECT_EQ(IdOf(second, "/d.avi", 33), id33);
   EXPECT_EQ(second["clusters"].size(), first["clusters"].size());
@@ -141,7 +131,7 @@ TEST(FaceClustersBinaryTest, RunsAfterEveryFacesJobAndNewItemsAndRetriesQueueItA
   ASSERT_EQ(RunProcess({FRAMEMILL_BIN, "retry", "--failed"}, env, dir.path()).exit_code, 0);
   EXPECT_EQ(QueryInt(db, cluster_job), 5);
   ASSERT_EQ(RunProcess({FRAMEMILL_BIN, "run", "--workers", "2"}, env, dir.path(), 600).exit_code, 0);
-  const nlohmann::json third = Export(env, dir.path(), "face_clusters").at(0)["result"];
+  const nlohmann::json third = ExportRows(env, dir.path(), "face_clusters").at(0)["result"];
   EXPECT_EQ(IdOf(third, "/e.avi", 33), id33);
   EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM results r JOIN jobs j ON j.id = r.job_id"
                          " WHERE j.stage = 'face_clusters'"), 1);
@@ -321,7 +311,7 @@ TEST(FaceClustersRealTest, NineteenPeopleAreNeverMergedAndRarelySplit) {
   ASSERT_EQ(RunProcess({FRAMEMILL_BIN, "enqueue", media}, env, dir.path()).exit_code, 0);
   auto run = RunProcess({FRAMEMILL_BIN, "run"}, env, dir.path());
   ASSERT_EQ(run.exit_code, 0) << run.err;
-  const auto clusters = Export(env, dir.path(), "face_clusters");
+  const auto clusters = ExportRows(env, dir.path(), "face_clusters");
   ASSERT_EQ(clusters.size(), 1u);
   const nlohmann::json& r = clusters[0]["result"];
   std::map<std::pair<std::string, int>, int> found_of;  // (item, face) -> cluster id
@@ -330,7 +320,7 @@ TEST(FaceClustersRealTest, NineteenPeopleAreNeverMergedAndRarelySplit) {
   std::map<std::string, int> id_of_label;
   std::vector<int> truth, found;
   int unlabelled = 0, unlabelled_clustered = 0;
-  for (const auto& row : Export(env, dir.path(), "faces")) {
+  for (const auto& row : ExportRows(env, dir.path(), "faces")) {
     const std::string item = row["item"];
     const std::string name = fs::path(item).filename();
     const auto& faces = row["result"]["faces"];

@@ -6,10 +6,10 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "tests/support/export_rows.h"
 #include "tests/support/test_support.h"
 
 namespace framemill::testing {
@@ -17,8 +17,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const char* kCockatoo = "/usr/lib/python3/dist-packages/imageio/resources/images/cockatoo.mp4";
-
+const std::string kCockatoo = ImageioData("cockatoo.mp4");
 const char* kFfmpeg = "/usr/bin/ffmpeg";  // Debian's (scripts/install-deps.sh)
 
 // `frames` frames of each input from `start`, at 25 fps and 640x360, joined in order
@@ -42,16 +41,12 @@ void Join(const std::vector<std::string>& inputs, int start, int frames,
   ASSERT_EQ(r.exit_code, 0) << r.err;
 }
 
+// The motion results by file name.
 std::map<std::string, nlohmann::json> MotionResults(const std::string& dir,
                                                     const std::map<std::string, std::string>& env) {
-  auto r = RunProcess({FRAMEMILL_BIN, "export", "--stage", "motion"}, env, dir);
-  EXPECT_EQ(r.exit_code, 0) << r.err;
   std::map<std::string, nlohmann::json> out;
-  std::istringstream in(r.out);
-  for (std::string line; std::getline(in, line);) {
-    auto j = nlohmann::json::parse(line);
-    out[fs::path(j["item"].get<std::string>()).filename().string()] = j["result"];
-  }
+  for (const auto& row : ExportRows(env, dir, "motion"))
+    out[fs::path(row["item"].get<std::string>()).filename().string()] = row["result"];
   return out;
 }
 

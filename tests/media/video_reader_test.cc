@@ -18,7 +18,7 @@ using testing::TempDir;
 using testing::WriteFile;
 using testing::WriteTruncated;
 
-const char* kCockatoo = "/usr/lib/python3/dist-packages/imageio/resources/images/cockatoo.mp4";
+const std::string kCockatoo = testing::ImageioData("cockatoo.mp4");
 
 std::vector<VideoFrame> ReadAll(const std::string& path, const VideoReaderOptions& o,
                                 int64_t* decoded = nullptr) {

@@ -150,6 +150,10 @@ std::string SampleData(const std::string& name) {
   return "/usr/share/doc/opencv-doc/examples/data/" + name;
 }
 
+std::string ImageioData(const std::string& name) {
+  return "/usr/lib/python3/dist-packages/imageio/resources/images/" + name;
+}
+
 std::vector<std::string> MakeRealImages(const std::string& dir, int count, int max_side) {
   const char* photos[] = {"messi5.jpg", "baboon.jpg", "fruits.jpg", "building.jpg",
                           "orange.jpg", "apple.jpg",  "home.jpg",   "starry_night.jpg",

@@ -53,6 +53,8 @@ std::vector<pid_t> ChildPids(pid_t pid);
 
 // Path of the sample data shipped by Debian's opencv-doc.
 std::string SampleData(const std::string& name);
+// A sample file shipped by Debian's python3-imageio (cockatoo.mp4, realshort.mp4).
+std::string ImageioData(const std::string& name);
 // Writes `count` distinct real images (crops/scales/flips of the sample photos,
 // JPEG and PNG) of at most max_side pixels into dir; returns their paths.
 std::vector<std::string> MakeRealImages(const std::string& dir, int count, int max_side);
