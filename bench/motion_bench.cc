@@ -1,7 +1,8 @@
 // Motion benchmark, after leveldb's benchmarks/db_bench.cc: prints its setup, then one
 // line per (workload, variant). It measures only; nothing is asserted.
 //
-//   motion_bench [--benchmarks=decode,motion,camera,flow] [--reps=3] [--width=320] [--video720=PATH]
+//   motion_bench [--benchmarks=decode,motion,camera,flow,pose] [--reps=3] [--width=320]
+//                [--video720=PATH]
 //
 // Workloads (default: all, in this order):
 //   decode   the analysis reader (libav*, one libswscale pass to the analysis width) against
@@ -17,6 +18,10 @@
 //            ground-truth disparity): endpoint error in source pixels and ms per pair, for
 //            DIS's presets, Farneback (the baseline) and lk_pyramid (the CPU twin of the
 //            CUDA flow that MOTION_GPU selects) at analysis widths 160 to 741
+//   pose     pose tracks (movenet-multipose, the default pose model) over vtest.avi's first
+//            20 s, read in order at 5 frames/s and 640 wide, the camera's motion from the
+//            motion analyser: analysed frames/s of the whole stage from the file, and of the
+//            tracker alone on its output; skipped when the model is not installed
 //
 // The 720p clip is imageio's cockatoo.mp4 (handheld, 1280x720 h264, 280 frames); the
 // 480p one is the same clip scaled by ffmpeg into a temporary file. Each timing is the
@@ -28,6 +33,8 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <map>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -41,6 +48,9 @@
 #include "gpu/ops.h"
 #include "media/video_reader.h"
 #include "stages/motion_analysis.h"
+#include "stages/pose_stage.h"
+#include "stages/pose_tracks.h"
+#include "tests/support/model_test_support.h"
 #include "tests/support/test_support.h"
 
 namespace framemill {
@@ -49,7 +59,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct Flags {
-  std::string benchmarks = "decode,motion,camera,flow";
+  std::string benchmarks = "decode,motion,camera,flow,pose";
   std::string video720 = testing::ImageioData("cockatoo.mp4");
   std::string skimage = "/usr/lib/python3/dist-packages/skimage/data";
   int reps = 3;
@@ -229,6 +239,67 @@ void Flow(const Flags& flags) {
   }
 }
 
+void Pose(const Flags& flags) {
+  if (!fs::exists(fs::path(testing::ModelsDir()) / "movenet-multipose" / "manifest.json")) {
+    std::printf("pose         skipped: movenet-multipose is not installed in %s\n",
+                testing::ModelsDir().c_str());
+    return;
+  }
+  ModelStageOptions first_20s;
+  first_20s.video_limits.max_frames = 200;  // vtest.avi: 10 frames/s
+  PoseStage stage(std::make_shared<models::ModelCache>(testing::ModelsDir()), first_20s, PoseOptions{});
+  const ClaimedJob job = testing::JobFor("pose", testing::SampleData("vtest.avi"), MediaKind::kVideo);
+  Outcome out;
+  const double whole = MedianMs(flags.reps, [&] { out = stage.Run(job); });
+  if (out.kind != Outcome::Kind::kDone) {
+    std::printf("pose         failed: %s\n", out.error.ToString().c_str());
+    return;
+  }
+  // The tracker again on the stage's own people (the tracks list every sighting once).
+  std::map<int64_t, PoseFrame> by_frame;
+  for (const auto& f : out.result["frames"]) {
+    PoseFrame& pf = by_frame[f["frame"].get<int64_t>()];
+    pf.frame = f["frame"].get<int64_t>();
+    pf.time_s = f["time_s"].get<double>();
+    if (f.contains("camera"))
+      pf.camera = {f["camera"]["known"].get<bool>(), f["camera"]["dx"].get<double>(),
+                   f["camera"]["dy"].get<double>(), f["camera"]["zoom"].get<double>(),
+                   f["camera"]["cut"].get<bool>()};
+  }
+  for (const auto& t : out.result["tracks"])
+    for (const auto& s : t["frames"]) {
+      PoseSighting p;
+      auto b = s["box"].get<std::vector<float>>();
+      p.box = cv::Rect2f(b[0], b[1], b[2], b[3]);
+      for (size_t k = 0; k < 17; ++k)
+        p.keypoints[k] = {s["keypoints"][k][0].get<float>(), s["keypoints"][k][1].get<float>(),
+                          s["keypoints"][k][2].get<float>()};
+      by_frame[s["frame"].get<int64_t>()].people.push_back(p);
+    }
+  std::vector<PoseFrame> frames;
+  size_t people = 0;
+  for (auto& [_, f] : by_frame) people += f.people.size(), frames.push_back(std::move(f));
+  size_t tracks = 0;
+  const double link = MedianMs(flags.reps, [&] { tracks = LinkPoseTracks(frames, {768, 576}).size(); });
+  // The stage's reading alone: every frame decoded once, the kept ones converted.
+  VideoReaderOptions ro;
+  ro.max_width = PoseOptions{}.video_width;
+  ro.max_fps = PoseOptions{}.video_fps;
+  ro.limits = first_20s.video_limits;
+  const double decode = MedianMs(flags.reps, [&] {
+    auto r = VideoReader::Open(job.source, ro);
+    VideoFrame f;
+    while (r.ok() && *(*r)->Next(&f)) {
+    }
+  });
+  const double n = static_cast<double>(frames.size());
+  std::printf("pose_tracks  vtest.avi 768x576, first 20 s, %zu frames analysed, %zu people, %zu tracks "
+              "(%zu again): %.1f frames/s whole stage (decode, model, camera, tracks); decode alone "
+              "%.1f, tracker alone %.0f frames/s\n",
+              frames.size(), people, out.result["tracks"].size(), tracks, n * 1000.0 / whole,
+              n * 1000.0 / decode, n * 1000.0 / link);
+}
+
 int Main(int argc, char** argv) {
   Flags flags;
   for (int i = 1; i < argc; ++i) {
@@ -264,6 +335,7 @@ int Main(int argc, char** argv) {
     for (const auto& [label, path] : clips) Motion(flags, label, path);
   if (Listed(flags.benchmarks, "camera")) Camera(flags);
   if (Listed(flags.benchmarks, "flow")) Flow(flags);
+  if (Listed(flags.benchmarks, "pose")) Pose(flags);
   return 0;
 }
 

@@ -47,6 +47,13 @@ StageOptions ToStageOptions(const Config& c) {
   o.face_clusters.member_similarity = c.face_clusters.member_similarity;
   o.face_clusters.split_similarity = c.face_clusters.split_similarity;
   o.pose.model = c.pose.model;
+  o.pose.min_person_score = c.pose.min_person_score;
+  o.pose.video_fps = c.pose.video_fps;
+  o.pose.max_video_frames = c.pose.max_video_frames;
+  o.pose.video_width = c.pose.video_width;
+  o.pose.track_min_affinity = c.pose.track_min_affinity;
+  o.pose.track_max_gap_s = c.pose.track_max_gap_s;
+  o.pose.track_camera = c.pose.track_camera;
   o.segment.model = c.segment.model;
   o.motion.video_limits = o.model_frames.video_limits;
   o.motion.analysis_width = c.motion.analysis_width;

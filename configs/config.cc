@@ -252,7 +252,21 @@ const std::vector<Setting>& Settings() {
                     7 * int64_t{86'400'000}));
     t.push_back(Enum("pose.model", "FRAMEMILL_POSE_MODEL", "",
                      [](Config& c) -> std::string& { return c.pose.model; },
-                     {"movenet-lightning", "blazepose-full"}));
+                     {"movenet-multipose", "movenet-lightning", "blazepose-full"}));
+    t.push_back(Dbl("pose.min_person_score", "FRAMEMILL_POSE_MIN_PERSON_SCORE",
+                    [](Config& c) -> double& { return c.pose.min_person_score; }, 0, 1));
+    t.push_back(Dbl("pose.video_fps", "FRAMEMILL_POSE_VIDEO_FPS",
+                    [](Config& c) -> double& { return c.pose.video_fps; }, 0.01, 1000));
+    t.push_back(Int("pose.max_video_frames", "FRAMEMILL_POSE_MAX_VIDEO_FRAMES", "",
+                    [](Config& c) -> int& { return c.pose.max_video_frames; }, 1, 100000));
+    t.push_back(Int("pose.video_width", "FRAMEMILL_POSE_VIDEO_WIDTH", "",
+                    [](Config& c) -> int& { return c.pose.video_width; }, 32, 8192));
+    t.push_back(Dbl("pose.track_min_affinity", "FRAMEMILL_POSE_TRACK_MIN_AFFINITY",
+                    [](Config& c) -> double& { return c.pose.track_min_affinity; }, 0, 1));
+    t.push_back(Dbl("pose.track_max_gap_s", "FRAMEMILL_POSE_TRACK_MAX_GAP_S",
+                    [](Config& c) -> double& { return c.pose.track_max_gap_s; }, 0, 3600));
+    t.push_back(Bool("pose.track_camera", "FRAMEMILL_POSE_TRACK_CAMERA",
+                     [](Config& c) -> bool& { return c.pose.track_camera; }));
     t.push_back(Enum("segment.model", "FRAMEMILL_SEGMENT_MODEL", "",
                      [](Config& c) -> std::string& { return c.segment.model; },
                      {"selfie", "isnet"}));

@@ -64,8 +64,15 @@ struct MotionConfig {  // stages/motion_stage.h
   double cut_histogram = 0.15;  // a cut needs this histogram change...
   double cut_residual = 0.45;   // ...and this flow-compensated residual
 };
-struct PoseConfig {
-  std::string model = "movenet-lightning";  // movenet-lightning | blazepose-full
+struct PoseConfig {  // stages/pose_stage.h
+  std::string model = "movenet-multipose";  // movenet-multipose | movenet-lightning | blazepose-full
+  double min_person_score = 0.15;  // multipose: weaker people are dropped
+  double video_fps = 5;            // multipose on videos: frames analysed per second...
+  int max_video_frames = 300;      // ...and at most this many per video (a longer one is thinned)
+  int video_width = 640;           // ...scaled down to this width
+  double track_min_affinity = 0.3;  // tracks: 0.5 IoU + 0.5 OKS below this never links
+  double track_max_gap_s = 1.0;     // tracks: unseen longer, a track ends
+  bool track_camera = true;         // tracks: the camera's motion taken out
 };
 struct SegmentConfig {
   std::string model = "selfie";  // selfie | isnet

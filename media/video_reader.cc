@@ -164,6 +164,13 @@ Result<std::unique_ptr<VideoReader>> VideoReader::Open(const std::string& path,
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   FM_RETURN_IF_ERROR(impl->OpenStream(path, sniffed->format));
+  const VideoInfo& vi = impl->info;
+  const double seconds =
+      vi.fps > 0 ? static_cast<double>(std::min(vi.frames, options.limits.max_frames)) / vi.fps : 0;
+  if (options.max_kept > 0 && seconds > 0) {
+    const double rate = static_cast<double>(options.max_kept) / seconds;
+    if (impl->options.max_fps <= 0 || rate < impl->options.max_fps) impl->options.max_fps = rate;
+  }
   return std::unique_ptr<VideoReader>(new VideoReader(std::move(impl)));
 }
 

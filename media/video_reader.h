@@ -18,6 +18,8 @@ namespace framemill {
 struct VideoReaderOptions {
   int max_width = 0;    // frames wider are scaled down to this width, keeping the aspect; 0: source size
   double max_fps = 0;   // keep at most this many frames per second of stream time; 0: every frame
+  int64_t max_kept = 0;  // >0: a lower rate where needed, so that about this many frames are
+                         // kept over the declared length (of its first limits.max_frames)
   bool gray = false;    // 8-bit gray instead of 8-bit BGR
   int threads = 1;      // decoder threads (a worker already has its share of the cores)
   VideoLimits limits;   // max_pixels refused from the header; max_frames decoded at most

@@ -80,6 +80,24 @@ struct MoveNetHeads {
 };
 std::vector<PoseKeypoint> DecodeMoveNet(const MoveNetHeads& heads);
 
+// ---- movenet multipose (the graph's own decode after its six heads; manifest notes)
+struct MultiPoseHeads {
+  int h = 64, w = 64, k = 17, people = 6;
+  const float* center = nullptr;      // h*w, sigmoid probabilities
+  const float* box_scale = nullptr;   // h*w*2 (height, width) in cells
+  const float* box_offset = nullptr;  // h*w*2 (dy, dx)
+  const float* regress = nullptr;     // h*w*2k (dy, dx) per keypoint from the centre cell
+  const float* heatmap = nullptr;     // h*w*k, sigmoid probabilities
+  const float* offset = nullptr;      // h*w*2k (dy, dx) per keypoint
+};
+struct PosePerson {
+  std::vector<PoseKeypoint> keypoints;  // 17, normalised to the model input
+  float ymin = 0, xmin = 0, ymax = 0, xmax = 0;  // normalised to the model input
+  float score = 0;
+};
+// Always `people` rows, strongest centre first, as Identity:0 (callers filter by score).
+std::vector<PosePerson> DecodeMultiPose(const MultiPoseHeads& heads);
+
 // ---- blazepose (ld_3d: 39 x (x, y, z, visibility logit, presence logit), input pixels)
 struct PoseLandmark {
   float x = 0, y = 0, z = 0;     // input pixels (z relative, as the model gives it)
@@ -148,9 +166,11 @@ Result<FaceDescription> DecodeFaceDescription(const ModelManifest& m,
 Result<std::vector<Detection>> DecodeObjects(const ModelManifest& m,
                                              const std::vector<OutputTensor>& outs,
                                              cv::Size image, const DetectionOptions& opt = {});
-// movenet (17 keypoints) or blazepose (39 landmarks and the pose flag).
+// movenet (17 keypoints), movenet_multipose (people) or blazepose (39 landmarks and the
+// pose flag).
 struct PoseDecoded {
   std::vector<PoseKeypoint> keypoints;  // movenet
+  std::vector<PosePerson> people;       // movenet_multipose, every row of the graph
   std::vector<PoseLandmark> landmarks;  // blazepose, in input pixels
   cv::Size input;                       // the model's input size (landmarks' pixels)
   bool has_pose_score = false;

@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "media/video.h"
+#include "media/video_reader.h"
 
 namespace framemill {
 namespace {
@@ -17,6 +18,40 @@ Outcome NotMedia(const ClaimedJob& job) {
   return Outcome::Skipped(job.stage + " applies to images and videos");
 }
 
+nlohmann::json VideoInfoJson(const VideoInfo& vi) {
+  return {{"kind", "video"}, {"fps", vi.fps}, {"frames", vi.frames},
+          {"width", vi.width}, {"height", vi.height}, {"codec", vi.codec}};
+}
+
+// A video read in order (each frame decoded once), thinned to the rate that keeps at most
+// video_frames over its length.
+Status ReadVideoInOrder(const ClaimedJob& job, size_t j, const ModelStageOptions& opt,
+                        std::vector<ModelFrame>* frames, nlohmann::json* info) {
+  VideoReaderOptions ro;
+  ro.max_width = opt.video_width;
+  ro.max_fps = opt.video_fps;
+  ro.max_kept = opt.video_frames;
+  ro.limits = opt.video_limits;
+  auto reader = VideoReader::Open(job.source, ro);
+  if (!reader.ok()) return reader.status();
+  const VideoInfo& vi = (*reader)->info();
+  const double scale = static_cast<double>(vi.width) / (*reader)->output_size().width;
+  VideoFrame f;
+  int64_t n = 0;
+  for (;;) {
+    auto more = (*reader)->Next(&f);
+    if (!more.ok()) return more.status();
+    if (!*more) break;
+    frames->push_back({j, f.index, std::move(f.image), f.time_s, scale});
+    if (++n >= 2LL * opt.video_frames && opt.video_frames > 0)
+      break;  // a header that understated the length: bounded all the same
+  }
+  *info = VideoInfoJson(vi);
+  (*info)["frames_analysed"] = n;
+  if ((*reader)->damaged_packets() > 0) (*info)["damaged_packets"] = (*reader)->damaged_packets();
+  return Status::OK();
+}
+
 // Reads one item into its frames, or says why not.
 Status DecodeItem(const ClaimedJob& job, size_t j, const ModelStageOptions& opt,
                   std::vector<ModelFrame>* frames, nlohmann::json* info) {
@@ -27,13 +62,15 @@ Status DecodeItem(const ClaimedJob& job, size_t j, const ModelStageOptions& opt,
     frames->push_back({j, -1, std::move(img).value()});
     return Status::OK();
   }
+  if (opt.video_fps > 0) return ReadVideoInOrder(job, j, opt, frames, info);
   auto sample = SampleVideoFrames(job.source, opt.video_frames, opt.video_limits);
   if (!sample.ok()) return sample.status();
   const VideoInfo& vi = sample->info;
-  *info = {{"kind", "video"}, {"fps", vi.fps}, {"frames", vi.frames},
-           {"width", vi.width}, {"height", vi.height}, {"codec", vi.codec}};
-  for (size_t k = 0; k < sample->frames.size(); ++k)
-    frames->push_back({j, sample->indices[k], std::move(sample->frames[k])});
+  *info = VideoInfoJson(vi);
+  for (size_t k = 0; k < sample->frames.size(); ++k) {
+    const double t = vi.fps > 0 ? static_cast<double>(sample->indices[k]) / vi.fps : 0;
+    frames->push_back({j, sample->indices[k], std::move(sample->frames[k]), t});
+  }
   return Status::OK();
 }
 
@@ -173,7 +210,7 @@ Outcome ModelStage::Assemble(size_t j, const ClaimedJob& job, const std::vector<
     }
     r = nlohmann::json::object();
     Summarise(per, &r);
-    r["frames"] = per;
+    if (!r.contains("frames")) r["frames"] = per;  // a stage may keep a compact form
   }
   r["media"] = std::move(info);
   Outcome o = Outcome::Done(std::move(r), device);

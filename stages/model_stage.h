@@ -25,7 +25,9 @@ namespace framemill {
 struct ModelFrame {
   size_t job;      // index into the batch
   int64_t index;   // video frame number; -1 for a still image
-  cv::Mat bgr;     // 8-bit BGR, full resolution
+  cv::Mat bgr;     // 8-bit BGR, full resolution unless scaled below
+  double time_s = 0;   // video: presentation time
+  double scale = 1;    // source pixels per bgr pixel (ModelStageOptions::video_width)
 };
 
 // What a stage's analysis gives for one frame.
@@ -58,7 +60,8 @@ class ModelStage : public Stage {
   // with a frame in the chunk (a model error is not one item's fault).
   virtual Status Analyse(const ModelBatch& batch, const StageContext& ctx,
                          std::vector<FrameResult>* results, std::string* device) = 0;
-  // A video's result from its frames' results (which go under "frames" afterwards).
+  // A video's result from its frames' results (which go under "frames" afterwards unless it
+  // sets "frames" itself).
   virtual void Summarise(const std::vector<nlohmann::json>& frames, nlohmann::json* result) const = 0;
 
   // Runs `runner` on `images` on the device ctx.ladder picks (models::RunModel).

@@ -26,6 +26,11 @@ struct ModelStageOptions {
   ImageLimits limits;
   VideoLimits video_limits;
   int video_frames = 4;  // frames sampled from each video (media.model_frames)
+  // A stage that follows things over time (pose tracks) reads its videos in order
+  // instead: frames at up to video_fps (fewer when video_frames would be passed), scaled
+  // down to video_width. 0: sample video_frames evenly at full size.
+  double video_fps = 0;
+  int video_width = 0;
 
   bool operator==(const ModelStageOptions&) const = default;
 };
@@ -72,7 +77,16 @@ struct MotionOptions {  // the motion stage
 };
 
 struct PoseOptions {  // the pose stage
-  std::string model = "movenet-lightning";  // movenet-lightning | blazepose-full (pose.model)
+  // movenet-multipose (up to 6 people, tracked over videos) | movenet-lightning |
+  // blazepose-full (pose.model)
+  std::string model = "movenet-multipose";
+  double min_person_score = 0.15;  // multipose: weaker people are dropped (pose.min_person_score)
+  double video_fps = 5;            // multipose: frames analysed per second of video (pose.video_fps)
+  int max_video_frames = 300;      //   and at most this many per video, spread over it (pose.max_video_frames)
+  int video_width = 640;           //   each scaled down to this width (pose.video_width)
+  double track_min_affinity = 0.3;  // tracks: pose.track_min_affinity
+  double track_max_gap_s = 1.0;     //   and pose.track_max_gap_s (stages/pose_tracks.h)
+  bool track_camera = true;         // the camera's motion taken out of the tracks (pose.track_camera)
 
   bool operator==(const PoseOptions&) const = default;
 };

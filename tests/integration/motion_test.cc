@@ -1,6 +1,6 @@
 // The motion stage through the binary, on real clips joined at known frames with ffmpeg:
-// the cuts found are the joins, a fade (ffmpeg's fade filter) is not a cut, and a still
-// image is skipped with the reason.
+// the cuts found are the joins, a fade (ffmpeg's fade filter) is not a cut, ViSP's moving
+// camera pans, and a still image is skipped with the reason.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,6 +19,7 @@ namespace fs = std::filesystem;
 
 const std::string kCockatoo = ImageioData("cockatoo.mp4");
 const char* kFfmpeg = "/usr/bin/ffmpeg";  // Debian's (scripts/install-deps.sh)
+const char* kVispCube = "/usr/share/visp-images-data/ViSP-images/video/cube.mpeg";
 
 // `frames` frames of each input from `start`, at 25 fps and 640x360, joined in order
 // (with `filters` after each part), encoded as MPEG-4 part 2.
@@ -66,6 +67,8 @@ TEST(MotionStageTest, CutsAreTheJoinsOfRealClipsAndFadesAreNot) {
   Join({vtest, mega}, 0, 50, {"fade=t=out:s=40:n=10", "fade=t=in:s=0:n=10"}, media + "/fade_join.mp4");
   fs::copy_file(SampleData("messi5.jpg"), media + "/still.jpg");
   fs::copy_file(mega, media + "/Megamind.avi");  // as shipped: a black first frame, three cuts
+  ASSERT_TRUE(fs::exists(kVispCube)) << "visp-images-data is not installed (scripts/install-deps.sh)";
+  fs::copy_file(kVispCube, media + "/cube.mpeg");  // a camera moving over a cube, one shot
 
   const std::string db = dir / "fm.db";
   std::map<std::string, std::string> env = {{"FRAMEMILL_DB", db},
@@ -76,7 +79,7 @@ TEST(MotionStageTest, CutsAreTheJoinsOfRealClipsAndFadesAreNot) {
   ASSERT_EQ(run.exit_code, 0) << run.err;
 
   auto results = MotionResults(dir.path(), env);
-  ASSERT_EQ(results.size(), 4u);
+  ASSERT_EQ(results.size(), 5u);
   // Megamind's shots change at 98, 154 and 200 (checked frame by frame by eye); its black
   // first frame is a leader, not a shot.
   EXPECT_EQ(results["Megamind.avi"]["cuts"], nlohmann::json({98, 154, 200}))
@@ -93,6 +96,11 @@ TEST(MotionStageTest, CutsAreTheJoinsOfRealClipsAndFadesAreNot) {
   ASSERT_EQ(fade_join.size(), 1u) << fade_join.dump();
   EXPECT_GE(fade_join[0].get<int>(), 50);
   EXPECT_LE(fade_join[0].get<int>(), 52);
+  // ViSP's moving camera: the content drifts left about a pixel a frame (measured -0.92).
+  const auto& cube = results["cube.mpeg"];
+  EXPECT_EQ(cube["cuts"], nlohmann::json::array()) << cube.dump();
+  EXPECT_EQ(cube["camera"]["label"], "pan") << cube.dump();
+  EXPECT_LT(cube["camera"]["dx"].get<double>(), -0.5);
 
   // The per-pair series is an artifact: a header and a line per analysed pair.
   const std::string series = joined["series"];

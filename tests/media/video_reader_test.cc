@@ -76,6 +76,23 @@ TEST(VideoReaderTest, ScalesDownKeepsAspectAndThinsByStreamTime) {
   }
 }
 
+TEST(VideoReaderTest, AFrameBudgetThinsEvenlyOverTheConsideredLength) {
+  VideoReaderOptions o;
+  o.max_fps = 5;
+  o.max_kept = 40;  // 795 frames at 10 fps: 79.5 s, so 0.5 frames/s
+  int64_t decoded = 0;
+  auto frames = ReadAll(SampleData("vtest.avi"), o, &decoded);
+  EXPECT_EQ(decoded, 795);
+  ASSERT_EQ(frames.size(), 40u);
+  EXPECT_EQ(frames[1].index - frames[0].index, 20);
+  EXPECT_GE(frames.back().index, 770);  // spread to the end, not the first 40 frames
+  o.limits.max_frames = 100;  // the first 10 s...
+  o.max_kept = 60;            // ...where 60 frames allow more than max_fps: 5 frames/s
+  frames = ReadAll(SampleData("vtest.avi"), o, &decoded);
+  ASSERT_EQ(frames.size(), 50u);
+  EXPECT_EQ(decoded, 100);
+}
+
 TEST(VideoReaderTest, TimesOfAnH264StreamWithReorderedFramesRise) {
   if (!std::filesystem::exists(kCockatoo)) GTEST_SKIP() << "python3-imageio is not installed";
   VideoReaderOptions o;

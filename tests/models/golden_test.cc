@@ -220,6 +220,41 @@ TEST_P(GoldenTest, MatchesReference) {
         EXPECT_LE(worst, 1.0) << (path == 1 ? "decode differs from the graph's own"
                                             : "keypoints on our own input path");
       }
+    } else if (pp == "movenet_multipose") {
+      // Identity [1,6,56]: 17 x (y, x, score), box (ymin, xmin, ymax, xmax), person score.
+      const auto rd = RefData(dec["outputs"]["Identity"], ref_dir);
+      ASSERT_EQ(rd.size(), 6u * 56);
+      for (int path = 0; path < 2; ++path) {
+        auto pose = DecodePose(*man, path == 0 ? (*res)[0] : (*res_ref_in)[0]);
+        ASSERT_TRUE(pose.ok()) << pose.status().ToString();
+        ASSERT_EQ(pose->people.size(), 6u);
+        double worst = 0, worst_score = 0, worst_box = 0;
+        int people = 0;
+        for (int n = 0; n < 6; ++n) {
+          const float* row = &rd[n * 56];
+          const PosePerson& q = pose->people[n];
+          worst_score = std::max(worst_score, double(std::fabs(q.score - row[55])));
+          if (row[55] < 0.1f) continue;  // the weak tail may reorder on float rounding
+          ++people;
+          for (int k = 0; k < 17; ++k) {
+            worst = std::max(worst, double(std::hypot((q.keypoints[k].y - row[k * 3]) * H,
+                                               (q.keypoints[k].x - row[k * 3 + 1]) * W)));
+            worst_score = std::max(worst_score, double(std::fabs(q.keypoints[k].score - row[k * 3 + 2])));
+          }
+          const float box[4] = {q.ymin, q.xmin, q.ymax, q.xmax};
+          for (int c = 0; c < 4; ++c)
+            worst_box = std::max(worst_box, double(std::fabs(box[c] - row[51 + c])) * H);
+        }
+        const std::string p = path == 0 ? "" : ".refin";
+        Report(tag + p + ".people_ge_0.1", people);
+        Report(tag + p + ".keypoint_max_px", worst);
+        Report(tag + p + ".box_max_px", worst_box);
+        Report(tag + p + ".score_max_abs", worst_score);
+        // Measured 4e-5 px: an argmax that flips on rounding moves a point by a whole cell (4 px).
+        EXPECT_LE(worst, 0.1);
+        EXPECT_LE(worst_box, 0.1);
+        EXPECT_LE(worst_score, 1e-3);
+      }
     } else if (pp == "blazepose") {
       const auto rd = RefData(dec["outputs"].contains("Identity_2") ? dec["outputs"]["Identity_2"]
                                                                      : ref["outputs"]["Identity_2"],
@@ -318,7 +353,8 @@ TEST_P(GoldenTest, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                          ::testing::Values("mobilefacenet", "faceres", "blazeface",
-                                           "movenet-lightning", "blazepose-full", "centernet",
+                                           "movenet-lightning", "movenet-multipose",
+                                           "blazepose-full", "centernet",
                                            "selfie", "isnet"),
                          [](const auto& info) {
                            std::string s = info.param;

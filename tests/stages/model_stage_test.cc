@@ -30,10 +30,10 @@ TEST(ModelStageTest, SquareCropPadsOutsideTheImageWithBlack) {
 // The real binary with a model directory that lacks the segmentation model: every
 // segment job fails once with the store's message, the other stages finish, exit 3.
 TEST(ModelStageTest, RunWithAMissingModelFailsThoseJobsAndExitsThree) {
-  FM_REQUIRE_MODEL("movenet-lightning");
+  FM_REQUIRE_MODEL("movenet-multipose");  // pose's default model
   testing::TempDir dir;
   fs::create_directory(dir / "models");
-  fs::create_directory_symlink(ModelsDir() + "/movenet-lightning", dir / "models/movenet-lightning");
+  fs::create_directory_symlink(ModelsDir() + "/movenet-multipose", dir / "models/movenet-multipose");
   const std::string media = dir / "media";
   fs::create_directory(media);
   for (const char* f : {"messi5.jpg", "basketball1.png", "fruits.jpg"})

@@ -1,10 +1,18 @@
-// The pose stage on real photos with the real MoveNet and BlazePose models.
+// The pose stage on real photos and videos with the real MoveNet and BlazePose models:
+// one person (movenet-lightning, blazepose-full), and people tracked over video
+// (movenet-multipose).
 #include "stages/pose_stage.h"
 
-#include <gtest/gtest.h>
-
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <set>
+
+#include <gtest/gtest.h>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/videoio.hpp>
 
 #include "tests/support/model_test_support.h"
 #include "tests/support/test_support.h"
@@ -77,7 +85,9 @@ TEST(PoseStageTest, VideoGivesPerFrameKeypointsAndAMissingModelFails) {
   FM_REQUIRE_MODEL("movenet-lightning");
   ModelStageOptions m;
   m.video_frames = 2;
-  PoseStage stage(std::make_shared<models::ModelCache>(ModelsDir()), m, PoseOptions{});
+  PoseOptions lightning;
+  lightning.model = "movenet-lightning";
+  PoseStage stage(std::make_shared<models::ModelCache>(ModelsDir()), m, lightning);
   Outcome v = stage.Run(JobFor("pose", testing::SampleData("vtest.avi"), MediaKind::kVideo));
   ASSERT_EQ(v.kind, Outcome::Kind::kDone) << v.error.ToString();
   ASSERT_EQ(v.result["frames"].size(), 2u);
@@ -89,7 +99,120 @@ TEST(PoseStageTest, VideoGivesPerFrameKeypointsAndAMissingModelFails) {
   Outcome f = none.Run(JobFor("pose", testing::SampleData("messi5.jpg"), MediaKind::kImage));
   ASSERT_EQ(f.kind, Outcome::Kind::kFailed);
   EXPECT_TRUE(f.error.IsNotFound());
-  EXPECT_NE(f.error.message().find("movenet-lightning"), std::string::npos);
+  EXPECT_NE(f.error.message().find("movenet-multipose"), std::string::npos);
+}
+
+TEST(PoseStageTest, MultiPoseFindsBothPlayersInBasketball) {
+  FM_REQUIRE_MODEL("movenet-multipose");
+  Outcome out = PoseOf("basketball1.png", "movenet-multipose");
+  ASSERT_EQ(out.kind, Outcome::Kind::kDone) << out.error.ToString();
+  const auto& people = out.result["people"];
+  ASSERT_EQ(people.size(), 2u) << out.result.dump();
+  for (const auto& p : people) {
+    ASSERT_EQ(p["keypoints"].size(), 17u);
+    const auto b = p["box"].get<std::vector<double>>();
+    EXPECT_GT(b[2], 20);
+    EXPECT_GT(b[3], 50);  // standing: taller than wide
+    EXPECT_GT(b[3], b[2]);
+  }
+  // Two different people: their boxes hardly overlap; the strongest is the result's own.
+  auto box = [&](int i) {
+    auto b = people[i]["box"].get<std::vector<float>>();
+    return cv::Rect2f(b[0], b[1], b[2], b[3]);
+  };
+  EXPECT_LT((box(0) & box(1)).area(), 0.3 * std::min(box(0).area(), box(1).area()));
+  EXPECT_EQ(out.result["keypoints"], people[0]["keypoints"]);
+  ExpectUprightPerson(out, 640, 480, 17);
+}
+
+// A shaking handheld camera over a still of vtest.avi's square (frame 200: several people
+// standing and walking): 30 frames of 640x480, each view moved at random by up to 40 px
+// either way, more than a person's width. With the camera's motion taken out, people keep
+// their tracks; without it, the jumps break them.
+TEST(PoseStageTest, MultiPoseTracksFollowAShakingCamera) {
+  FM_REQUIRE_MODEL("movenet-multipose");
+  cv::VideoCapture cap(testing::SampleData("vtest.avi"));
+  cv::Mat still;
+  for (int i = 0; i <= 200; ++i) cap.read(still);
+  ASSERT_FALSE(still.empty());
+  testing::SyntheticCamera cam;
+  cam.shake_px = 40;
+  testing::TempDir dir;
+  const std::string video = dir / "shaky.avi";
+  {
+    cv::VideoWriter w(video, cv::VideoWriter::fourcc('M', 'J', 'P', 'G'), 10, cv::Size(640, 480));
+    ASSERT_TRUE(w.isOpened());
+    for (const cv::Mat& f : testing::FilmPhoto(still, cam, cv::Size(640, 480), 30)) w.write(f);
+  }
+  auto longest = [&](bool camera, size_t* tracks) {
+    PoseOptions o;
+    o.video_fps = 10;  // every frame
+    o.track_camera = camera;
+    PoseStage stage(std::make_shared<models::ModelCache>(ModelsDir()), ModelStageOptions{}, o);
+    Outcome v = stage.Run(JobFor("pose", video, MediaKind::kVideo));
+    EXPECT_EQ(v.kind, Outcome::Kind::kDone) << v.error.ToString();
+    EXPECT_EQ(v.result["frames"].size(), 30u);
+    EXPECT_EQ(v.result["camera_compensated"].get<bool>(), camera);
+    std::vector<size_t> lengths;
+    for (const auto& t : v.result["tracks"]) lengths.push_back(t["frames"].size());
+    std::sort(lengths.rbegin(), lengths.rend());
+    *tracks = lengths.size();
+    lengths.resize(3);  // the three longest
+    return lengths;
+  };
+  size_t followed_n = 0, blind_n = 0;
+  const auto followed = longest(true, &followed_n), blind = longest(false, &blind_n);
+  std::printf("[pose] shaking camera: %zu tracks, longest %zu %zu %zu of 30 frames with the camera's "
+              "motion; %zu tracks, longest %zu %zu %zu without\n", followed_n, followed[0], followed[1],
+              followed[2], blind_n, blind[0], blind[1], blind[2]);
+  EXPECT_GE(followed[2], 20u) << "three people followed through most of the shaking";
+  EXPECT_LT(blind[0], 15u) << "without the camera, no one is followed for long";
+  EXPECT_LT(followed_n, blind_n);
+}
+
+// vtest.avi: a fixed camera over a square where people walk.
+TEST(PoseStageTest, MultiPoseTracksTheWalkersOfVtest) {
+  FM_REQUIRE_MODEL("movenet-multipose");
+  ModelStageOptions first_10s;
+  first_10s.video_limits.max_frames = 100;  // of 795, at 10 frames/s
+  PoseStage stage(std::make_shared<models::ModelCache>(ModelsDir()), first_10s, PoseOptions{});
+  Outcome v = stage.Run(JobFor("pose", testing::SampleData("vtest.avi"), MediaKind::kVideo));
+  ASSERT_EQ(v.kind, Outcome::Kind::kDone) << v.error.ToString();
+  const auto& r = v.result;
+  ASSERT_EQ(r["frames"].size(), 50u);  // 5 frames/s
+  EXPECT_TRUE(r["camera_compensated"].get<bool>());
+  EXPECT_GE(r["people_max"].get<int>(), 4) << "several walkers at once, not one";
+  size_t people = 0, tracked = 0, long_tracks = 0;
+  for (const auto& f : r["frames"]) {
+    people += f["people"].get<size_t>();
+    if (f.contains("camera") && f["camera"]["known"].get<bool>()) {
+      EXPECT_LT(std::hypot(f["camera"]["dx"].get<double>(), f["camera"]["dy"].get<double>()), 0.5)
+          << "the camera is fixed";
+    }
+  }
+  std::set<int> ids;
+  for (const auto& t : r["tracks"]) {
+    EXPECT_TRUE(ids.insert(t["id"].get<int>()).second);
+    const auto& fs = t["frames"];
+    tracked += fs.size();
+    long_tracks += fs.size() >= 10;
+    for (size_t i = 1; i < fs.size(); ++i) {
+      ASSERT_GT(fs[i]["frame"].get<int64_t>(), fs[i - 1]["frame"].get<int64_t>());
+      ASSERT_EQ(fs[i]["keypoints"].size(), 17u);
+      // A walker moves a few pixels per analysed frame; a jump across the square is a
+      // swap of identities.
+      auto b0 = fs[i - 1]["box"].get<std::vector<double>>(), b1 = fs[i]["box"].get<std::vector<double>>();
+      const double gap = static_cast<double>(fs[i]["frame"].get<int64_t>() - fs[i - 1]["frame"].get<int64_t>());
+      EXPECT_LT(std::hypot(b1[0] + b1[2] / 2 - b0[0] - b0[2] / 2, b1[1] + b1[3] / 2 - b0[1] - b0[3] / 2) / gap, 15)
+          << "track " << t["id"] << " at frame " << fs[i]["frame"];
+    }
+  }
+  std::printf("[pose] vtest first 10 s: %zu people in %zu frames, at most %d at once; %zu tracks, "
+              "%zu of 10+ frames\n", people, r["frames"].size(), r["people_max"].get<int>(),
+              r["tracks"].size(), long_tracks);
+  EXPECT_EQ(tracked, people) << "every person is in exactly one track";
+  EXPECT_GE(long_tracks, 3u) << r["tracks"].size() << " tracks";
+  EXPECT_EQ(r["keypoint_names"].size(), 17u);
 }
 
 }  // namespace

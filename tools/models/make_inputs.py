@@ -24,7 +24,7 @@ import sys
 import cv2
 import numpy as np
 
-MODEL_ORDER = ["mobilefacenet", "blazeface", "selfie", "movenet-lightning", "faceres",
+MODEL_ORDER = ["mobilefacenet", "blazeface", "selfie", "movenet-lightning", "movenet-multipose", "faceres",
                "blazepose-full", "centernet", "isnet", "blazeface-tiled"]
 
 # blazeface-tiled is not a model of its own: BlazeFace run on the whole frame and on the tiles

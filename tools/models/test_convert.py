@@ -191,6 +191,33 @@ class ConvertTest(unittest.TestCase):
             tfjs.convert_tfjs(mj, load(mj, blob), "t", "input_1", [("out", "activation_10")], False)
         self.assertIn("FrobnicateV7", str(cm.exception))
 
+    def test_free_input_size_fixed_and_shape_arithmetic_folded(self):
+        # movenet-multipose sizes its upsampling from Shape: a free [1,-1,-1,3] input fixed at
+        # conversion lets Shape, StridedSlice (with shrink) and Pack fold to the Resize's size.
+        def const(name, v, dims):
+            return node(name, "Const", dtype={"type": "DT_INT32"}, value={"tensor": {
+                "dtype": "DT_INT32", "tensorShape": {"dim": [{"size": str(d)} for d in dims]},
+                "intVal": [v]}})
+        nodes = [
+            node("input", "Placeholder", dtype={"type": "DT_FLOAT"}, shape={"shape": {"dim": [
+                {"size": "1"}, {"size": "-1"}, {"size": "-1"}, {"size": "3"}]}}),
+            const("b1", 1, [1]), const("e1", 2, [1]), const("b2", 2, [1]), const("e2", 3, [1]),
+            const("one", 1, [1]), const("two", 2, []),
+            node("shape", "Shape", ["input"]),
+            node("h", "StridedSlice", ["shape", "b1", "e1", "one"], shrink_axis_mask={"i": "1"}),
+            node("w", "StridedSlice", ["shape", "b2", "e2", "one"], shrink_axis_mask={"i": "1"}),
+            node("h2", "Mul", ["h", "two"]), node("w2", "Mul", ["w", "two"]),
+            node("size", "Pack", ["h2", "w2"], axis={"i": "0"}),
+            node("up", "ResizeBilinear", ["input", "size"], half_pixel_centers={"b": True}),
+            node("out", "Identity", ["up"]),
+        ]
+        mj = {"format": "graph-model", "modelTopology": {"node": nodes}, "weightsManifest": [{"paths": [], "weights": []}]}
+        model, infos = tfjs.convert_tfjs(mj, {}, "t", "input", [("out", "out")], False, None, [1, 6, 10, 3])
+        self.assertEqual(infos[0][1], [1, 12, 20, 3])
+        x = np.random.default_rng(3).random((1, 6, 10, 3)).astype(np.float32)
+        y = run_cv2(model, x, "out")
+        np.testing.assert_allclose(y[0], cv2.resize(x[0], (20, 12), interpolation=cv2.INTER_LINEAR), atol=1e-5)
+
     def test_fmg_round_trip(self):
         mj, blob, _ = synthetic()
         model, _ = tfjs.convert_tfjs(mj, load(mj, blob), "t", "input_1", [("out", "activation_10")], False)

@@ -386,6 +386,7 @@ TEST_P(ModelTest, BatchOfFourEqualsFourSingleRuns) {
 
 INSTANTIATE_TEST_SUITE_P(Converted, ModelTest,
                          ::testing::Values("mobilefacenet", "blazeface", "selfie", "movenet-lightning",
+                                           "movenet-multipose",
                                            "faceres", "blazepose-full", "centernet", "isnet"),
                          [](const auto& info) {
                            std::string s = info.param;

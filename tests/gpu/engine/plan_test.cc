@@ -166,7 +166,8 @@ std::string ModelsDir() {
 
 TEST(PlanTest, ConvertedModelsPlanAtBatchOneAndFour) {
   int seen = 0;
-  for (const char* name : {"mobilefacenet", "blazeface", "selfie", "movenet-lightning", "faceres",
+  for (const char* name : {"mobilefacenet", "blazeface", "selfie", "movenet-lightning",
+                           "movenet-multipose", "faceres",
                            "blazepose-full", "centernet", "isnet"}) {
     fs::path dir = fs::path(ModelsDir()) / name;
     if (!fs::exists(dir / "model.fmg.json")) continue;

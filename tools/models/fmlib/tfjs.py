@@ -140,7 +140,7 @@ class Converter:
         "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "SquaredDifference", "Relu", "Relu6",
         "Sigmoid", "Abs", "Sqrt", "Rsqrt", "Square", "Softmax", "Mean", "Sum", "Squeeze", "Reshape",
         "ResizeBilinear", "Conv2DBackpropInput", "_FusedMatMul", "MatMul", "ConcatV2", "Cast",
-        "ExpandDims", "Tanh", "LeakyRelu", "Elu", "BiasAdd",
+        "ExpandDims", "Tanh", "LeakyRelu", "Elu", "BiasAdd", "Shape", "StridedSlice", "Pack",
     }
 
     def __init__(self, model_json, weights, model_name="model"):
@@ -209,10 +209,11 @@ class Converter:
         return self.add_init(arr.astype(np.float32), base)
 
     # -- main
-    def convert(self, input_node, outputs, input_bind=None):
-        """outputs: list of (onnx_name, tf_ref). input_bind: TF node the ONNX input replaces."""
+    def convert(self, input_node, outputs, input_bind=None, input_shape=None):
+        """outputs: list of (onnx_name, tf_ref). input_bind: TF node the ONNX input replaces.
+        input_shape: the NHWC shape to fix where the graph's input has free dimensions."""
         ph = self.nodes[input_node]
-        shape = _attr(ph, "shape")
+        shape = list(input_shape) if input_shape else _attr(ph, "shape")
         self.in_shape_tf = [1 if s < 0 else s for s in shape]
         self.batch_dynamic = shape[0] < 0
         self.vals[(input_bind or input_node, 0)] = Val("input", self.in_shape_tf, nchw=True)
@@ -669,6 +670,29 @@ class Converter:
         shape.insert(ax, 1)
         return self._reshape_to(x, shape, "expand")
 
+    # Shape arithmetic: with every shape fixed at conversion, Shape and the slicing and packing
+    # of its result fold to constants (movenet-multipose sizes its upsampling this way).
+    def op_Shape(self, node, args):
+        return Val(const=np.array(args[0].shape, np.int32))
+
+    def op_StridedSlice(self, node, args):
+        x, begin, end, strides = args
+        if not x.is_const or any(_attr(node, m, 0) for m in ("ellipsis_mask", "new_axis_mask")):
+            raise UnsupportedOp("StridedSlice(tensor)", node["name"])
+        bm, em, sm = (_attr(node, m, 0) for m in ("begin_mask", "end_mask", "shrink_axis_mask"))
+        idx = []
+        for i, (b, e, st) in enumerate(zip(*(np.asarray(v.const).reshape(-1) for v in (begin, end, strides)))):
+            if sm >> i & 1:
+                idx.append(int(b))
+            else:
+                idx.append(slice(None if bm >> i & 1 else int(b), None if em >> i & 1 else int(e), int(st)))
+        return Val(const=np.asarray(x.const[tuple(idx)]))
+
+    def op_Pack(self, node, args):
+        if not all(v.is_const for v in args):
+            raise UnsupportedOp("Pack(tensor)", node["name"])
+        return Val(const=np.stack([v.const for v in args], axis=int(_attr(node, "axis", 0))))
+
     def op_ResizeBilinear(self, node, args):
         x = self.to_nchw(args[0])
         size = [int(v) for v in np.asarray(args[1].const).reshape(-1)]
@@ -729,8 +753,9 @@ def op_counts(model):
     return dict(sorted(counts.items()))
 
 
-def convert_tfjs(model_json, weights, model_name, input_node, outputs, batchable, input_bind=None):
+def convert_tfjs(model_json, weights, model_name, input_node, outputs, batchable, input_bind=None,
+                 input_shape=None):
     """Convert; returns (onnx.ModelProto, [(output name, TF shape)])."""
     c = Converter(model_json, weights, model_name)
-    infos = c.convert(input_node, outputs, input_bind)
+    infos = c.convert(input_node, outputs, input_bind, input_shape)
     return c.build(infos, batchable), infos
