@@ -14,6 +14,7 @@
 #include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <ctime>
 #include <deque>
@@ -433,6 +434,15 @@ struct Fetcher::Impl {
                                where));
     } else if (t->abort_class == FailureClass::kTransfer) {
       Fail(r, FailureClass::kTransfer, Status::IOError(t->abort_msg));
+    } else if (rc == CURLE_OPERATION_TIMEDOUT &&
+               r.seconds * 1000 < std::min(opt.connect_timeout_ms, opt.total_timeout_ms) / 2.0) {
+      // No limit was reached: Debian's libcurl (7.88) was seen to report a timeout "after 1
+      // milliseconds" on a loaded machine when a request followed an empty reply from the
+      // same server. The connection failed; calling it a timeout would misname the cause.
+      const long ms = std::lround(r.seconds * 1000);
+      Fail(r, FailureClass::kTransfer,
+           Status::IOError("transfer: the connection failed after " + std::to_string(ms) +
+                           " ms, before any time limit (libcurl: " + detail + ")" + where));
     } else if (rc != CURLE_OK) {
       MapCurlError(rc, detail + where, r);
     } else if (code < 200 || code >= 300) {

@@ -251,12 +251,12 @@ void PersonBox(const MultiPoseHeads& hd, int cell, float* box) {
 }  // namespace
 
 std::vector<PosePerson> DecodeMultiPose(const MultiPoseHeads& hd) {
-  const int H = hd.h, W = hd.w, K = hd.k, N = hd.people, HW = H * W;
+  const int H = hd.h, W = hd.w, K = hd.k, HW = H * W, N = std::min(hd.people, HW);
   const float kSigma2 = static_cast<float>(std::min(H, W)) * 0.300048828125f;  // mul_6
   const float kValid = 0.126953125f;                                            // Greater_1/y
   // Top N centre peaks, ties to the lower index (TopKV2).
   std::vector<std::pair<float, int>> peaks = CentrePeaks(hd.center, H, W, 5);
-  std::partial_sort(peaks.begin(), peaks.begin() + std::min(N, HW), peaks.end(),
+  std::partial_sort(peaks.begin(), peaks.begin() + N, peaks.end(),
                     [](const auto& a, const auto& b) {
                       return a.first != b.first ? a.first > b.first : a.second < b.second;
                     });

@@ -46,6 +46,7 @@ Status ReadVideoInOrder(const ClaimedJob& job, size_t j, const ModelStageOptions
     if (++n >= 2LL * opt.video_frames && opt.video_frames > 0)
       break;  // a header that understated the length: bounded all the same
   }
+  if (n == 0) return Status::Corruption(job.source + ": no video frame could be decoded");
   *info = VideoInfoJson(vi);
   (*info)["frames_analysed"] = n;
   if ((*reader)->damaged_packets() > 0) (*info)["damaged_packets"] = (*reader)->damaged_packets();

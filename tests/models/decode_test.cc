@@ -133,6 +133,46 @@ TEST(MoveNetTest, CentreWeightFavoursTheMiddle) {
   EXPECT_NEAR(kps[0].y * 48, 2, 0.05f);
 }
 
+// Two people on a 16x16 grid. The strongest heatmap cell of every keypoint lies in B's box;
+// A's keypoints come from the weaker cell at A's regressed point, inside A's own box.
+TEST(MultiPoseTest, PeopleFromCentrePeaksWithKeypointsInsideTheirOwnBoxes) {
+  const int H = 16, W = 16, K = 17;
+  std::vector<float> center(H * W, 0.f), scale(H * W * 2, 0.f), boff(H * W * 2, 0.f),
+      reg(H * W * 2 * K, 0.f), heat(H * W * K, 0.f), off(H * W * 2 * K, 0.f);
+  const int a = 4 * W + 4, b = 10 * W + 12;  // centre cells of A (y 4, x 4) and B (y 10, x 12)
+  center[a] = 0.9f;
+  center[a + 1] = 0.85f;  // A's neighbour: not a peak of the 5x5 pool
+  center[b] = 0.6f;
+  for (int c : {a, b}) {
+    scale[c * 2] = 6;  // 6 cells tall, 4 wide
+    scale[c * 2 + 1] = 4;
+  }
+  boff[a * 2] = 0.5f;  // A's centre at (4.5, 4)
+  for (int k = 0; k < K; ++k) {
+    reg[a * 2 * K + 2 * k] = 1;  // A's keypoints regress to (5, 5)
+    reg[a * 2 * K + 2 * k + 1] = 1;
+    heat[(5 * W + 5) * K + k] = 0.5f;    // near A's regressed point, inside A's box
+    heat[(10 * W + 12) * K + k] = 0.9f;  // stronger, but in B's box only
+    off[(5 * W + 5) * 2 * K + 2 * k] = 0.25f;
+  }
+  MultiPoseHeads hd{H, W, K, 2, center.data(), scale.data(), boff.data(), reg.data(), heat.data(), off.data()};
+  auto people = DecodeMultiPose(hd);
+  ASSERT_EQ(people.size(), 2u);
+  const PosePerson& p = people[0];  // the strongest centre first
+  EXPECT_FLOAT_EQ(p.ymin * H, 1.5f);
+  EXPECT_FLOAT_EQ(p.ymax * H, 7.5f);
+  EXPECT_FLOAT_EQ(p.xmin * W, 2.f);
+  EXPECT_FLOAT_EQ(p.xmax * W, 6.f);
+  for (int k = 0; k < K; ++k) {
+    EXPECT_FLOAT_EQ(p.keypoints[k].y * H, 5.25f) << k;
+    EXPECT_FLOAT_EQ(p.keypoints[k].x * W, 5.f) << k;
+    EXPECT_FLOAT_EQ(p.keypoints[k].score, 0.5f);  // exp(0) at the regressed point
+  }
+  // Every keypoint is valid (> 0.127): the person's score is its centre's times their mean.
+  EXPECT_FLOAT_EQ(p.score, 0.9f * 0.5f);
+  EXPECT_NEAR(people[1].ymin * H, 7.f, 1e-6);  // B: 6 tall about row 10, no offset
+}
+
 TEST(BlazePoseTest, SigmoidsVisibility) {
   std::vector<float> ld(195, 0.f);
   ld[5 * 3 + 0] = 100; ld[5 * 3 + 1] = 50; ld[5 * 3 + 3] = 0; ld[5 * 3 + 4] = Logit(0.75f);
