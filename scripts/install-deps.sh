@@ -7,7 +7,7 @@ pkgs=(
   libsqlite3-dev libopencv-dev libtbb-dev libyaml-cpp-dev libspdlog-dev libcli11-dev
   nlohmann-json3-dev libxxhash-dev googletest libgtest-dev libgmock-dev libbenchmark-dev
   opencv-doc opencv-data libssl-dev libcurl4-openssl-dev libhnswlib-dev
-  visp-images-data libavformat-dev libavcodec-dev libavutil-dev libswscale-dev
+  visp-images-data libavformat-dev libavcodec-dev libavutil-dev libswscale-dev libswresample-dev
   ffmpeg python3-imageio python3-skimage
   python3-onnx python3-numpy python3-opencv
 )
