@@ -5,7 +5,6 @@
 
 extern "C" {
 #include <libavutil/channel_layout.h>
-#include <libavutil/log.h>
 #include <libswresample/swresample.h>
 }
 
@@ -44,7 +43,6 @@ Result<std::unique_ptr<SwrContext, SwrFree>> Resampler(AVCodecContext* dec, int 
 }  // namespace
 
 Result<AudioTrack> ReadAudio(const std::string& path, const AudioReadOptions& opt) {
-  av_log_set_level(AV_LOG_QUIET);
   auto sniffed = SniffVideoFile(path);
   if (!sniffed.ok()) return sniffed.status();
   AvDecoder av;

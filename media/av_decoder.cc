@@ -2,6 +2,10 @@
 
 #include <algorithm>
 
+extern "C" {
+#include <libavutil/log.h>
+}
+
 namespace framemill {
 
 std::string AvError(int code) {
@@ -19,6 +23,9 @@ AvDecoder::~AvDecoder() {
 
 Status AvDecoder::Open(const std::string& path, const std::string& format, AVMediaType type,
                        int threads) {
+  // Damaged files make libav print per packet; the readers report damage as values. (Set
+  // on every open: OpenCV's own FFmpeg reader sets the level when it first opens a file.)
+  av_log_set_level(AV_LOG_QUIET);
   kind_ = type == AVMEDIA_TYPE_AUDIO ? "audio" : "video";
   int rc = avformat_open_input(&fmt_, path.c_str(), nullptr, nullptr);
   if (rc < 0) return Status::Corruption("could not open " + format + " " + kind_ + ": " + AvError(rc));

@@ -5,7 +5,6 @@
 #include <limits>
 
 extern "C" {
-#include <libavutil/log.h>
 #include <libswscale/swscale.h>
 }
 
@@ -102,9 +101,6 @@ VideoReader::~VideoReader() = default;
 
 Result<std::unique_ptr<VideoReader>> VideoReader::Open(const std::string& path,
                                                        const VideoReaderOptions& options) {
-  // Damaged files make libav print per packet; the reader reports damage as values. (Set
-  // on every open: OpenCV's own FFmpeg reader sets the level when it first opens a file.)
-  av_log_set_level(AV_LOG_QUIET);
   auto sniffed = SniffVideoFile(path);
   if (!sniffed.ok()) return sniffed.status();
   auto impl = std::make_unique<Impl>();

@@ -90,11 +90,10 @@ std::vector<PoseTrack> LinkPoseTracks(const std::vector<PoseFrame>& frames, cv::
       it = live.erase(it);
     }
   };
-  for (size_t fi = 0; fi < frames.size(); ++fi) {
-    const PoseFrame& f = frames[fi];
+  for (const PoseFrame& f : frames) {
     if (f.camera.cut) end_where([](const Live&) { return true; });
     end_where([&](const Live& t) { return f.time_s - t.time_s > opt.max_gap_s; });
-    if (opt.use_camera && f.camera.known && fi > 0)
+    if (opt.use_camera && f.camera.known)  // no track is live before the first frame
       for (Live& t : live) FollowCamera(f.camera, f.frame - previous, centre, &t.last);
     previous = f.frame;
 
