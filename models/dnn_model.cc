@@ -50,8 +50,10 @@ Result<std::vector<std::vector<OutputTensor>>> DnnModel::Run(const std::vector<c
 }
 
 Result<std::vector<std::vector<OutputTensor>>> DnnModel::RunBlob(const cv::Mat& nchw) {
-  if (nchw.dims != 4 || nchw.type() != CV_32F || nchw.size[1] != 3)
-    return Status::InvalidArgument("model " + manifest_.name + ": input must be Nx3xHxW float32");
+  const int channels = manifest_.input_shape.size() == 4 ? static_cast<int>(manifest_.input_shape[1]) : 3;
+  if (nchw.dims != 4 || nchw.type() != CV_32F || nchw.size[1] != channels)
+    return Status::InvalidArgument("model " + manifest_.name + ": input must be Nx" +
+                                   std::to_string(channels) + "xHxW float32");
   const int n = nchw.size[0];
   if (n == 0) return std::vector<std::vector<OutputTensor>>{};
   if (n > 1 && batched_) {
@@ -63,7 +65,7 @@ Result<std::vector<std::vector<OutputTensor>>> DnnModel::RunBlob(const cv::Mat& 
   all.reserve(n);
   const size_t per = nchw.total() / n;
   for (int b = 0; b < n; ++b) {
-    int dims[4] = {1, 3, nchw.size[2], nchw.size[3]};
+    int dims[4] = {1, channels, nchw.size[2], nchw.size[3]};
     cv::Mat one(4, dims, CV_32F, const_cast<float*>(nchw.ptr<float>()) + b * per);
     auto r = Forward(one, 1);
     if (!r.ok()) return r.status();

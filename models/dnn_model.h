@@ -28,8 +28,8 @@ class DnnModel {
   // is InvalidArgument (naming its index).
   Result<std::vector<std::vector<OutputTensor>>> Run(const std::vector<cv::Mat>& bgr);
 
-  // Runs an already preprocessed NCHW float32 blob (N x 3 x H x W); for tests that feed
-  // a reference input.
+  // Runs an already preprocessed NCHW float32 blob (N x C x H x W, C as the manifest's
+  // input): a reference input in tests, or a model whose input is not an image.
   Result<std::vector<std::vector<OutputTensor>>> RunBlob(const cv::Mat& nchw);
 
   const ModelManifest& manifest() const { return manifest_; }

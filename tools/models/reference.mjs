@@ -43,9 +43,15 @@ const PACKAGES = {
     // then the chunks of the ISNet model, named by resources.json
     more: (root) => readJson(path.join(root, 'dist', 'resources.json'))[ISNET_RESOURCE].chunks.map((c) => `dist/${c.hash}`),
   },
+  vad: {
+    tgz: 'ricky0123-vad-web-0.0.31.tgz',
+    sha256: 'd1a211cf1a2ed26297da52cc08de79e75d79838a274bfc6de546feb1f828c940',
+    dir: 'vad-web-0.0.31',
+    members: ['dist/silero_vad_v5.onnx'],
+  },
 };
 const MODEL_ORDER = ['mobilefacenet', 'blazeface', 'selfie', 'movenet-lightning', 'movenet-multipose', 'faceres',
-  'blazepose-full', 'centernet', 'isnet', 'blazeface-tiled'];
+  'blazepose-full', 'centernet', 'isnet', 'blazeface-tiled', 'silero-vad'];
 const ISNET_RESOURCE = '/models/medium';
 
 function sha256(buf) { return createHash('sha256').update(buf).digest('hex'); }
@@ -457,6 +463,51 @@ async function runIsnet(name, man, pkgRoot, inDir, refDir, index) {
   return stats;
 }
 
+// Silero VAD: the shipped ONNX file on onnxruntime-node, fed exactly as vad-web 0.0.31 feeds it
+// (dist/models/silero.js): 512-sample frames at 16 kHz, each prefixed by the previous frame's
+// last 64 samples (zeros first), state [2,1,128] carried from zeros, sr = 16000 (int64). The
+// audio is real speech, opencv-doc's Megamind.avi decoded by Debian's ffmpeg to 16 kHz mono
+// float; it is written beside the probabilities so the C++ test feeds the very same samples.
+const VAD_AUDIO = '/usr/share/doc/opencv-doc/examples/data/Megamind.avi';
+function vadAudioKey() {
+  return fs.existsSync(VAD_AUDIO) ? sha256(fs.readFileSync(VAD_AUDIO)) : 'missing';
+}
+async function runSileroVad(name, man, pkgRoot, refDir) {
+  const ort = require('onnxruntime-node');
+  checkSourceFiles(pkgRoot, man);
+  if (!fs.existsSync(VAD_AUDIO)) fail(`silero-vad: ${VAD_AUDIO} is missing (Debian opencv-doc)`);
+  const raw = execFileSync('ffmpeg', ['-v', 'error', '-i', VAD_AUDIO, '-vn', '-ac', '1', '-ar', '16000', '-f', 'f32le', '-'],
+    { maxBuffer: 1 << 28, stdio: ['ignore', 'pipe', 'pipe'] });
+  const audio = new Float32Array(raw.buffer, raw.byteOffset, raw.length / 4);
+  fs.writeFileSync(path.join(refDir, 'audio.f32'), Buffer.from(raw));
+  const session = await ort.InferenceSession.create(path.join(pkgRoot, 'dist', 'silero_vad_v5.onnx'),
+    { executionProviders: ['cpu'] });
+  const frame = man.audio.window;
+  const ctx = man.audio.context;
+  let state = new ort.Tensor('float32', new Float32Array(2 * 128), [2, 1, 128]);
+  const sr = new ort.Tensor('int64', BigInt64Array.from([BigInt(man.audio.sample_rate)]), []);
+  let context = new Float32Array(ctx);
+  const probs = [];
+  for (let at = 0; at + frame <= audio.length; at += frame) {
+    const withContext = new Float32Array(ctx + frame);
+    withContext.set(context, 0);
+    withContext.set(audio.subarray(at, at + frame), ctx);
+    context = audio.slice(at + frame - ctx, at + frame);
+    const out = await session.run({ input: new ort.Tensor('float32', withContext, [1, ctx + frame]), state, sr });
+    state = out.stateN;
+    probs.push(out.output.data[0]);
+  }
+  await session.release();
+  writeAtomic(path.join(refDir, 'probabilities.json'), `${JSON.stringify({
+    model: name, audio: VAD_AUDIO, audio_sha256: vadAudioKey(), samples: audio.length, sample_rate: man.audio.sample_rate,
+    window: frame, context: ctx,
+    engine: `onnxruntime-node ${pkgVersion('onnxruntime-node')} CPU, the shipped silero_vad_v5.onnx of @ricky0123/vad-web`,
+    probabilities: probs.map((v) => Number(f32str(v))),
+  })}\n`);
+  const max = probs.reduce((a, b) => Math.max(a, b), 0);
+  return { output: { shape: [probs.length], min: probs.reduce((a, b) => Math.min(a, b), 1), max } };
+}
+
 // ---------------------------------------------------------------------------------------------
 
 async function main() {
@@ -474,8 +525,8 @@ async function main() {
     const inDir = path.join(outDir, 'inputs', name);
     const indexPath = path.join(inDir, 'index.json');
     const manPath = path.join(modelsDir, name === 'blazeface-tiled' ? 'blazeface' : name, 'manifest.json');
-    if (!fs.existsSync(indexPath) || !fs.existsSync(manPath)) continue;
-    const index = readJson(indexPath);
+    if (!fs.existsSync(manPath) || (name !== 'silero-vad' && !fs.existsSync(indexPath))) continue;
+    const index = name === 'silero-vad' ? { key: vadAudioKey(), items: [VAD_AUDIO] } : readJson(indexPath);
     const man = readJson(manPath);
     const refDir = path.join(outDir, 'reference', name);
     const key = sha256(JSON.stringify({ input: index.key, outputs: man.outputs, refs: man.reference_outputs, source: man.source, self, versions }));
@@ -492,6 +543,8 @@ async function main() {
     let stats;
     if (name === 'blazeface-tiled') {
       stats = await runTiledFaces(name, man, extractPackage(modelsDir, outDir, PACKAGES.human), inDir, refDir, index);
+    } else if (name === 'silero-vad') {
+      stats = await runSileroVad(name, man, extractPackage(modelsDir, outDir, PACKAGES.vad), refDir);
     } else if (name === 'isnet') {
       stats = await runIsnet(name, man, extractPackage(modelsDir, outDir, PACKAGES.isnet), inDir, refDir, index);
     } else {
