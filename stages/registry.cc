@@ -1,6 +1,7 @@
 #include "stages/registry.h"
 
 #include "models/model_cache.h"
+#include "stages/audio_sync_stage.h"
 #include "stages/categorize_stage.h"
 #include "stages/face_clusters_stage.h"
 #include "stages/faces_stage.h"
@@ -42,6 +43,7 @@ std::unique_ptr<StageRegistry> MakeDefaultRegistry(const StageOptions& o) {
   r->Add(std::make_unique<FaceClustersStage>(o.face_clusters), &error);
   r->Add(std::make_unique<PoseStage>(cache, o.model_frames, o.pose), &error);
   r->Add(std::make_unique<SegmentStage>(cache, o.model_frames, o.segment, o.out_dir), &error);
+  r->Add(std::make_unique<AudioSyncStage>(cache, o.audio_sync, o.out_dir), &error);
   return r;
 }
 

@@ -97,6 +97,21 @@ struct SegmentOptions {  // the segment stage
   bool operator==(const SegmentOptions&) const = default;
 };
 
+struct AudioSyncOptions {  // the audio_sync stage
+  VideoLimits video_limits;
+  double max_seconds = 120;      // only the first this many seconds are analysed (audio_sync.max_seconds)
+  int analysis_width = 640;      // frames are scaled down to this width for faces (audio_sync.analysis_width)
+  int detect_every = 3;          // faces are detected every Nth frame and held between (audio_sync.detect_every)
+  double max_offset_s = 1.0;     // offsets searched: +-this (audio_sync.max_offset_s)
+  double min_confidence = 0.25;  // below: low_confidence, with the reason (audio_sync.min_confidence)
+  double min_shot_s = 3.0;       // shots at least this long get their own estimate (audio_sync.min_shot_s)
+  std::string vad_model = "silero-vad";
+  std::string face_model = "blazeface";
+  std::string mesh_model = "facemesh";  // "": no mouth signal, the lower face's motion only
+
+  bool operator==(const AudioSyncOptions&) const = default;
+};
+
 // Every stage's settings; the CLI fills them from the configuration.
 struct StageOptions {
   std::string out_dir = "./framemill-out";        // artifacts (`out`)
@@ -110,6 +125,7 @@ struct StageOptions {
   PoseOptions pose;
   SegmentOptions segment;
   MotionOptions motion;
+  AudioSyncOptions audio_sync;
 
   bool operator==(const StageOptions&) const = default;
 };

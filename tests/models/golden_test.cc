@@ -355,7 +355,7 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                          ::testing::Values("mobilefacenet", "faceres", "blazeface",
                                            "movenet-lightning", "movenet-multipose",
                                            "blazepose-full", "centernet",
-                                           "selfie", "isnet"),
+                                           "selfie", "isnet", "facemesh"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (auto& c : s)

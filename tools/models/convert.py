@@ -93,6 +93,18 @@ MODELS = {
         reference_outputs=["Identity"],
         notes=None,  # filled from the graph's constants, see multipose_notes
     ),
+    "facemesh": dict(
+        task="face_landmarks", operation="AUDIO_SYNC", input="input_1", batchable=True,
+        preprocess=pp(192, 1 / 255.0), postprocess="facemesh",
+        outputs=[("mesh", "StatefulPartitionedCall/model_1/output_mesh/Reshape", "NC"),
+                 ("faceflag", "StatefulPartitionedCall/model_1/output_faceflag/Reshape", "NC")],
+        reference_outputs=["Identity_2", "Identity_1"],
+        notes="MediaPipe face mesh (human's facemesh), 192x192 RGB in [0,1] (human feeds its face crop "
+              "/255). 'mesh' [N,1404] = 468 x (x, y, z) with x, y in input pixels (0..192) and z relative "
+              "depth in the same units; 'faceflag' [N,1] face presence (sigmoid applied). PReLU is written "
+              "as Relu(x) + alpha * min(x, 0). Inner lips (MediaPipe indices): 13 upper, 14 lower; mouth "
+              "corners 61 and 291.",
+    ),
     "faceres": dict(
         task="face_embedding", operation="FACE_EMBEDDING", input="input_1", batchable=True,
         preprocess=pp(224, 1.0), postprocess="l2_normalize",

