@@ -56,6 +56,14 @@ StageOptions ToStageOptions(const Config& c) {
   o.pose.track_camera = c.pose.track_camera;
   o.segment.model = c.segment.model;
   o.motion.video_limits = o.model_frames.video_limits;
+  o.audio_sync.video_limits = o.model_frames.video_limits;
+  o.audio_sync.max_seconds = c.audio_sync.max_seconds;
+  o.audio_sync.analysis_width = c.audio_sync.analysis_width;
+  o.audio_sync.detect_every = c.audio_sync.detect_every;
+  o.audio_sync.max_offset_s = c.audio_sync.max_offset_s;
+  o.audio_sync.min_confidence = c.audio_sync.min_confidence;
+  o.audio_sync.min_shot_s = c.audio_sync.min_shot_s;
+  o.audio_sync.mesh_model = c.audio_sync.mouth == "none" ? "" : c.audio_sync.mouth;
   o.motion.analysis_width = c.motion.analysis_width;
   o.motion.max_fps = c.motion.max_fps;
   o.motion.preset = c.motion.flow_preset;

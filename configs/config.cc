@@ -283,6 +283,21 @@ const std::vector<Setting>& Settings() {
                     [](Config& c) -> double& { return c.motion.cut_histogram; }, 0, 1));
     t.push_back(Dbl("motion.cut_residual", "FRAMEMILL_MOTION_CUT_RESIDUAL",
                     [](Config& c) -> double& { return c.motion.cut_residual; }, 0, 10));
+    t.push_back(Dbl("audio_sync.max_seconds", "FRAMEMILL_AUDIO_SYNC_MAX_SECONDS",
+                    [](Config& c) -> double& { return c.audio_sync.max_seconds; }, 1, 86400));
+    t.push_back(Int("audio_sync.analysis_width", "FRAMEMILL_AUDIO_SYNC_ANALYSIS_WIDTH", "",
+                    [](Config& c) -> int& { return c.audio_sync.analysis_width; }, 64, 8192));
+    t.push_back(Int("audio_sync.detect_every", "FRAMEMILL_AUDIO_SYNC_DETECT_EVERY", "",
+                    [](Config& c) -> int& { return c.audio_sync.detect_every; }, 1, 1000));
+    t.push_back(Dbl("audio_sync.max_offset_s", "FRAMEMILL_AUDIO_SYNC_MAX_OFFSET_S",
+                    [](Config& c) -> double& { return c.audio_sync.max_offset_s; }, 0.05, 10));
+    t.push_back(Dbl("audio_sync.min_confidence", "FRAMEMILL_AUDIO_SYNC_MIN_CONFIDENCE",
+                    [](Config& c) -> double& { return c.audio_sync.min_confidence; }, 0, 1));
+    t.push_back(Dbl("audio_sync.min_shot_s", "FRAMEMILL_AUDIO_SYNC_MIN_SHOT_S",
+                    [](Config& c) -> double& { return c.audio_sync.min_shot_s; }, 0.5, 86400));
+    t.push_back(Enum("audio_sync.mouth", "FRAMEMILL_AUDIO_SYNC_MOUTH", "",
+                     [](Config& c) -> std::string& { return c.audio_sync.mouth; },
+                     {"facemesh", "none"}));
     t.push_back(Int("fetch.concurrency", "FRAMEMILL_FETCH_CONCURRENCY", "",
                     [](Config& c) -> int& { return c.fetch.concurrency; }, 1, 4096));
     t.push_back(Int("fetch.per_host", "FRAMEMILL_FETCH_PER_HOST", "",

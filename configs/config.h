@@ -64,6 +64,15 @@ struct MotionConfig {  // stages/motion_stage.h
   double cut_histogram = 0.15;  // a cut needs this histogram change...
   double cut_residual = 0.45;   // ...and this flow-compensated residual
 };
+struct AudioSyncConfig {  // stages/audio_sync_stage.h
+  double max_seconds = 120;     // only the first this many seconds of a video are analysed
+  int analysis_width = 640;     // frames are scaled to this width for faces and mouths
+  int detect_every = 3;         // faces are detected every Nth frame and held between
+  double max_offset_s = 1.0;    // offsets searched: +-this
+  double min_confidence = 0.25;  // below: low_confidence, with the reason
+  double min_shot_s = 3.0;      // shots at least this long get their own estimate
+  std::string mouth = "facemesh";  // facemesh | none (the lower face's motion only)
+};
 struct PoseConfig {  // stages/pose_stage.h
   std::string model = "movenet-multipose";  // movenet-multipose | movenet-lightning | blazepose-full
   double min_person_score = 0.15;  // multipose: weaker people are dropped
@@ -117,6 +126,7 @@ struct Config {
   FacesConfig faces;
   FaceClustersConfig face_clusters;
   PoseConfig pose;
+  AudioSyncConfig audio_sync;
   SegmentConfig segment;
   MotionConfig motion;
   FetchConfig fetch;

@@ -245,24 +245,32 @@ nlohmann::json EstimateJson(const SyncEstimate& e) {
   return j;
 }
 
-// An estimate per shot of at least min_shot_s (shots from the cuts), from one pair of signals.
-nlohmann::json ShotEstimates(const SyncSignal& a, const SyncSignal& v, const VisualSeries& visual,
-                             double fps, const SyncOptions& so, double min_shot_s) {
-  nlohmann::json shots = nlohmann::json::array();
+// The shots as [start, end) on the picture's clock: split at the cuts.
+std::vector<std::pair<double, double>> Shots(const VisualSeries& visual, double fps) {
   std::vector<double> bounds = {visual.times.front()};
   for (size_t i = 0; i < visual.cut.size(); ++i)
     if (visual.cut[i]) bounds.push_back(visual.times[i]);
   bounds.push_back(visual.times.back() + 1 / std::max(fps, 1.0));
-  for (size_t s = 0; s + 1 < bounds.size(); ++s) {
-    if (bounds[s + 1] - bounds[s] < min_shot_s) continue;
-    SyncOptions shot = so;
-    shot.min_overlap_s = std::min(so.min_overlap_s, 0.5 * (bounds[s + 1] - bounds[s]));
-    nlohmann::json j = EstimateJson(EstimateOffset(a, v, shot, bounds[s], bounds[s + 1]));
-    j["start_s"] = std::round(bounds[s] * 1000) / 1000;
-    j["end_s"] = std::round(bounds[s + 1] * 1000) / 1000;
-    shots.push_back(j);
-  }
+  std::vector<std::pair<double, double>> shots;
+  for (size_t s = 0; s + 1 < bounds.size(); ++s) shots.push_back({bounds[s], bounds[s + 1]});
   return shots;
+}
+
+// An estimate per shot of at least min_shot_s, from one pair of signals.
+nlohmann::json ShotEstimates(const SyncSignal& a, const SyncSignal& v,
+                             const std::vector<std::pair<double, double>>& shots,
+                             const SyncOptions& so, double min_shot_s) {
+  nlohmann::json out = nlohmann::json::array();
+  for (auto [from, to] : shots) {
+    if (to - from < min_shot_s) continue;
+    SyncOptions shot = so;
+    shot.min_overlap_s = std::min(so.min_overlap_s, 0.5 * (to - from));
+    nlohmann::json j = EstimateJson(EstimateOffset(a, v, shot, {{from, to}}));
+    j["start_s"] = std::round(from * 1000) / 1000;
+    j["end_s"] = std::round(to * 1000) / 1000;
+    out.push_back(j);
+  }
+  return out;
 }
 
 // How directly a pair shows speech: the mouth first, then the lower face's motion, then
@@ -373,22 +381,23 @@ Outcome AudioSyncStage::RunOne(const ClaimedJob& job, const StageContext& ctx) c
     faces.push_back(std::move(rises));
   }
   if (visual->frames_with_mouth > 0) faces.push_back(Regrid("mouth", visual->times, visual->mouth, kGridHz));
-  // Loudness against the mouth opening, both at syllable rate.
-  const SyncSignal energy_bp = BandPass(energy);
-  std::optional<SyncSignal> mouth_bp;
+  // Loudness against the mouth opening, both smoothed to about a frame.
+  const SyncSignal energy_smooth = Smooth(energy);
+  std::optional<SyncSignal> mouth_smooth;
   for (const SyncSignal& f : faces)
-    if (f.name == "mouth") mouth_bp = BandPass(f);
+    if (f.name == "mouth") mouth_smooth = Smooth(f);
   SyncOptions so;
   so.max_lag_s = options_.max_offset_s;
+  const std::vector<std::pair<double, double>> shots = Shots(*visual, fps);
   std::vector<std::pair<const SyncSignal*, const SyncSignal*>> pairs;
   for (const SyncSignal& f : faces) pairs.push_back({f.name == "lower_face_onsets" ? &onset : &vad_signal, &f});
-  if (mouth_bp) pairs.push_back({&energy_bp, &*mouth_bp});
+  if (mouth_smooth) pairs.push_back({&energy_smooth, &*mouth_smooth});
   pairs.push_back({&onset, &frame});
   std::vector<SyncEstimate> all;
   std::vector<std::pair<const SyncSignal*, const SyncSignal*>> used;  // all[i]'s signals
   for (auto [a, v] : pairs)
     if (Varies(*a) && Varies(*v)) {
-      all.push_back(EstimateOffset(*a, *v, so));
+      all.push_back(EstimateOffset(*a, *v, so, shots));
       used.push_back({a, v});
     }
 
@@ -436,7 +445,7 @@ Outcome AudioSyncStage::RunOne(const ClaimedJob& job, const StageContext& ctx) c
   // Shots long enough get their own estimate from the same pair of signals.
   if (!visual->cuts.empty()) {
     const auto [a, v] = used[best - all.data()];
-    result["shots"] = ShotEstimates(*a, *v, *visual, fps, so, options_.min_shot_s);
+    result["shots"] = ShotEstimates(*a, *v, shots, so, options_.min_shot_s);
     result["cuts"] = visual->cuts;
   }
   Outcome o = Outcome::Done(std::move(result), visual->face_device);

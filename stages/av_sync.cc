@@ -85,11 +85,8 @@ std::vector<double> MovingAverage(const std::vector<double>& x, size_t k) {
 
 }  // namespace
 
-SyncSignal BandPass(const SyncSignal& s, double smooth_s, double trend_s) {
-  SyncSignal out{s.name, s.t0, s.rate, MovingAverage(s.v, static_cast<size_t>(std::lround(smooth_s * s.rate)))};
-  const std::vector<double> trend = MovingAverage(out.v, static_cast<size_t>(std::lround(trend_s * s.rate)));
-  for (size_t i = 0; i < out.v.size(); ++i) out.v[i] -= trend[i];
-  return out;
+SyncSignal Smooth(const SyncSignal& s, double seconds) {
+  return {s.name, s.t0, s.rate, MovingAverage(s.v, static_cast<size_t>(std::lround(seconds * s.rate)))};
 }
 
 bool Varies(const SyncSignal& s, double eps) {
@@ -119,7 +116,8 @@ double At(const SyncSignal& s, double t) {
 
 // Pearson r of v[j] and a[j + k] over the j where both are numbers; NaN with fewer than
 // min_n pairs or a flat side.
-double Pearson(const std::vector<double>& v, const std::vector<double>& a, long k, size_t min_n) {
+double Pearson(const std::vector<double>& v, const std::vector<double>& a, long k, size_t min_n,
+               size_t* pairs) {
   double sv = 0, sa = 0, svv = 0, saa = 0, sva = 0;
   size_t n = 0;
   for (size_t j = 0; j < v.size(); ++j) {
@@ -128,6 +126,7 @@ double Pearson(const std::vector<double>& v, const std::vector<double>& a, long 
     sv += v[j], sa += a[i], svv += v[j] * v[j], saa += a[i] * a[i], sva += v[j] * a[i];
     ++n;
   }
+  *pairs = n;
   if (n < min_n) return std::nan("");
   const double cov = sva - sv * sa / n, var_v = svv - sv * sv / n, var_a = saa - sa * sa / n;
   if (var_v <= 1e-12 * n || var_a <= 1e-12 * n) return std::nan("");
@@ -136,36 +135,61 @@ double Pearson(const std::vector<double>& v, const std::vector<double>& a, long 
 
 }  // namespace
 
-SyncEstimate EstimateOffset(const SyncSignal& audio, const SyncSignal& visual,
-                            const SyncOptions& o, double from_s, double to_s) {
+namespace {
+
+// Pearson r at every lag k in [-K, K] of the visual part [from_s, to_s) against the audio,
+// with the number of sample pairs behind each (0 where fewer than min_n).
+void SegmentCurve(const SyncSignal& audio, const SyncSignal& visual, long K, double from_s,
+                  double to_s, size_t min_n, std::vector<double>* r, std::vector<double>* n) {
+  const double rate = visual.rate;
+  const long first = std::max(0L, static_cast<long>(std::ceil((from_s - visual.t0) * rate - 1e-9)));
+  const long last = std::min(static_cast<long>(visual.v.size()),
+                             static_cast<long>(std::ceil((to_s - visual.t0) * rate - 1e-9)));
+  r->assign(2 * K + 1, 0.0);
+  n->assign(2 * K + 1, 0.0);
+  if (last - first < 3) return;
+  // Index j of `v` pairs with index j + K + k of `a` at lag k.
+  std::vector<double> v(visual.v.begin() + first, visual.v.begin() + last);
+  std::vector<double> a(v.size() + 2 * K);
+  const double start = visual.t0 + (first - K) / rate;
+  for (size_t i = 0; i < a.size(); ++i) a[i] = At(audio, start + i / rate);
+  for (long k = -K; k <= K; ++k) {
+    size_t pairs = 0;
+    const double c = Pearson(v, a, k + K, min_n, &pairs);
+    if (!std::isnan(c)) (*r)[k + K] = c, (*n)[k + K] = static_cast<double>(pairs);
+  }
+}
+
+}  // namespace
+
+SyncEstimate EstimateOffset(const SyncSignal& audio, const SyncSignal& visual, const SyncOptions& o,
+                            const std::vector<std::pair<double, double>>& segments) {
   SyncEstimate e;
   e.signal = audio.name + "+" + visual.name;
   if (audio.v.size() < 3 || visual.v.size() < 3 || std::fabs(audio.rate - visual.rate) > 1e-6 * visual.rate) {
     e.reason = "too short";
     return e;
   }
-  const double r = visual.rate;
-  const long K = std::lround(o.max_lag_s * r);
-  if (to_s <= from_s) from_s = visual.t0, to_s = visual.end();
-  // The visual part on its own grid, and the audio on the same grid with K samples of
-  // margin either side: index j of `v` pairs with index j + K + k of `a` at lag k.
-  const long first = std::max(0L, static_cast<long>(std::ceil((from_s - visual.t0) * r)));
-  const long last = std::min(static_cast<long>(visual.v.size()),
-                             static_cast<long>(std::ceil((to_s - visual.t0) * r)));
-  if (last - first < 3) {
-    e.reason = "too short";
-    return e;
+  const long K = std::lround(o.max_lag_s * visual.rate);
+  std::vector<std::pair<double, double>> parts = segments;
+  if (parts.empty()) parts.push_back({visual.t0, visual.end()});
+  // Each part (a shot: its own face, its own scale) is correlated on its own; the curves are
+  // pooled, weighted by their sample pairs.
+  std::vector<double> sum(2 * K + 1, 0.0), weight(2 * K + 1, 0.0), r, n;
+  double total = 0;
+  for (auto [from, to] : parts) total += std::max(0.0, to - from);
+  for (auto [from, to] : parts) {
+    const double share = total > 0 ? (to - from) / total : 1.0;
+    const size_t min_n = static_cast<size_t>(std::max(3.0, std::min(o.min_overlap_s * share, o.min_segment_s) * visual.rate));
+    SegmentCurve(audio, visual, K, from, to, min_n, &r, &n);
+    for (long k = 0; k <= 2 * K; ++k) sum[k] += r[k] * n[k], weight[k] += n[k];
   }
-  std::vector<double> v(visual.v.begin() + first, visual.v.begin() + last);
-  std::vector<double> a(v.size() + 2 * K);
-  const double start = visual.t0 + first / r - K / r;
-  for (size_t i = 0; i < a.size(); ++i) a[i] = At(audio, start + i / r);
-  const size_t min_n = static_cast<size_t>(std::max(3.0, o.min_overlap_s * r));
-  std::vector<double> corr(2 * K + 1);
+  std::vector<double> corr(2 * K + 1, std::nan(""));
   long best = -1;
-  for (long k = -K; k <= K; ++k) {
-    corr[k + K] = Pearson(v, a, k + K, min_n);
-    if (!std::isnan(corr[k + K]) && (best < 0 || corr[k + K] > corr[best])) best = k + K;
+  for (long k = 0; k <= 2 * K; ++k) {
+    if (weight[k] < std::max(3.0, o.min_overlap_s * visual.rate)) continue;
+    corr[k] = sum[k] / weight[k];
+    if (best < 0 || corr[k] > corr[best]) best = k;
   }
   if (best < 0) {
     e.reason = "the signals do not overlap long enough, or one is flat";
@@ -179,9 +203,9 @@ SyncEstimate EstimateOffset(const SyncSignal& audio, const SyncSignal& visual,
     const double den = l - 2 * c + rr;
     if (den < 0) delta = std::clamp(0.5 * (l - rr) / den, -0.5, 0.5);
   }
-  e.offset_s = (best - K + delta) / r;
+  e.offset_s = (best - K + delta) / visual.rate;
   // The runner-up: the best local maximum away from the peak.
-  const long excl = std::lround(o.exclusion_s * r);
+  const long excl = std::lround(o.exclusion_s * visual.rate);
   double second = -1;
   for (long k = 0; k <= 2 * K; ++k) {
     if (std::labs(k - best) <= excl || std::isnan(corr[k])) continue;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace framemill {
@@ -43,10 +44,9 @@ std::vector<double> VisualOnsets(const std::vector<double>& change, const std::v
 // ignore (shot cuts: a cut is not an event in the sound), which rise by zero.
 std::vector<double> Rises(const std::vector<double>& values, const std::vector<bool>& skip = {});
 
-// The signal's syllable-rate part: a moving average over `smooth_s` (noise above the frame
-// rate out) minus one over `trend_s` (slow loudness and pose changes out). NaN-aware: a
-// value missing from the input stays missing.
-SyncSignal BandPass(const SyncSignal& s, double smooth_s = 0.04, double trend_s = 0.5);
+// A centred moving average over `seconds` (what changes faster than the picture can show
+// is noise to the comparison). NaN-aware: a value missing from the input stays missing.
+SyncSignal Smooth(const SyncSignal& s, double seconds = 0.04);
 
 // Whether a signal varies at all (its standard deviation is above `eps` times its mean
 // magnitude): a constant signal cannot be correlated.
@@ -64,16 +64,19 @@ struct SyncEstimate {
 
 struct SyncOptions {
   double max_lag_s = 1.0;        // offsets searched: [-max_lag_s, +max_lag_s]
-  double min_overlap_s = 2.0;    // a lag needs this much of both signals together
+  double min_overlap_s = 2.0;    // a lag needs this much of both signals together, in all
+  double min_segment_s = 1.0;    // a segment counts at a lag where it overlaps this much
   double exclusion_s = 0.12;     // the runner-up is at least this far from the peak
 };
 
-// The offset at which `audio` (shifted earlier by the offset) best matches `visual`:
-// Pearson correlation over the overlap of the two signals at every lag on the grid,
-// the peak refined below the grid step by a parabola through its neighbours. Signals
-// must share a rate. [from_s, to_s) limits the visual part used (a shot); to_s <= from_s:
-// all of it.
+// The offset at which `audio` (shifted later by the offset) best matches `visual`: at every
+// lag on the grid, Pearson's r over the overlap of the two, computed per segment of the
+// visual signal (shots: each has its own face and scale) and pooled weighted by sample
+// pairs; the peak refined below the grid step by a parabola through its neighbours.
+// Signals must share a rate. `segments`: [from_s, to_s) parts of the visual signal;
+// empty: all of it as one.
 SyncEstimate EstimateOffset(const SyncSignal& audio, const SyncSignal& visual,
-                            const SyncOptions& options, double from_s = 0, double to_s = 0);
+                            const SyncOptions& options,
+                            const std::vector<std::pair<double, double>>& segments = {});
 
 }  // namespace framemill
