@@ -32,6 +32,11 @@ const double kNaN = std::numeric_limits<double>::quiet_NaN();
 // facemesh: the face box grown by this much (human crops its mesh input about so), and the
 // MediaPipe mesh's inner lips and mouth corners.
 constexpr float kMeshCropScale = 1.5f;
+// A face must be clear to show a mouth: BlazeFace's dataset default (0.5) lets through
+// faces in blocky graphics that correlate with nothing.
+constexpr float kMinFaceScore = 0.5f;
+// Faces in fewer frames than this are not a speaker to follow: their signals are left out.
+constexpr double kMinFaceFraction = 0.25;
 constexpr float kMinFaceFlag = 0.5f;
 constexpr int kUpperLip = 13, kLowerLip = 14, kMouthLeft = 61, kMouthRight = 291;
 
@@ -119,7 +124,7 @@ class VisualReader {
     std::vector<cv::Mat> to_detect;
     std::vector<size_t> detected_at;
     for (size_t i = 0; i < chunk.size(); ++i)
-      if ((chunk[i].index % std::max(1, o_.detect_every)) == 0 || !have_face_) {
+      if ((chunk[i].index % std::max(1, o_.detect_every)) == 0) {
         to_detect.push_back(chunk[i].image);
         detected_at.push_back(i);
       }
@@ -135,7 +140,9 @@ class VisualReader {
     for (size_t i = 0; i < chunk.size(); ++i) {
       const VideoFrame& f = chunk[i];
       if (next < detected_at.size() && detected_at[next] == i) {
-        auto faces = models::DecodeFaceDetections(detector_.manifest(), heads[next++], f.image.size());
+        models::BlazeFaceOptions bo;
+        bo.min_score = kMinFaceScore;
+        auto faces = models::DecodeFaceDetections(detector_.manifest(), heads[next++], f.image.size(), bo);
         if (!faces.ok()) return faces.status();
         have_face_ = !faces->empty();
         if (have_face_)
@@ -375,12 +382,14 @@ Outcome AudioSyncStage::RunOne(const ClaimedJob& job, const StageContext& ctx) c
   const SyncSignal frame =
       Regrid("frame", visual->times, VisualOnsets(visual->frame, visual->luma, visual->cut), kGridHz);
   std::vector<SyncSignal> faces;
-  if (visual->frames_with_face > 0) {
+  const double face_fraction = static_cast<double>(visual->frames_with_face) / visual->times.size();
+  if (face_fraction >= kMinFaceFraction) {
     faces.push_back(Regrid("lower_face", visual->times, visual->lower_face, kGridHz));
     SyncSignal rises = Regrid("lower_face_onsets", visual->times, Rises(visual->lower_face, visual->cut), kGridHz);
     faces.push_back(std::move(rises));
   }
-  if (visual->frames_with_mouth > 0) faces.push_back(Regrid("mouth", visual->times, visual->mouth, kGridHz));
+  if (visual->frames_with_mouth >= kMinFaceFraction * visual->times.size())
+    faces.push_back(Regrid("mouth", visual->times, visual->mouth, kGridHz));
   // Loudness against the mouth opening, both smoothed to about a frame.
   const SyncSignal energy_smooth = Smooth(energy);
   std::optional<SyncSignal> mouth_smooth;

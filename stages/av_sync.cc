@@ -214,7 +214,10 @@ SyncEstimate EstimateOffset(const SyncSignal& audio, const SyncSignal& visual, c
     if (left_ok && right_ok) second = std::max(second, corr[k]);
   }
   e.runner_up = second;
-  e.confidence = e.peak > 0 ? std::clamp((e.peak - std::max(second, 0.0)) / e.peak, 0.0, 1.0) : 0.0;
+  constexpr double kStrongPeak = 0.3;
+  e.confidence = e.peak > 0 ? std::clamp((e.peak - std::max(second, 0.0)) / e.peak, 0.0, 1.0) *
+                                  std::min(1.0, e.peak / kStrongPeak)
+                            : 0.0;
   if (best == 0 || best == 2 * K) {
     e.confidence = 0;
     e.reason = "the best match is at the edge of the search window";

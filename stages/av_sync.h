@@ -57,7 +57,10 @@ struct SyncEstimate {
   double offset_s = 0;     // positive: the audio lags the picture
   double peak = 0;         // the correlation at the offset (Pearson r, -1..1)
   double runner_up = 0;    // the best other local maximum of the correlation
-  double confidence = 0;   // (peak - runner_up) / peak, clamped to [0, 1]; 0 when peak <= 0
+  // (peak - runner_up) / peak, clamped to [0, 1], times min(1, peak / 0.3): a clear peak of
+  // a weak correlation (r < 0.3 explains under a tenth of the variance) is trusted less.
+  // 0 when peak <= 0 or at the edge of the search window.
+  double confidence = 0;
   std::string signal;      // "<audio>+<visual>"
   std::string reason;      // why not found
 };

