@@ -3,9 +3,10 @@
 namespace framemill::models {
 
 Result<BatchOutputs> RunModel(ModelCache& cache, ModelRunner& cpu, const std::vector<cv::Mat>& bgr,
-                              gpu::OomLadder* ladder, std::string* device) {
+                              gpu::OomLadder* ladder, std::string* device,
+                              const std::string& operation) {
   const ModelManifest& m = cpu.manifest();
-  const std::string& op = m.operation;
+  const std::string& op = operation.empty() ? m.operation : operation;
   // With a ladder, everything goes through it, even while the operation is parked on the
   // CPU after repeated failures: the ladder counts those items as CPU fallbacks.
   if (ladder == nullptr || op.empty()) {

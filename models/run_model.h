@@ -22,7 +22,10 @@ using BatchOutputs = std::vector<std::vector<OutputTensor>>;
 // they ran. Device runners are borrowed from `cache`; `cpu` is the model's CPU runner.
 // `ladder` null: everything on `cpu`. *device: the device of every image, or "cpu" when
 // any fell back to the CPU (an outcome records one device; the ladder counts fallbacks).
+// `operation`: the switch that decides the device; "": the model's own (its manifest's).
+// A stage that borrows another's model (audio_sync's face detector) names its own.
 Result<BatchOutputs> RunModel(ModelCache& cache, ModelRunner& cpu, const std::vector<cv::Mat>& bgr,
-                              gpu::OomLadder* ladder, std::string* device);
+                              gpu::OomLadder* ladder, std::string* device,
+                              const std::string& operation = "");
 
 }  // namespace framemill::models

@@ -23,6 +23,7 @@ namespace framemill {
 
 namespace {
 
+constexpr const char* kOperation = "AUDIO_SYNC";  // AUDIO_SYNC_GPU: faces and mouths
 constexpr double kGridHz = 100;      // every signal is compared on a 10 ms grid
 constexpr int kMotionWidth = 160;    // whole-frame motion is measured this wide
 constexpr int kCutWidth = 320;       // the motion analyser's default size, for cuts
@@ -51,7 +52,11 @@ struct VisualSeries {
   std::vector<int64_t> cuts;       // source frame indices of the cuts
   int64_t frames_with_face = 0;
   int64_t frames_with_mouth = 0;
-  std::string face_device = "cpu", mesh_device = "cpu";
+  std::string face_device = "cpu", mesh_device = "";  // mesh_device "": no mouth measured
+  // What an outcome records: the device of both models, or "cpu" when either was on it.
+  std::string device() const {
+    return mesh_device.empty() || mesh_device == face_device ? face_device : "cpu";
+  }
 };
 
 double MeanAbsDiff(const cv::Mat& a, const cv::Mat& b) {
@@ -130,7 +135,8 @@ class VisualReader {
       }
     models::BatchOutputs heads;
     if (!to_detect.empty()) {
-      auto r = models::RunModel(cache_, detector_, to_detect, ctx_.ladder, &series_.face_device);
+      auto r = models::RunModel(cache_, detector_, to_detect, ctx_.ladder, &series_.face_device,
+                                kOperation);
       if (!r.ok()) return r.status();
       heads = std::move(r).value();
     }
@@ -179,7 +185,7 @@ class VisualReader {
   // Mouth opening per crop: the inner-lip gap over the distance between the corners.
   Status MeasureMouths(const std::vector<cv::Mat>& crops, const std::vector<size_t>& at) {
     if (crops.empty()) return Status::OK();
-    auto out = models::RunModel(cache_, *mesh_, crops, ctx_.ladder, &series_.mesh_device);
+    auto out = models::RunModel(cache_, *mesh_, crops, ctx_.ladder, &series_.mesh_device, kOperation);
     if (!out.ok()) return out.status();
     for (size_t k = 0; k < crops.size(); ++k) {
       const auto& o = (*out)[k];
@@ -436,7 +442,7 @@ Outcome AudioSyncStage::RunOne(const ClaimedJob& job, const StageContext& ctx) c
     result["low_confidence"] = true;
     result["reason"] = all.empty() ? "neither the sound nor the picture varies enough to compare"
                                    : all.front().reason;
-    Outcome o = Outcome::Done(std::move(result), visual->face_device);
+    Outcome o = Outcome::Done(std::move(result), visual->device());
     o.artifacts.push_back(series_path);
     return o;
   }
@@ -457,7 +463,7 @@ Outcome AudioSyncStage::RunOne(const ClaimedJob& job, const StageContext& ctx) c
     result["shots"] = ShotEstimates(*a, *v, shots, so, options_.min_shot_s);
     result["cuts"] = visual->cuts;
   }
-  Outcome o = Outcome::Done(std::move(result), visual->face_device);
+  Outcome o = Outcome::Done(std::move(result), visual->device());
   o.artifacts.push_back(series_path);
   return o;
 }
