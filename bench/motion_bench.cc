@@ -1,7 +1,7 @@
 // Motion benchmark, after leveldb's benchmarks/db_bench.cc: prints its setup, then one
 // line per (workload, variant). It measures only; nothing is asserted.
 //
-//   motion_bench [--benchmarks=decode,motion,camera,flow,pose] [--reps=3] [--width=320]
+//   motion_bench [--benchmarks=decode,motion,camera,flow,pose,audio_sync] [--reps=3] [--width=320]
 //                [--video720=PATH]
 //
 // Workloads (default: all, in this order):
@@ -22,6 +22,11 @@
 //            20 s, read in order at 5 frames/s and 640 wide, the camera's motion from the
 //            motion analyser: analysed frames/s of the whole stage from the file, and of the
 //            tracker alone on its output; skipped when the model is not installed
+//   audio_sync the audio_sync stage on opencv-doc's Megamind.avi (11.3 s, speech, faces in
+//            nearly every frame) on the CPU: seconds of media per second of compute for the
+//            whole stage, without facemesh (audio_sync.mouth: none), and for its parts alone
+//            (audio decode to 16 kHz, Silero VAD, video decode at 640 wide); skipped when
+//            silero-vad, blazeface or facemesh is not installed
 //
 // The 720p clip is imageio's cockatoo.mp4 (handheld, 1280x720 h264, 280 frames); the
 // 480p one is the same clip scaled by ffmpeg into a temporary file. Each timing is the
@@ -46,7 +51,11 @@
 
 #include "bench/bench_support.h"
 #include "gpu/ops.h"
+#include "media/audio_reader.h"
 #include "media/video_reader.h"
+#include "models/model_store.h"
+#include "models/voice_activity.h"
+#include "stages/audio_sync_stage.h"
 #include "stages/motion_analysis.h"
 #include "stages/pose_stage.h"
 #include "stages/pose_tracks.h"
@@ -59,7 +68,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct Flags {
-  std::string benchmarks = "decode,motion,camera,flow,pose";
+  std::string benchmarks = "decode,motion,camera,flow,pose,audio_sync";
   std::string video720 = testing::ImageioData("cockatoo.mp4");
   std::string skimage = "/usr/lib/python3/dist-packages/skimage/data";
   int reps = 3;
@@ -300,6 +309,51 @@ void Pose(const Flags& flags) {
               n * 1000.0 / decode, n * 1000.0 / link);
 }
 
+void AudioSync(const Flags& flags) {
+  for (const char* m : {"silero-vad", "blazeface", "facemesh"})
+    if (!fs::exists(fs::path(testing::ModelsDir()) / m / "manifest.json")) {
+      std::printf("audio_sync   skipped: %s is not installed in %s\n", m, testing::ModelsDir().c_str());
+      return;
+    }
+  testing::TempDir out;
+  const std::string clip = testing::SampleData("Megamind.avi");
+  const ClaimedJob job = testing::JobFor("audio_sync", clip, MediaKind::kVideo);
+  auto cache = std::make_shared<models::ModelCache>(testing::ModelsDir());
+  AudioSyncStage stage(cache, AudioSyncOptions{}, out.path());
+  AudioSyncOptions no_mesh_options;
+  no_mesh_options.mesh_model = "";
+  AudioSyncStage no_mesh(cache, no_mesh_options, out.path());
+  Outcome o, o2;
+  const double whole = MedianMs(flags.reps, [&] { o = stage.Run(job); });
+  const double without_mesh = MedianMs(flags.reps, [&] { o2 = no_mesh.Run(job); });
+  if (o.kind != Outcome::Kind::kDone) {
+    std::printf("audio_sync   failed: %s\n", o.error.ToString().c_str());
+    return;
+  }
+  Result<AudioTrack> audio = Status::Internal("not read");
+  const double decode_audio = MedianMs(flags.reps, [&] { audio = ReadAudio(clip); });
+  auto man = models::ModelStore(testing::ModelsDir()).Open("silero-vad");
+  auto vad = models::VoiceActivity::Open(*man);
+  const double vad_ms = MedianMs(flags.reps, [&] { (void)(*vad)->Run(audio->samples); });
+  VideoReaderOptions ro;
+  ro.max_width = AudioSyncOptions{}.analysis_width;
+  int64_t frames = 0;
+  const double decode_video = MedianMs(flags.reps, [&] {
+    auto r = VideoReader::Open(clip, ro);
+    VideoFrame f;
+    frames = 0;
+    while (r.ok() && *(*r)->Next(&f)) ++frames;
+  });
+  const double s = audio->seconds();
+  auto rate = [&](double ms) { return s * 1000.0 / ms; };
+  std::printf("audio_sync   Megamind.avi %.2f s, %lld frames: whole stage %.1f s of media per s (%.0f ms; "
+              "offset %.1f ms, %s); without facemesh %.1f (%.0f ms); parts alone: audio decode %.0f, "
+              "VAD %.0f, video decode at 640 wide %.1f\n",
+              s, static_cast<long long>(frames), rate(whole), whole, o.result["offset_ms"].get<double>(),
+              o.result["signal"].get<std::string>().c_str(), rate(without_mesh), without_mesh,
+              rate(decode_audio), rate(vad_ms), rate(decode_video));
+}
+
 int Main(int argc, char** argv) {
   Flags flags;
   for (int i = 1; i < argc; ++i) {
@@ -336,6 +390,7 @@ int Main(int argc, char** argv) {
   if (Listed(flags.benchmarks, "camera")) Camera(flags);
   if (Listed(flags.benchmarks, "flow")) Flow(flags);
   if (Listed(flags.benchmarks, "pose")) Pose(flags);
+  if (Listed(flags.benchmarks, "audio_sync")) AudioSync(flags);
   return 0;
 }
 
