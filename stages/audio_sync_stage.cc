@@ -26,7 +26,7 @@ namespace {
 constexpr const char* kOperation = "AUDIO_SYNC";  // AUDIO_SYNC_GPU: faces and mouths
 constexpr double kGridHz = 100;      // every signal is compared on a 10 ms grid
 constexpr int kMotionWidth = 160;    // whole-frame motion is measured this wide
-constexpr int kCutWidth = 320;       // the motion analyser's default size, for cuts
+constexpr int kCutWidth = 160;       // cuts only: the motion analyser at half its default size
 constexpr size_t kChunk = 16;        // frames held for one face-detection run
 constexpr double kSilentPeak = 1e-4;  // audio whose peak is below this is digital silence
 const double kNaN = std::numeric_limits<double>::quiet_NaN();

@@ -34,6 +34,8 @@ TEST(AudioSyncBinaryTest, OnADeviceFacesAndMouthsRunOnTheEngineAndTooLittleMemor
                                               {"FRAMEMILL_STAGES", "audio_sync"},
                                               {"GPU_BACKEND", "sim"},
                                               {"AUDIO_SYNC_GPU", "true"},
+                                              // the engine's CPU twins are slow: 6 s will do
+                                              {"FRAMEMILL_AUDIO_SYNC_MAX_SECONDS", "6"},
                                               {"FRAMEMILL_SIM_VRAM_MB", tiny ? "1" : "512"}};
     ASSERT_EQ(RunProcess({FRAMEMILL_BIN, "enqueue", media}, env, dir.path()).exit_code, 0);
     auto run = RunProcess({FRAMEMILL_BIN, "run", "--workers", "1"}, env, dir.path(), 600);
@@ -47,6 +49,7 @@ TEST(AudioSyncBinaryTest, OnADeviceFacesAndMouthsRunOnTheEngineAndTooLittleMemor
   EXPECT_EQ(devices[1], "cpu");  // 1 MiB holds neither model's weights
   for (const auto& r : results) {
     EXPECT_EQ(r["signal"], "energy+mouth") << r.dump();
+    EXPECT_NEAR(r["audio"]["seconds"].get<double>(), 6.0, 0.1);
     EXPECT_GT(r["face_fraction"].get<double>(), 0.9);
   }
   // The engine's fp32 twins and cv::dnn agree to float rounding: the same peak.
