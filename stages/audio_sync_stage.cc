@@ -286,6 +286,90 @@ nlohmann::json ShotEstimates(const SyncSignal& a, const SyncSignal& v,
   return out;
 }
 
+// The sound, read and scored. *skip says why a video has none to compare (no audio stream,
+// a silent track); other errors fail the job.
+struct Sound {
+  AudioTrack audio;
+  std::vector<float> speech;  // Silero's probability per window
+  int window = 512;
+};
+
+Result<Sound> HearSound(const std::string& path, const AudioSyncOptions& o, const models::ModelCache& cache,
+                        std::string* skip) {
+  AudioReadOptions ao;
+  ao.max_seconds = o.max_seconds;
+  auto audio = ReadAudio(path, ao);
+  if (!audio.ok()) {
+    if (audio.status().IsNotFound()) *skip = "the video has no audio stream";
+    return audio.status();
+  }
+  float peak = 0;
+  for (float v : audio->samples) peak = std::max(peak, std::fabs(v));
+  if (peak < kSilentPeak) {
+    *skip = "the audio track is silent (peak " + std::to_string(peak) + ")";
+    return Status::NotFound(*skip);
+  }
+  auto manifest = models::ModelStore(cache.dir()).Open(o.vad_model);
+  if (!manifest.ok()) return manifest.status();
+  auto vad = models::VoiceActivity::Open(*manifest);
+  if (!vad.ok()) return vad.status();
+  if ((*vad)->sample_rate() != audio->sample_rate)
+    return Status::Internal("the VAD wants " + std::to_string((*vad)->sample_rate()) + " Hz");
+  auto probs = (*vad)->Run(audio->samples);
+  if (!probs.ok()) return probs.status();
+  return Sound{std::move(audio).value(), std::move(probs).value(), (*vad)->window()};
+}
+
+// Every signal on the 10 ms grid of the picture's clock.
+struct Signals {
+  SyncSignal vad, energy, onset, energy_smooth;  // the sound
+  SyncSignal frame;                              // whole-frame visual onsets
+  std::vector<SyncSignal> face;                  // lower_face, lower_face_onsets, mouth (when seen)
+  std::optional<SyncSignal> mouth_smooth;
+};
+
+Signals MakeSignals(const Sound& sound, const VisualSeries& visual) {
+  const AudioTrack& a = sound.audio;
+  Signals s;
+  s.vad = VadSignal(sound.speech, a, sound.window);
+  s.energy = EnergyEnvelope(a.samples, a.sample_rate, a.start_offset_s, kGridHz);
+  s.onset = OnsetEnvelope(s.energy);
+  s.energy_smooth = Smooth(s.energy);
+  s.frame = Regrid("frame", visual.times, VisualOnsets(visual.frame, visual.luma, visual.cut), kGridHz);
+  const double frames = static_cast<double>(visual.times.size());
+  if (visual.frames_with_face >= kMinFaceFraction * frames) {
+    s.face.push_back(Regrid("lower_face", visual.times, visual.lower_face, kGridHz));
+    s.face.push_back(Regrid("lower_face_onsets", visual.times, Rises(visual.lower_face, visual.cut), kGridHz));
+  }
+  if (visual.frames_with_mouth >= kMinFaceFraction * frames) {
+    s.face.push_back(Regrid("mouth", visual.times, visual.mouth, kGridHz));
+    s.mouth_smooth = Smooth(s.face.back());
+  }
+  return s;
+}
+
+// One pair of signals compared.
+struct Candidate {
+  const SyncSignal* audio;
+  const SyncSignal* visual;
+  SyncEstimate estimate;
+};
+
+// Each pair that varies on both sides, cross-correlated: the lower face's motion with speech,
+// its rises with onsets, loudness with the mouth (both smoothed to about a frame), whole-frame
+// onsets with onsets.
+std::vector<Candidate> Compare(const Signals& s, const SyncOptions& so,
+                               const std::vector<std::pair<double, double>>& shots) {
+  std::vector<std::pair<const SyncSignal*, const SyncSignal*>> pairs;
+  for (const SyncSignal& f : s.face) pairs.push_back({f.name == "lower_face_onsets" ? &s.onset : &s.vad, &f});
+  if (s.mouth_smooth) pairs.push_back({&s.energy_smooth, &*s.mouth_smooth});
+  pairs.push_back({&s.onset, &s.frame});
+  std::vector<Candidate> out;
+  for (auto [a, v] : pairs)
+    if (Varies(*a) && Varies(*v)) out.push_back({a, v, EstimateOffset(*a, *v, so, shots)});
+  return out;
+}
+
 // How directly a pair shows speech: the mouth first, then the lower face's motion, then
 // whole-frame onsets (the fallbacks where no mouth is seen).
 // Loudness against lip aperture is the finest-grained pair; speech probability (32 ms
@@ -299,18 +383,60 @@ int Tier(const SyncEstimate& e) {
 // The estimate to report: from the most direct visual signal that gave a usable peak (one
 // inside the search window), the clearest (highest confidence, then peak) of its pairs;
 // when none is usable, the clearest found at all.
-const SyncEstimate* Best(const std::vector<SyncEstimate>& all) {
-  const SyncEstimate* best = nullptr;
-  auto better = [](const SyncEstimate& e, const SyncEstimate* b) {
-    return b == nullptr || e.confidence > b->confidence + 1e-9 ||
-           (std::fabs(e.confidence - b->confidence) <= 1e-9 && e.peak > b->peak);
+const Candidate* Best(const std::vector<Candidate>& all) {
+  const Candidate* best = nullptr;
+  auto better = [](const SyncEstimate& e, const Candidate* b) {
+    return b == nullptr || e.confidence > b->estimate.confidence + 1e-9 ||
+           (std::fabs(e.confidence - b->estimate.confidence) <= 1e-9 && e.peak > b->estimate.peak);
   };
   for (int tier = 0; tier < 4 && best == nullptr; ++tier)
-    for (const SyncEstimate& e : all)
-      if (e.found && e.confidence > 0 && Tier(e) == tier && better(e, best)) best = &e;
-  for (const SyncEstimate& e : all)
-    if (best == nullptr && e.found && better(e, best)) best = &e;
+    for (const Candidate& c : all)
+      if (c.estimate.found && c.estimate.confidence > 0 && Tier(c.estimate) == tier &&
+          better(c.estimate, best))
+        best = &c;
+  if (best != nullptr) return best;
+  for (const Candidate& c : all)
+    if (c.estimate.found && better(c.estimate, best)) best = &c;
   return best;
+}
+
+double Rounded(double v, double step) { return std::round(v / step) * step; }
+
+// The contract's keys and what stands behind them.
+nlohmann::json ResultJson(const Sound& sound, const VisualSeries& visual, double fps,
+                          const std::vector<Candidate>& all, const Candidate* best, double min_confidence) {
+  double speech = 0;
+  for (float p : sound.speech) speech += p > 0.5f;
+  nlohmann::json r;
+  r["container_offset_ms"] = Rounded(sound.audio.start_offset_s * 1000, 0.1);
+  r["audio"] = {{"codec", sound.audio.codec}, {"seconds", Rounded(sound.audio.seconds(), 0.001)},
+                {"speech_fraction", sound.speech.empty() ? 0.0 : Rounded(speech / sound.speech.size(), 0.001)}};
+  r["fps"] = fps;
+  r["frames_analysed"] = visual.times.size();
+  r["face_fraction"] = Rounded(static_cast<double>(visual.frames_with_face) / visual.times.size(), 0.001);
+  r["candidates"] = nlohmann::json::array();
+  for (const Candidate& c : all) r["candidates"].push_back(EstimateJson(c.estimate));
+  if (best == nullptr) {
+    r["offset_ms"] = 0.0;
+    r["confidence"] = 0.0;
+    r["signal"] = "none";
+    r["low_confidence"] = true;
+    r["reason"] = all.empty() ? "neither the sound nor the picture varies enough to compare"
+                              : all.front().estimate.reason;
+    return r;
+  }
+  const SyncEstimate& e = best->estimate;
+  r["offset_ms"] = Rounded(e.offset_s * 1000, 0.1);
+  r["confidence"] = Rounded(e.confidence, 0.001);
+  r["signal"] = e.signal;
+  r["peak"] = Rounded(e.peak, 0.001);
+  if (e.confidence < min_confidence) {
+    r["low_confidence"] = true;
+    r["reason"] = !e.reason.empty() ? e.reason
+                                    : "no clear match between sound and picture (the best correlation "
+                                      "peak is not clearly above the next)";
+  }
+  return r;
 }
 
 }  // namespace
@@ -340,127 +466,46 @@ std::vector<Outcome> AudioSyncStage::RunBatch(const std::vector<ClaimedJob>& job
 
 Outcome AudioSyncStage::RunOne(const ClaimedJob& job, const StageContext& ctx) const {
   if (job.kind != MediaKind::kVideo) return Outcome::Skipped("audio_sync applies to videos only");
-  AudioReadOptions ao;
-  ao.max_seconds = options_.max_seconds;
-  auto audio = ReadAudio(job.source, ao);
-  if (!audio.ok()) {
-    if (audio.status().IsNotFound()) return Outcome::Skipped("the video has no audio stream");
-    return Outcome::Failed(audio.status());
-  }
-  float peak = 0;
-  for (float s : audio->samples) peak = std::max(peak, std::fabs(s));
-  if (peak < kSilentPeak)
-    return Outcome::Skipped("the audio track is silent (peak " + std::to_string(peak) + ")");
-
-  models::ModelStore store(cache_->dir());
-  auto vad_manifest = store.Open(options_.vad_model);
-  if (!vad_manifest.ok()) return Outcome::Failed(vad_manifest.status());
-  auto vad = models::VoiceActivity::Open(*vad_manifest);
-  if (!vad.ok()) return Outcome::Failed(vad.status());
-  if ((*vad)->sample_rate() != audio->sample_rate)
-    return Outcome::Failed(Status::Internal("the VAD wants " + std::to_string((*vad)->sample_rate()) + " Hz"));
-  auto probs = (*vad)->Run(audio->samples);
-  if (!probs.ok()) return Outcome::Failed(probs.status());
+  std::string skip;
+  auto sound = HearSound(job.source, options_, *cache_, &skip);
+  if (!sound.ok()) return skip.empty() ? Outcome::Failed(sound.status()) : Outcome::Skipped(skip);
 
   auto detector = cache_->Borrow(options_.face_model);
   if (!detector.ok()) return Outcome::Failed(detector.status());
   // The mouth needs facemesh; without it the lower face's motion stands in (recorded).
   std::optional<models::ModelCache::Lease> mesh;
-  std::string mesh_missing;
+  std::string no_mesh = options_.mesh_model.empty() ? "audio_sync.mouth is none" : "";
   if (!options_.mesh_model.empty()) {
     auto m = cache_->Borrow(options_.mesh_model);
     if (m.ok()) mesh.emplace(std::move(m).value());
-    else mesh_missing = m.status().ToString();
+    else no_mesh = m.status().ToString();
   }
   double fps = 0;
-  VisualReader visual_reader(options_, *cache_, **detector, mesh ? &**mesh : nullptr, ctx);
-  auto visual = visual_reader.Read(job.source, &fps);
+  VisualReader reader(options_, *cache_, **detector, mesh ? &**mesh : nullptr, ctx);
+  auto visual = reader.Read(job.source, &fps);
   if (!visual.ok()) return Outcome::Failed(visual.status());
   if (visual->times.size() < 3)
     return Outcome::Skipped("audio_sync needs a moving picture; the video has " +
                             std::to_string(visual->times.size()) + " frame(s)");
 
-  // The signals. Audio: speech probability and onsets. Picture: the lower face's motion
-  // (with speech) and its rises (with onsets), and whole-frame visual onsets, cuts excluded.
-  const SyncSignal vad_signal = VadSignal(*probs, *audio, (*vad)->window());
-  const SyncSignal energy = EnergyEnvelope(audio->samples, audio->sample_rate, audio->start_offset_s, kGridHz);
-  const SyncSignal onset = OnsetEnvelope(energy);
-  const SyncSignal frame =
-      Regrid("frame", visual->times, VisualOnsets(visual->frame, visual->luma, visual->cut), kGridHz);
-  std::vector<SyncSignal> faces;
-  const double face_fraction = static_cast<double>(visual->frames_with_face) / visual->times.size();
-  if (face_fraction >= kMinFaceFraction) {
-    faces.push_back(Regrid("lower_face", visual->times, visual->lower_face, kGridHz));
-    SyncSignal rises = Regrid("lower_face_onsets", visual->times, Rises(visual->lower_face, visual->cut), kGridHz);
-    faces.push_back(std::move(rises));
-  }
-  if (visual->frames_with_mouth >= kMinFaceFraction * visual->times.size())
-    faces.push_back(Regrid("mouth", visual->times, visual->mouth, kGridHz));
-  // Loudness against the mouth opening, both smoothed to about a frame.
-  const SyncSignal energy_smooth = Smooth(energy);
-  std::optional<SyncSignal> mouth_smooth;
-  for (const SyncSignal& f : faces)
-    if (f.name == "mouth") mouth_smooth = Smooth(f);
+  const Signals signals = MakeSignals(*sound, *visual);
   SyncOptions so;
   so.max_lag_s = options_.max_offset_s;
   const std::vector<std::pair<double, double>> shots = Shots(*visual, fps);
-  std::vector<std::pair<const SyncSignal*, const SyncSignal*>> pairs;
-  for (const SyncSignal& f : faces) pairs.push_back({f.name == "lower_face_onsets" ? &onset : &vad_signal, &f});
-  if (mouth_smooth) pairs.push_back({&energy_smooth, &*mouth_smooth});
-  pairs.push_back({&onset, &frame});
-  std::vector<SyncEstimate> all;
-  std::vector<std::pair<const SyncSignal*, const SyncSignal*>> used;  // all[i]'s signals
-  for (auto [a, v] : pairs)
-    if (Varies(*a) && Varies(*v)) {
-      all.push_back(EstimateOffset(*a, *v, so, shots));
-      used.push_back({a, v});
-    }
+  const std::vector<Candidate> all = Compare(signals, so, shots);
+  const Candidate* best = Best(all);
 
-  std::vector<const SyncSignal*> series = {&vad_signal, &energy, &onset, &frame};
-  for (const SyncSignal& f : faces) series.push_back(&f);
+  std::vector<const SyncSignal*> series = {&signals.vad, &signals.energy, &signals.onset, &signals.frame};
+  for (const SyncSignal& f : signals.face) series.push_back(&f);
   const std::string series_path = ArtifactPath(series_dir_, job, -1, "csv");
   if (Status s = WriteArtifact(series_path, SeriesCsv(series)); !s.ok()) return Outcome::Failed(s);
 
-  double speech = 0;
-  for (float p : *probs) speech += p > 0.5f;
-  nlohmann::json result;
-  result["container_offset_ms"] = std::round(audio->start_offset_s * 10000) / 10;
-  result["audio"] = {{"codec", audio->codec}, {"seconds", std::round(audio->seconds() * 1000) / 1000},
-                     {"speech_fraction", probs->empty() ? 0.0 : std::round(1000 * speech / probs->size()) / 1000}};
-  result["fps"] = fps;
+  nlohmann::json result = ResultJson(*sound, *visual, fps, all, best, options_.min_confidence);
   result["series"] = series_path;
-  result["frames_analysed"] = visual->times.size();
-  result["face_fraction"] = std::round(1000.0 * visual->frames_with_face / visual->times.size()) / 1000;
-  nlohmann::json candidates = nlohmann::json::array();
-  for (const SyncEstimate& e : all) candidates.push_back(EstimateJson(e));
-  result["candidates"] = candidates;
-  const SyncEstimate* best = Best(all);
-  if (best == nullptr) {
-    result["offset_ms"] = 0.0;
-    result["confidence"] = 0.0;
-    result["signal"] = "none";
-    result["low_confidence"] = true;
-    result["reason"] = all.empty() ? "neither the sound nor the picture varies enough to compare"
-                                   : all.front().reason;
-    Outcome o = Outcome::Done(std::move(result), visual->device());
-    o.artifacts.push_back(series_path);
-    return o;
-  }
-  result["offset_ms"] = std::round(best->offset_s * 10000) / 10;
-  result["confidence"] = std::round(best->confidence * 1000) / 1000;
-  result["signal"] = best->signal;
-  result["peak"] = std::round(best->peak * 1000) / 1000;
-  if (best->confidence < options_.min_confidence) {
-    result["low_confidence"] = true;
-    result["reason"] = best->reason.empty()
-                           ? "no clear match between sound and picture (the best correlation peak is "
-                             "not clearly above the next)"
-                           : best->reason;
-  }
+  if (!no_mesh.empty()) result["mouth_unavailable"] = no_mesh;
   // Shots long enough get their own estimate from the same pair of signals.
-  if (!visual->cuts.empty()) {
-    const auto [a, v] = used[best - all.data()];
-    result["shots"] = ShotEstimates(*a, *v, shots, so, options_.min_shot_s);
+  if (best != nullptr && !visual->cuts.empty()) {
+    result["shots"] = ShotEstimates(*best->audio, *best->visual, shots, so, options_.min_shot_s);
     result["cuts"] = visual->cuts;
   }
   Outcome o = Outcome::Done(std::move(result), visual->device());
