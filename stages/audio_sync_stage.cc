@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <exception>
 #include <limits>
 #include <optional>
 
@@ -451,17 +450,8 @@ AudioSyncStage::AudioSyncStage(std::shared_ptr<models::ModelCache> cache, AudioS
 }
 
 std::vector<Outcome> AudioSyncStage::RunBatch(const std::vector<ClaimedJob>& jobs,
-                                              const StageContext& ctx) {
-  std::vector<Outcome> out;
-  for (const ClaimedJob& job : jobs) {
-    if (ctx.stopped()) break;
-    try {
-      out.push_back(RunOne(job, ctx));
-    } catch (const std::exception& e) {  // OpenCV throws on what it cannot handle
-      out.push_back(Outcome::Failed(Status::Corruption(std::string("audio_sync: ") + e.what())));
-    }
-  }
-  return out;
+                                         const StageContext& ctx) {
+  return RunEachJob(jobs, ctx, spec_.name, [&](const ClaimedJob& job) { return RunOne(job, ctx); });
 }
 
 Outcome AudioSyncStage::RunOne(const ClaimedJob& job, const StageContext& ctx) const {

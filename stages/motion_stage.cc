@@ -1,6 +1,5 @@
 #include "stages/motion_stage.h"
 
-#include <exception>
 
 #include "gpu/ops.h"
 #include "media/video_reader.h"
@@ -57,17 +56,8 @@ std::string MotionStage::SeriesPath(const ClaimedJob& job) const {
 }
 
 std::vector<Outcome> MotionStage::RunBatch(const std::vector<ClaimedJob>& jobs,
-                                           const StageContext& ctx) {
-  std::vector<Outcome> out;
-  for (const ClaimedJob& job : jobs) {
-    if (ctx.stopped()) break;
-    try {
-      out.push_back(RunOne(job, ctx));
-    } catch (const std::exception& e) {  // OpenCV throws on what it cannot handle
-      out.push_back(Outcome::Failed(Status::Corruption(std::string("motion: ") + e.what())));
-    }
-  }
-  return out;
+                                         const StageContext& ctx) {
+  return RunEachJob(jobs, ctx, spec_.name, [&](const ClaimedJob& job) { return RunOne(job, ctx); });
 }
 
 Outcome MotionStage::RunOne(const ClaimedJob& job, const StageContext& ctx) const {

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "gpu/oom_ladder.h"
@@ -37,5 +39,12 @@ class Stage {
   // One job alone, on the CPU (tests and tools).
   Outcome Run(const ClaimedJob& job);
 };
+
+// The loop of a stage that takes its jobs one at a time: `one` on each in turn until ctx
+// says stop. An exception (OpenCV throws on what it cannot handle) fails that job as
+// Corruption, prefixed with the stage's name, and the loop goes on.
+std::vector<Outcome> RunEachJob(const std::vector<ClaimedJob>& jobs, const StageContext& ctx,
+                                const std::string& stage,
+                                const std::function<Outcome(const ClaimedJob&)>& one);
 
 }  // namespace framemill
