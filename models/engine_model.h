@@ -30,6 +30,11 @@ class EngineModel {
   // device bytes (SetLastBatchBytes), for the batch tuner.
   Result<std::vector<std::vector<OutputTensor>>> Run(const std::vector<cv::Mat>& bgr);
 
+  // An already prepared NCHW fp32 input whose first dimension is the batch (a model whose
+  // input is not an image: the VAD's audio windows): outputs per batch row, as Run gives
+  // them. Converted to the engine's storage type first.
+  Result<std::vector<std::vector<OutputTensor>>> RunTensor(const gpu::Tensor& nchw);
+
   // Device bytes of one image's batch (activations + scratch, weights excluded).
   int64_t BatchBytesPerImage();
   std::string device() const { return backend_.device(); }
@@ -42,6 +47,8 @@ class EngineModel {
       : manifest_(std::move(m)), backend_(backend), engine_(std::move(engine)) {}
   Status RunBatch(const std::vector<cv::Mat>& images,
                   std::vector<std::vector<OutputTensor>>* out);
+  // Runs the engine on a prepared input of batch n and splits its outputs per row.
+  Status RunInput(const gpu::Tensor& input, size_t n, std::vector<std::vector<OutputTensor>>* out);
 
   ModelManifest manifest_;
   gpu::ComputeBackend& backend_;

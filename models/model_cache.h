@@ -33,6 +33,9 @@ class ModelRunner {
   virtual std::string device() const = 0;  // "cpu", "cuda:0": what an outcome records
   // result[b][i] = manifest().outputs[i] of image b (8-bit BGR, any size).
   virtual Result<std::vector<std::vector<OutputTensor>>> Run(const std::vector<cv::Mat>& bgr) = 0;
+  // The same for an already prepared NCHW fp32 input, one result per row of its batch (a
+  // model whose input is not an image: the VAD's audio windows).
+  virtual Result<std::vector<std::vector<OutputTensor>>> RunTensor(const gpu::Tensor& nchw) = 0;
   // One forward for a whole batch (false: the runner goes image by image anyway).
   virtual bool batchable() const { return manifest().batchable; }
   // Device bytes one image's share of a batch needs (the engine's memory plan, known

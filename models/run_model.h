@@ -28,4 +28,10 @@ Result<BatchOutputs> RunModel(ModelCache& cache, ModelRunner& cpu, const std::ve
                               gpu::OomLadder* ladder, std::string* device,
                               const std::string& operation = "");
 
+// The same for an already prepared NCHW fp32 input (a model whose input is not an image),
+// sliced by rows of its batch: result[b] = the outputs of row b.
+Result<BatchOutputs> RunModelOnTensor(ModelCache& cache, ModelRunner& cpu, const gpu::Tensor& nchw,
+                                      gpu::OomLadder* ladder, std::string* device,
+                                      const std::string& operation = "");
+
 }  // namespace framemill::models

@@ -43,7 +43,8 @@ Result<DecoderFile> ReadDecoder(const ModelManifest& m, const nlohmann::json& j)
 
 }  // namespace
 
-Result<std::unique_ptr<VoiceActivity>> VoiceActivity::Open(const ModelManifest& manifest) {
+Result<std::unique_ptr<VoiceActivity>> VoiceActivity::Open(const ModelManifest& manifest,
+                                                          bool with_encoder) {
   nlohmann::json man;
   try {
     std::ifstream in(manifest.manifest_file);
@@ -107,37 +108,39 @@ Result<std::unique_ptr<VoiceActivity>> VoiceActivity::Open(const ModelManifest& 
   v->b_.resize(h4);
   for (int64_t k = 0; k < h4; ++k) v->b_[k] = b_ih[k] + b_hh[k];
 
-  auto enc = DnnModel::Open(manifest);
-  if (!enc.ok()) return enc.status();
-  v->encoder_ = std::move(enc).value();
+  if (with_encoder) {
+    auto enc = DnnModel::Open(manifest);
+    if (!enc.ok()) return enc.status();
+    v->encoder_ = std::move(enc).value();
+  }
   return v;
 }
 
-// Rows [first, first+count) of the windows' features: count x features_.
-Result<cv::Mat> VoiceActivity::Encode(std::span<const float> samples, size_t first, size_t count) {
+gpu::Tensor VoiceActivity::Windows(std::span<const float> samples, size_t first, size_t count) const {
+  gpu::Tensor t{{static_cast<int64_t>(count), 1, 1, padded_}, gpu::TensorType::kFloat32,
+                std::vector<uint8_t>(count * padded_ * sizeof(float))};
   const int span = window_ + context_;
-  int dims[4] = {static_cast<int>(count), 1, 1, padded_};
-  cv::Mat blob(4, dims, CV_32F);
   for (size_t w = 0; w < count; ++w) {
-    float* row = blob.ptr<float>() + w * padded_;
+    float* row = reinterpret_cast<float*>(t.data.data()) + w * padded_;
     const int64_t start = static_cast<int64_t>((first + w) * window_) - context_;
     for (int k = 0; k < span; ++k) row[k] = start + k < 0 ? 0.0f : samples[start + k];
     // Reflect (the edge sample not repeated), as the graph's Pad(mode=reflect).
     for (int k = span; k < padded_; ++k) row[k] = row[2 * (span - 1) - k];
   }
-  auto out = encoder_->RunBlob(blob);
-  if (!out.ok()) return out.status();
-  cv::Mat features(static_cast<int>(count), features_, CV_32F);
-  for (size_t w = 0; w < count; ++w) {
-    const auto& t = (*out)[w][0];
-    if (static_cast<int>(t.data.size()) != features_)
-      return Status::Internal("silero encoder gave " + std::to_string(t.data.size()) + " features");
-    std::copy(t.data.begin(), t.data.end(), features.ptr<float>(static_cast<int>(w)));
-  }
-  return features;
+  return t;
 }
 
 Result<std::vector<float>> VoiceActivity::Run(std::span<const float> samples) {
+  if (!encoder_) return Status::Internal("VoiceActivity opened without its encoder");
+  return Run(samples, [this](const gpu::Tensor& t) -> Result<std::vector<std::vector<OutputTensor>>> {
+    int dims[4];
+    for (int i = 0; i < 4; ++i) dims[i] = static_cast<int>(t.shape[i]);
+    const cv::Mat blob(4, dims, CV_32F, const_cast<uint8_t*>(t.data.data()));
+    return encoder_->RunBlob(blob);
+  });
+}
+
+Result<std::vector<float>> VoiceActivity::Run(std::span<const float> samples, const Encoder& encode) {
   const size_t windows = samples.size() / window_;
   std::vector<float> probs;
   probs.reserve(windows);
@@ -146,10 +149,19 @@ Result<std::vector<float>> VoiceActivity::Run(std::span<const float> samples) {
   const cv::Mat w_ih(4 * H, features_, CV_32F, w_ih_.data());
   for (size_t first = 0; first < windows; first += kEncodeBatch) {
     const size_t count = std::min(kEncodeBatch, windows - first);
-    auto feats = Encode(samples, first, count);
-    if (!feats.ok()) return feats.status();
+    auto out = encode(Windows(samples, first, count));
+    if (!out.ok()) return out.status();
+    if (out->size() != count) return Status::Internal("the VAD encoder gave " + std::to_string(out->size()) +
+                                                      " results for " + std::to_string(count) + " windows");
+    cv::Mat feats(static_cast<int>(count), features_, CV_32F);
+    for (size_t w = 0; w < count; ++w) {
+      const auto& t = (*out)[w].at(0);
+      if (static_cast<int>(t.data.size()) != features_)
+        return Status::Internal("the VAD encoder gave " + std::to_string(t.data.size()) + " features");
+      std::copy(t.data.begin(), t.data.end(), feats.ptr<float>(static_cast<int>(w)));
+    }
     cv::Mat from_input;  // count x 4H: every window's input term at once
-    cv::gemm(*feats, w_ih, 1.0, cv::noArray(), 0.0, from_input, cv::GEMM_2_T);
+    cv::gemm(feats, w_ih, 1.0, cv::noArray(), 0.0, from_input, cv::GEMM_2_T);
     for (size_t w = 0; w < count; ++w) {
       const float* xin = from_input.ptr<float>(static_cast<int>(w));
       for (int r = 0; r < 4 * H; ++r) {

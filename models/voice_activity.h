@@ -6,20 +6,30 @@
 // A VoiceActivity owns its network and is NOT thread-safe: one per worker thread.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
 
 #include "base/status.h"
+#include "gpu/ops.h"
 #include "models/dnn_model.h"
 #include "models/manifest.h"
+#include "models/output_tensor.h"
 
 namespace framemill::models {
 
 class VoiceActivity {
  public:
-  // Loads model.onnx and decoder.bin; Corruption naming the file when either is unusable.
-  static Result<std::unique_ptr<VoiceActivity>> Open(const ModelManifest& manifest);
+  // Runs the encoder on windows (an N x 1 x 1 x 640 fp32 tensor): result[b][0] holds window
+  // b's features. Lets a caller encode on a device (models::RunModelOnTensor).
+  using Encoder = std::function<Result<std::vector<std::vector<OutputTensor>>>(const gpu::Tensor&)>;
+
+  // Loads decoder.bin, and model.onnx into cv::dnn unless `with_encoder` is false (the
+  // caller then always passes its own Encoder); Corruption naming the file when either is
+  // unusable.
+  static Result<std::unique_ptr<VoiceActivity>> Open(const ModelManifest& manifest,
+                                                     bool with_encoder = true);
 
   int sample_rate() const { return sample_rate_; }
   int window() const { return window_; }  // samples per probability (512 = 32 ms)
@@ -28,10 +38,13 @@ class VoiceActivity {
   // fresh state, as vad-web computes them: window k sees samples [k*512, k*512+512) and the
   // 64 before them (zeros before the start). A tail shorter than a window is not scored.
   Result<std::vector<float>> Run(std::span<const float> samples);
+  // The same with the encoder run by `encode`.
+  Result<std::vector<float>> Run(std::span<const float> samples, const Encoder& encode);
+  // The encoder's input for windows [first, first + count): context, window, reflect pad.
+  gpu::Tensor Windows(std::span<const float> samples, size_t first, size_t count) const;
 
  private:
   VoiceActivity() = default;
-  Result<cv::Mat> Encode(std::span<const float> samples, size_t first, size_t count);
 
   std::unique_ptr<DnnModel> encoder_;
   int sample_rate_ = 16000, window_ = 512, context_ = 64, padded_ = 640, hidden_ = 128;

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Checks framemill's include rules (docs/ARCHITECTURE.md, "Folders"): every `#include
 # "folder/..."` in the C++ sources must be one its folder may make, no folder outside
-# gpu/ may include gpu/cuda/, and the folders' include graph has no cycle. Fails (exit 1)
+# gpu/ may include gpu/cuda/ or test for CUDA in the preprocessor (the build links its
+# CPU-only variant from the same objects: only gpu/ may differ), and the folders' include
+# graph has no cycle. Fails (exit 1)
 # naming each breach as file:line; exit 0 prints a one-line summary.
 #
 #   scripts/check-deps.sh [ROOT]     # default: the repository
@@ -45,6 +47,7 @@ WHY = [
     (lambda a, b: a == "base", "base/ includes nothing of ours"),
 ]
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+CUDA_IF = re.compile(r'^\s*#\s*(if|ifdef|ifndef|elif)\b.*(CUDA|__NVCC__)')
 EXTS = (".h", ".cc", ".cu", ".cuh")
 
 breaches, edges, files = [], {}, 0
@@ -58,6 +61,8 @@ for top in sorted(PROJECT):
             files += 1
             with open(path, encoding="utf-8", errors="replace") as f:
                 for lineno, line in enumerate(f, 1):
+                    if CUDA_IF.match(line) and not rel.startswith("gpu/"):
+                        breaches.append(f"{rel}:{lineno}: only gpu/ may depend on CUDA in the preprocessor")
                     m = INCLUDE.match(line)
                     if not m:
                         continue
@@ -132,6 +137,7 @@ self_test() {
     "configs/x.cc|#include \"gpu/policy.h\"|configs/ includes nothing of ours but base/"
     "base/x.h|#include \"media/kind.h\"|base/ includes nothing of ours"
     "gpu/x.h|#include \"configs/config.h\"|gpu/ may include only base"
+    "stages/x.cc|#ifdef FRAMEMILL_WITH_CUDA|only gpu/ may depend on CUDA"
   )
   local i=0
   for c in "${cases[@]}"; do

@@ -11,7 +11,6 @@
 #include "stages/artifact.h"
 #include "media/video_reader.h"
 #include "models/decode.h"
-#include "models/model_store.h"
 #include "models/run_model.h"
 #include "models/voice_activity.h"
 #include "stages/av_sync.h"
@@ -291,10 +290,13 @@ struct Sound {
   AudioTrack audio;
   std::vector<float> speech;  // Silero's probability per window
   int window = 512;
+  std::string device;         // where the VAD's encoder ran
 };
 
-Result<Sound> HearSound(const std::string& path, const AudioSyncOptions& o, const models::ModelCache& cache,
-                        std::string* skip) {
+// Silero's encoder runs where AUDIO_SYNC does (our engine on a device, else cv::dnn), its
+// recurrent decoder on the CPU.
+Result<Sound> HearSound(const std::string& path, const AudioSyncOptions& o, models::ModelCache& cache,
+                        const StageContext& ctx, std::string* skip) {
   AudioReadOptions ao;
   ao.max_seconds = o.max_seconds;
   auto audio = ReadAudio(path, ao);
@@ -308,15 +310,18 @@ Result<Sound> HearSound(const std::string& path, const AudioSyncOptions& o, cons
     *skip = "the audio track is silent (peak " + std::to_string(peak) + ")";
     return Status::NotFound(*skip);
   }
-  auto manifest = models::ModelStore(cache.dir()).Open(o.vad_model);
-  if (!manifest.ok()) return manifest.status();
-  auto vad = models::VoiceActivity::Open(*manifest);
+  auto encoder = cache.Borrow(o.vad_model);
+  if (!encoder.ok()) return encoder.status();
+  auto vad = models::VoiceActivity::Open((*encoder)->manifest(), /*with_encoder=*/false);
   if (!vad.ok()) return vad.status();
   if ((*vad)->sample_rate() != audio->sample_rate)
     return Status::Internal("the VAD wants " + std::to_string((*vad)->sample_rate()) + " Hz");
-  auto probs = (*vad)->Run(audio->samples);
+  std::string device = "cpu";
+  auto probs = (*vad)->Run(audio->samples, [&](const gpu::Tensor& windows) {
+    return models::RunModelOnTensor(cache, **encoder, windows, ctx.ladder, &device, kOperation);
+  });
   if (!probs.ok()) return probs.status();
-  return Sound{std::move(audio).value(), std::move(probs).value(), (*vad)->window()};
+  return Sound{std::move(audio).value(), std::move(probs).value(), (*vad)->window(), device};
 }
 
 // Every signal on the 10 ms grid of the picture's clock.
@@ -457,7 +462,7 @@ std::vector<Outcome> AudioSyncStage::RunBatch(const std::vector<ClaimedJob>& job
 Outcome AudioSyncStage::RunOne(const ClaimedJob& job, const StageContext& ctx) const {
   if (job.kind != MediaKind::kVideo) return Outcome::Skipped("audio_sync applies to videos only");
   std::string skip;
-  auto sound = HearSound(job.source, options_, *cache_, &skip);
+  auto sound = HearSound(job.source, options_, *cache_, ctx, &skip);
   if (!sound.ok()) return skip.empty() ? Outcome::Failed(sound.status()) : Outcome::Skipped(skip);
 
   auto detector = cache_->Borrow(options_.face_model);
@@ -498,7 +503,9 @@ Outcome AudioSyncStage::RunOne(const ClaimedJob& job, const StageContext& ctx) c
     result["shots"] = ShotEstimates(*best->audio, *best->visual, shots, so, options_.min_shot_s);
     result["cuts"] = visual->cuts;
   }
-  Outcome o = Outcome::Done(std::move(result), visual->device());
+  // The device of every neural part, or "cpu" when any ran there.
+  const std::string device = visual->device() == sound->device ? sound->device : "cpu";
+  Outcome o = Outcome::Done(std::move(result), device);
   o.artifacts.push_back(series_path);
   return o;
 }

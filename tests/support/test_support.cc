@@ -146,6 +146,14 @@ std::vector<pid_t> ChildPids(pid_t pid) {
   return out;
 }
 
+const char* FramemillBin() {
+  static const std::string bin = [] {
+    const char* e = std::getenv("FRAMEMILL_TEST_BIN");
+    return std::string(e != nullptr && *e != '\0' ? e : FRAMEMILL_DEFAULT_BIN);
+  }();
+  return bin.c_str();
+}
+
 std::string SampleData(const std::string& name) {
   return "/usr/share/doc/opencv-doc/examples/data/" + name;
 }

@@ -13,6 +13,11 @@
 
 namespace framemill::testing {
 
+// The framemill binary the tests drive: FRAMEMILL_TEST_BIN when set (ctest sets it for the
+// CPU-only variant's tests), else the build's own (FRAMEMILL_DEFAULT_BIN).
+const char* FramemillBin();
+#define FRAMEMILL_BIN ::framemill::testing::FramemillBin()
+
 // A fresh directory removed (recursively) on destruction.
 class TempDir {
  public:
