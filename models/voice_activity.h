@@ -1,8 +1,9 @@
 // Silero VAD v5 (the `silero-vad` model, docs/MODELS.md): the probability of speech in each
 // 32 ms window of 16 kHz mono audio. The converter split the shipped graph: the stateless
-// encoder (STFT magnitude + four convolutions) runs in cv::dnn on every window at once; the
-// recurrent decoder (an LSTM cell carried from window to window, then a 1x1 convolution and
-// a sigmoid) runs here from decoder.bin, in order.
+// encoder (STFT magnitude + four convolutions) runs on a batch of windows at once, in cv::dnn
+// or wherever the caller's Encoder runs it (our engine on a device); the recurrent decoder
+// (an LSTM cell carried from window to window, then a 1x1 convolution and a sigmoid) runs
+// here from decoder.bin, in order.
 // A VoiceActivity owns its network and is NOT thread-safe: one per worker thread.
 #pragma once
 
