@@ -684,6 +684,43 @@ nlohmann::json ToJson(const PoseDecoded& p, cv::Size image) {
   return j;
 }
 
+Result<FaceMesh> DecodeFaceMesh(const ModelManifest& m, const std::vector<OutputTensor>& outs,
+                                cv::Size crop) {
+  constexpr size_t kPoints = 468;
+  auto* mesh = Named(outs, "mesh", [](const OutputTensor& o) { return o.data.size() == 3 * kPoints; });
+  auto* flag = Named(outs, "faceflag", [](const OutputTensor& o) { return o.data.size() == 1; });
+  if (!mesh || !flag || mesh->data.size() != 3 * kPoints || flag->data.empty())
+    return Bad(m, "needs mesh (1404 values) and faceflag (1 value)");
+  const cv::Size in = InputSize(m);
+  const float sx = in.width > 0 ? static_cast<float>(crop.width) / in.width : 1.0f;
+  const float sy = in.height > 0 ? static_cast<float>(crop.height) / in.height : 1.0f;
+  FaceMesh f;
+  f.presence = flag->data[0];
+  f.points.reserve(kPoints);
+  for (size_t i = 0; i < kPoints; ++i) {
+    const float* p = mesh->data.data() + 3 * i;
+    f.points.push_back({p[0] * sx, p[1] * sy, p[2] * sx});
+  }
+  return f;
+}
+
+std::optional<double> MouthOpening(const FaceMesh& mesh) {
+  constexpr int kUpperLip = 13, kLowerLip = 14, kMouthLeft = 61, kMouthRight = 291;
+  if (mesh.points.size() <= kMouthRight) return std::nullopt;
+  const auto xy = [&](int i) { return cv::Point2f(mesh.points[i].x, mesh.points[i].y); };
+  const double width = cv::norm(xy(kMouthLeft) - xy(kMouthRight));
+  if (width < 1) return std::nullopt;
+  return cv::norm(xy(kUpperLip) - xy(kLowerLip)) / width;
+}
+
+nlohmann::json ToJson(const FaceMesh& mesh) {
+  nlohmann::json points = nlohmann::json::array();
+  for (const cv::Point3f& p : mesh.points) points.push_back({p.x, p.y, p.z});
+  nlohmann::json j = {{"presence", mesh.presence}, {"landmarks", points}};
+  if (auto mouth = MouthOpening(mesh)) j["mouth_opening"] = *mouth;
+  return j;
+}
+
 Result<nlohmann::json> DecodeOutputs(const ModelManifest& m, const std::vector<OutputTensor>& outs,
                                      cv::Size image) {
   const std::string& pp = m.postprocess;
@@ -698,6 +735,7 @@ Result<nlohmann::json> DecodeOutputs(const ModelManifest& m, const std::vector<O
     return d->has_attributes ? ToJson(*d) : ToJson(d->embedding);
   }
   if (pp == "blazeface") return json_of(DecodeFaceDetections(m, outs, image));
+  if (pp == "facemesh") return json_of(DecodeFaceMesh(m, outs, image));
   if (pp == "centernet") return json_of(DecodeObjects(m, outs, image));
   if (pp == "sigmoid_mask" || pp == "selfie" || pp == "isnet")
     return json_of(DecodeSegmentation(m, outs, image));

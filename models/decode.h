@@ -7,6 +7,7 @@
 #pragma once
 
 #include <array>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -143,6 +144,15 @@ std::vector<int> Nms(const std::vector<cv::Rect2f>& boxes, const std::vector<flo
 float IoU(const cv::Rect2f& a, const cv::Rect2f& b);
 float MaskIoU(const cv::Mat& a, const cv::Mat& b);  // CV_8U, nonzero = foreground
 
+// ---- facemesh (MediaPipe's face mesh, human-models; 468 landmarks of one face crop)
+struct FaceMesh {
+  std::vector<cv::Point3f> points;  // crop pixels; z relative depth in the same units
+  float presence = 0;               // face presence probability (faceflag, sigmoid applied)
+};
+// Inner-lip gap (mesh points 13, 14) over mouth width (61, 291): 0 closed, about 0.3 to 0.5
+// wide open. Unset when the mouth is narrower than a pixel (a degenerate mesh).
+std::optional<double> MouthOpening(const FaceMesh& mesh);
+
 nlohmann::json ToJson(const Embedding& e);
 nlohmann::json ToJson(const FaceDescription& d);
 nlohmann::json ToJson(const std::vector<FaceBox>& faces);
@@ -150,6 +160,7 @@ nlohmann::json ToJson(const std::vector<PoseKeypoint>& kps, cv::Size image);
 nlohmann::json ToJson(const std::vector<PoseLandmark>& lms, cv::Size input, cv::Size image);
 nlohmann::json ToJson(const std::vector<Detection>& dets);
 nlohmann::json ToJson(const Mask& m);
+nlohmann::json ToJson(const FaceMesh& mesh);
 
 // ---- one entry point per model family, on one image's outputs (`image`: its size)
 // blazeface: faces in image pixels (opt.input_size is taken from the manifest).
@@ -177,6 +188,9 @@ struct PoseDecoded {
   float pose_score = 0;                 // blazepose's pose flag
 };
 Result<PoseDecoded> DecodePose(const ModelManifest& m, const std::vector<OutputTensor>& outs);
+// facemesh: the landmarks scaled from the model's input to `crop` (the face crop it saw).
+Result<FaceMesh> DecodeFaceMesh(const ModelManifest& m, const std::vector<OutputTensor>& outs,
+                                cv::Size crop);
 // selfie, isnet, sigmoid_mask: the largest output as a mask at the image's size.
 Result<Mask> DecodeSegmentation(const ModelManifest& m, const std::vector<OutputTensor>& outs,
                                 cv::Size image, float threshold = 0.5f);

@@ -43,9 +43,16 @@ Result<std::vector<std::vector<OutputTensor>>> DnnModel::Run(const std::vector<c
   spec.type = gpu::TensorType::kFloat32;
   gpu::Tensor t = gpu::PreprocessCpu(bgr, spec);
   RoundIfIntegerInput(manifest_, &t);
-  int dims[4] = {static_cast<int>(t.shape[0]), 3, spec.height, spec.width};
-  // Wraps t's memory; Forward copies it into the net before t goes away.
-  cv::Mat blob(4, dims, CV_32F, t.data.data());
+  return RunTensor(t);
+}
+
+Result<std::vector<std::vector<OutputTensor>>> DnnModel::RunTensor(const gpu::Tensor& nchw) {
+  if (nchw.shape.size() != 4 || nchw.type != gpu::TensorType::kFloat32)
+    return Status::InvalidArgument("model " + manifest_.name + ": input must be NCHW fp32");
+  int dims[4];
+  for (int i = 0; i < 4; ++i) dims[i] = static_cast<int>(nchw.shape[i]);
+  // Wraps the tensor's memory; Forward copies it into the net before the view goes away.
+  const cv::Mat blob(4, dims, CV_32F, const_cast<uint8_t*>(nchw.data.data()));
   return RunBlob(blob);
 }
 

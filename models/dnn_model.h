@@ -28,6 +28,9 @@ class DnnModel {
   // is InvalidArgument (naming its index).
   Result<std::vector<std::vector<OutputTensor>>> Run(const std::vector<cv::Mat>& bgr);
 
+  // The same on an already prepared NCHW fp32 tensor (its memory is only read).
+  Result<std::vector<std::vector<OutputTensor>>> RunTensor(const gpu::Tensor& nchw);
+
   // Runs an already preprocessed NCHW float32 blob (N x C x H x W, C as the manifest's
   // input): a reference input in tests, or a model whose input is not an image.
   Result<std::vector<std::vector<OutputTensor>>> RunBlob(const cv::Mat& nchw);

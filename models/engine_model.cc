@@ -42,16 +42,9 @@ Result<std::vector<std::vector<OutputTensor>>> EngineModel::RunTensor(const gpu:
   if (nchw.shape.size() != 4 || nchw.type != gpu::TensorType::kFloat32 || nchw.shape[0] < 1 ||
       nchw.data.size() % (4 * static_cast<size_t>(nchw.shape[0])) != 0)
     return Status::InvalidArgument("model " + manifest_.name + ": input must be an NCHW fp32 batch");
+  // Engine::Run converts an fp32 input to fp16 storage on the host as it uploads it.
   std::vector<std::vector<OutputTensor>> out;
-  if (engine_->storage() != gpu::engine::StorageType::kFloat16) {
-    FM_RETURN_IF_ERROR(RunInput(nchw, static_cast<size_t>(nchw.shape[0]), &out));
-    return out;
-  }
-  gpu::Tensor half{nchw.shape, gpu::TensorType::kFloat16, std::vector<uint8_t>(nchw.data.size() / 2)};
-  const float* src = reinterpret_cast<const float*>(nchw.data.data());
-  uint16_t* dst = reinterpret_cast<uint16_t*>(half.data.data());
-  for (size_t i = 0; i < nchw.data.size() / 4; ++i) dst[i] = gpu::FloatToHalf(src[i]);
-  FM_RETURN_IF_ERROR(RunInput(half, static_cast<size_t>(nchw.shape[0]), &out));
+  FM_RETURN_IF_ERROR(RunInput(nchw, static_cast<size_t>(nchw.shape[0]), &out));
   return out;
 }
 
@@ -71,8 +64,11 @@ Status EngineModel::RunInput(const gpu::Tensor& input, size_t n,
                              std::vector<std::vector<OutputTensor>>* out) {
   auto result = engine_->Run(input);
   if (!result.ok()) return result.status();
+  // The input as uploaded: in the engine's storage type, whatever type it came in.
+  const int64_t input_bytes = static_cast<int64_t>(input.data.size() / input.ElementBytes() *
+                                                  gpu::engine::StorageBytes(engine_->storage()));
   if (auto plan = engine_->PlanFor(static_cast<int>(n)); plan.ok())
-    backend_.SetLastBatchBytes((*plan)->BatchBytes() + static_cast<int64_t>(input.data.size()));
+    backend_.SetLastBatchBytes((*plan)->BatchBytes() + input_bytes);
   for (size_t b = 0; b < n; ++b) {
     std::vector<OutputTensor> per_image;
     for (const ModelOutputSpec& o : manifest_.outputs) {

@@ -32,7 +32,7 @@ class EngineModel {
 
   // An already prepared NCHW fp32 input whose first dimension is the batch (a model whose
   // input is not an image: the VAD's audio windows): outputs per batch row, as Run gives
-  // them. Converted to the engine's storage type first.
+  // them. The engine converts it to its storage type.
   Result<std::vector<std::vector<OutputTensor>>> RunTensor(const gpu::Tensor& nchw);
 
   // Device bytes of one image's batch (activations + scratch, weights excluded).

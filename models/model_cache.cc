@@ -19,14 +19,8 @@ class CpuRunner : public ModelRunner {
     }
   }
   Result<std::vector<std::vector<OutputTensor>>> RunTensor(const gpu::Tensor& nchw) override {
-    if (nchw.shape.size() != 4 || nchw.type != gpu::TensorType::kFloat32)
-      return Status::InvalidArgument("model " + manifest().name + ": input must be NCHW fp32");
-    int dims[4];
-    for (int i = 0; i < 4; ++i) dims[i] = static_cast<int>(nchw.shape[i]);
-    // RunBlob copies the input into the net before the Mat (a view) goes away.
-    const cv::Mat blob(4, dims, CV_32F, const_cast<uint8_t*>(nchw.data.data()));
     try {
-      return model_->RunBlob(blob);
+      return model_->RunTensor(nchw);
     } catch (const cv::Exception& e) {
       return Status::Internal("model " + manifest().name + ": " + e.what());
     }

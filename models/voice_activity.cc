@@ -132,12 +132,7 @@ gpu::Tensor VoiceActivity::Windows(std::span<const float> samples, size_t first,
 
 Result<std::vector<float>> VoiceActivity::Run(std::span<const float> samples) {
   if (!encoder_) return Status::Internal("VoiceActivity opened without its encoder");
-  return Run(samples, [this](const gpu::Tensor& t) -> Result<std::vector<std::vector<OutputTensor>>> {
-    int dims[4];
-    for (int i = 0; i < 4; ++i) dims[i] = static_cast<int>(t.shape[i]);
-    const cv::Mat blob(4, dims, CV_32F, const_cast<uint8_t*>(t.data.data()));
-    return encoder_->RunBlob(blob);
-  });
+  return Run(samples, [this](const gpu::Tensor& t) { return encoder_->RunTensor(t); });
 }
 
 Result<std::vector<float>> VoiceActivity::Run(std::span<const float> samples, const Encoder& encode) {

@@ -2,17 +2,18 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 #include <optional>
 
 #include <opencv2/imgproc.hpp>
 
 #include "media/audio_reader.h"
-#include "stages/artifact.h"
 #include "media/video_reader.h"
 #include "models/decode.h"
 #include "models/run_model.h"
 #include "models/voice_activity.h"
+#include "stages/artifact.h"
 #include "stages/av_sync.h"
 #include "stages/faces_stage.h"
 #include "stages/motion_analysis.h"
@@ -28,16 +29,14 @@ constexpr int kCutWidth = 160;       // cuts only: the motion analyser at half i
 constexpr size_t kChunk = 16;        // frames held for one face-detection run
 constexpr double kSilentPeak = 1e-4;  // audio whose peak is below this is digital silence
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
-// facemesh: the face box grown by this much (human crops its mesh input about so), and the
-// MediaPipe mesh's inner lips and mouth corners.
+// facemesh: the face box grown by this much (human crops its mesh input about so).
 constexpr float kMeshCropScale = 1.5f;
 // A face must be clear to show a mouth: BlazeFace's dataset default (0.5) lets through
 // faces in blocky graphics that correlate with nothing.
 constexpr float kMinFaceScore = 0.5f;
 // Faces in fewer frames than this are not a speaker to follow: their signals are left out.
 constexpr double kMinFaceFraction = 0.25;
-constexpr float kMinFaceFlag = 0.5f;
-constexpr int kUpperLip = 13, kLowerLip = 14, kMouthLeft = 61, kMouthRight = 291;
+constexpr float kMinFaceFlag = 0.5f;  // facemesh's presence below this: no face in the crop
 
 // What the picture gives per decoded frame.
 struct VisualSeries {
@@ -51,11 +50,19 @@ struct VisualSeries {
   int64_t frames_with_face = 0;
   int64_t frames_with_mouth = 0;
   std::string face_device = "cpu", mesh_device = "";  // mesh_device "": no mouth measured
-  // What an outcome records: the device of both models, or "cpu" when either was on it.
-  std::string device() const {
-    return mesh_device.empty() || mesh_device == face_device ? face_device : "cpu";
-  }
 };
+
+// What an outcome records for parts that ran apart: their one device, or "cpu" when any ran
+// there ("" parts did not run).
+std::string CommonDevice(std::initializer_list<std::string> parts) {
+  std::string common;
+  for (const std::string& d : parts) {
+    if (d.empty()) continue;
+    if (!common.empty() && d != common) return "cpu";
+    common = d;
+  }
+  return common.empty() ? "cpu" : common;
+}
 
 double MeanAbsDiff(const cv::Mat& a, const cv::Mat& b) {
   if (a.empty() || b.empty() || a.size() != b.size()) return kNaN;
@@ -185,15 +192,17 @@ class VisualReader {
     if (crops.empty()) return Status::OK();
     auto out = models::RunModel(cache_, *mesh_, crops, ctx_.ladder, &series_.mesh_device, kOperation);
     if (!out.ok()) return out.status();
+    const models::ModelManifest& m = mesh_->manifest();
+    // In the model's input pixels: a mouth narrower than one of them is a degenerate mesh.
+    const cv::Size input(m.preprocess.width, m.preprocess.height);
     for (size_t k = 0; k < crops.size(); ++k) {
-      const auto& o = (*out)[k];
-      if (o.size() < 2 || o[0].data.size() < 3 * 468 || o[1].data.empty()) continue;
-      if (o[1].data[0] < kMinFaceFlag) continue;
-      const auto p = [&](int i) { return cv::Point2f(o[0].data[3 * i], o[0].data[3 * i + 1]); };
-      const double width = cv::norm(p(kMouthLeft) - p(kMouthRight));
-      if (width < 1) continue;
-      series_.mouth[at[k]] = cv::norm(p(kUpperLip) - p(kLowerLip)) / width;
-      ++series_.frames_with_mouth;
+      auto mesh = models::DecodeFaceMesh(m, (*out)[k], input);
+      if (!mesh.ok()) return mesh.status();
+      if (mesh->presence < kMinFaceFlag) continue;
+      if (auto opening = models::MouthOpening(*mesh)) {
+        series_.mouth[at[k]] = *opening;
+        ++series_.frames_with_mouth;
+      }
     }
     return Status::OK();
   }
@@ -248,10 +257,15 @@ std::string SeriesCsv(const std::vector<const SyncSignal*>& signals) {
   return csv;
 }
 
+// v to `decimals` places (dividing by a power of ten keeps 739.3 from printing as 739.3000000000001).
+double Rounded(double v, int decimals) {
+  const double f = std::pow(10.0, decimals);
+  return std::round(v * f) / f;
+}
+
 nlohmann::json EstimateJson(const SyncEstimate& e) {
-  nlohmann::json j = {{"signal", e.signal}, {"offset_ms", std::round(e.offset_s * 10000) / 10},
-                      {"confidence", std::round(e.confidence * 1000) / 1000},
-                      {"peak", std::round(e.peak * 1000) / 1000}};
+  nlohmann::json j = {{"signal", e.signal}, {"offset_ms", Rounded(e.offset_s * 1000, 1)},
+                      {"confidence", Rounded(e.confidence, 3)}, {"peak", Rounded(e.peak, 3)}};
   if (!e.reason.empty()) j["reason"] = e.reason;
   return j;
 }
@@ -277,8 +291,8 @@ nlohmann::json ShotEstimates(const SyncSignal& a, const SyncSignal& v,
     SyncOptions shot = so;
     shot.min_overlap_s = std::min(so.min_overlap_s, 0.5 * (to - from));
     nlohmann::json j = EstimateJson(EstimateOffset(a, v, shot, {{from, to}}));
-    j["start_s"] = std::round(from * 1000) / 1000;
-    j["end_s"] = std::round(to * 1000) / 1000;
+    j["start_s"] = Rounded(from, 3);
+    j["end_s"] = Rounded(to, 3);
     out.push_back(j);
   }
   return out;
@@ -404,20 +418,18 @@ const Candidate* Best(const std::vector<Candidate>& all) {
   return best;
 }
 
-double Rounded(double v, double step) { return std::round(v / step) * step; }
-
 // The contract's keys and what stands behind them.
 nlohmann::json ResultJson(const Sound& sound, const VisualSeries& visual, double fps,
                           const std::vector<Candidate>& all, const Candidate* best, double min_confidence) {
   double speech = 0;
   for (float p : sound.speech) speech += p > 0.5f;
   nlohmann::json r;
-  r["container_offset_ms"] = Rounded(sound.audio.start_offset_s * 1000, 0.1);
-  r["audio"] = {{"codec", sound.audio.codec}, {"seconds", Rounded(sound.audio.seconds(), 0.001)},
-                {"speech_fraction", sound.speech.empty() ? 0.0 : Rounded(speech / sound.speech.size(), 0.001)}};
+  r["container_offset_ms"] = Rounded(sound.audio.start_offset_s * 1000, 1);
+  r["audio"] = {{"codec", sound.audio.codec}, {"seconds", Rounded(sound.audio.seconds(), 3)},
+                {"speech_fraction", sound.speech.empty() ? 0.0 : Rounded(speech / sound.speech.size(), 3)}};
   r["fps"] = fps;
   r["frames_analysed"] = visual.times.size();
-  r["face_fraction"] = Rounded(static_cast<double>(visual.frames_with_face) / visual.times.size(), 0.001);
+  r["face_fraction"] = Rounded(static_cast<double>(visual.frames_with_face) / visual.times.size(), 3);
   r["candidates"] = nlohmann::json::array();
   for (const Candidate& c : all) r["candidates"].push_back(EstimateJson(c.estimate));
   if (best == nullptr) {
@@ -430,10 +442,7 @@ nlohmann::json ResultJson(const Sound& sound, const VisualSeries& visual, double
     return r;
   }
   const SyncEstimate& e = best->estimate;
-  r["offset_ms"] = Rounded(e.offset_s * 1000, 0.1);
-  r["confidence"] = Rounded(e.confidence, 0.001);
-  r["signal"] = e.signal;
-  r["peak"] = Rounded(e.peak, 0.001);
+  for (const char* key : {"offset_ms", "confidence", "signal", "peak"}) r[key] = EstimateJson(e)[key];
   if (e.confidence < min_confidence) {
     r["low_confidence"] = true;
     r["reason"] = !e.reason.empty() ? e.reason
@@ -503,9 +512,8 @@ Outcome AudioSyncStage::RunOne(const ClaimedJob& job, const StageContext& ctx) c
     result["shots"] = ShotEstimates(*best->audio, *best->visual, shots, so, options_.min_shot_s);
     result["cuts"] = visual->cuts;
   }
-  // The device of every neural part, or "cpu" when any ran there.
-  const std::string device = visual->device() == sound->device ? sound->device : "cpu";
-  Outcome o = Outcome::Done(std::move(result), device);
+  Outcome o = Outcome::Done(std::move(result),
+                            CommonDevice({sound->device, visual->face_device, visual->mesh_device}));
   o.artifacts.push_back(series_path);
   return o;
 }

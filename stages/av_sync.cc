@@ -133,10 +133,6 @@ double Pearson(const std::vector<double>& v, const std::vector<double>& a, long 
   return cov / std::sqrt(var_v * var_a);
 }
 
-}  // namespace
-
-namespace {
-
 // Pearson r at every lag k in [-K, K] of the visual part [from_s, to_s) against the audio,
 // with the number of sample pairs behind each (0 where fewer than min_n).
 void SegmentCurve(const SyncSignal& audio, const SyncSignal& visual, long K, double from_s,
@@ -160,6 +156,28 @@ void SegmentCurve(const SyncSignal& audio, const SyncSignal& visual, long K, dou
   }
 }
 
+// The correlation at every lag index k (lag k - K), each part of the visual signal (a shot:
+// its own face, its own scale) correlated on its own and the curves pooled, weighted by
+// their sample pairs; NaN where fewer than min_overlap_s of pairs stand behind it.
+std::vector<double> PooledCurve(const SyncSignal& audio, const SyncSignal& visual, const SyncOptions& o,
+                                long K, std::vector<std::pair<double, double>> parts) {
+  if (parts.empty()) parts.push_back({visual.t0, visual.end()});
+  std::vector<double> sum(2 * K + 1, 0.0), weight(2 * K + 1, 0.0), r, n;
+  double total = 0;
+  for (auto [from, to] : parts) total += std::max(0.0, to - from);
+  for (auto [from, to] : parts) {
+    const double share = total > 0 ? (to - from) / total : 1.0;
+    const size_t min_n = static_cast<size_t>(
+        std::max(3.0, std::min(o.min_overlap_s * share, o.min_segment_s) * visual.rate));
+    SegmentCurve(audio, visual, K, from, to, min_n, &r, &n);
+    for (long k = 0; k <= 2 * K; ++k) sum[k] += r[k] * n[k], weight[k] += n[k];
+  }
+  std::vector<double> corr(2 * K + 1, std::nan(""));
+  for (long k = 0; k <= 2 * K; ++k)
+    if (weight[k] >= std::max(3.0, o.min_overlap_s * visual.rate)) corr[k] = sum[k] / weight[k];
+  return corr;
+}
+
 }  // namespace
 
 SyncEstimate EstimateOffset(const SyncSignal& audio, const SyncSignal& visual, const SyncOptions& o,
@@ -171,26 +189,10 @@ SyncEstimate EstimateOffset(const SyncSignal& audio, const SyncSignal& visual, c
     return e;
   }
   const long K = std::lround(o.max_lag_s * visual.rate);
-  std::vector<std::pair<double, double>> parts = segments;
-  if (parts.empty()) parts.push_back({visual.t0, visual.end()});
-  // Each part (a shot: its own face, its own scale) is correlated on its own; the curves are
-  // pooled, weighted by their sample pairs.
-  std::vector<double> sum(2 * K + 1, 0.0), weight(2 * K + 1, 0.0), r, n;
-  double total = 0;
-  for (auto [from, to] : parts) total += std::max(0.0, to - from);
-  for (auto [from, to] : parts) {
-    const double share = total > 0 ? (to - from) / total : 1.0;
-    const size_t min_n = static_cast<size_t>(std::max(3.0, std::min(o.min_overlap_s * share, o.min_segment_s) * visual.rate));
-    SegmentCurve(audio, visual, K, from, to, min_n, &r, &n);
-    for (long k = 0; k <= 2 * K; ++k) sum[k] += r[k] * n[k], weight[k] += n[k];
-  }
-  std::vector<double> corr(2 * K + 1, std::nan(""));
+  const std::vector<double> corr = PooledCurve(audio, visual, o, K, segments);
   long best = -1;
-  for (long k = 0; k <= 2 * K; ++k) {
-    if (weight[k] < std::max(3.0, o.min_overlap_s * visual.rate)) continue;
-    corr[k] = sum[k] / weight[k];
-    if (best < 0 || corr[k] > corr[best]) best = k;
-  }
+  for (long k = 0; k <= 2 * K; ++k)
+    if (!std::isnan(corr[k]) && (best < 0 || corr[k] > corr[best])) best = k;
   if (best < 0) {
     e.reason = "the signals do not overlap long enough, or one is flat";
     return e;

@@ -220,6 +220,39 @@ TEST(MaskTest, ResizesAndThresholds) {
   EXPECT_FLOAT_EQ(MaskIoU(m->binary, m->binary), 1.f);
 }
 
+TEST(FaceMeshTest, LandmarksScaleToTheCropAndTheMouthOpensAsTheLipsPart) {
+  ModelManifest m;
+  m.name = "facemesh";
+  m.postprocess = "facemesh";
+  m.preprocess.width = m.preprocess.height = 192;
+  std::vector<float> mesh(3 * 468, 0.f);
+  auto put = [&](int i, float x, float y) { mesh[3 * i] = x, mesh[3 * i + 1] = y; };
+  put(61, 70, 120);   // mouth corners 40 px apart
+  put(291, 110, 120);
+  put(13, 90, 116);   // inner lips 10 px apart
+  put(14, 90, 126);
+  std::vector<OutputTensor> outs = {{"mesh", {1, 1404}, mesh}, {"faceflag", {1, 1}, {0.9f}}};
+  auto f = DecodeFaceMesh(m, outs, cv::Size(384, 384));
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_FLOAT_EQ(f->presence, 0.9f);
+  ASSERT_EQ(f->points.size(), 468u);
+  EXPECT_FLOAT_EQ(f->points[291].x, 220.f);  // twice the input's pixels
+  ASSERT_TRUE(MouthOpening(*f).has_value());
+  EXPECT_NEAR(*MouthOpening(*f), 0.25, 1e-6);  // the ratio does not depend on the scale
+  put(14, 90, 116);
+  outs[0].data = mesh;
+  EXPECT_NEAR(*MouthOpening(*DecodeFaceMesh(m, outs, cv::Size(192, 192))), 0.0, 1e-9);
+  put(291, 70.5f, 120);  // corners half a pixel apart: no mouth to measure
+  outs[0].data = mesh;
+  EXPECT_FALSE(MouthOpening(*DecodeFaceMesh(m, outs, cv::Size(192, 192))).has_value());
+  auto j = DecodeOutputs(m, outs, cv::Size(192, 192));  // `framemill infer` decodes it
+  ASSERT_TRUE(j.ok()) << j.status().ToString();
+  EXPECT_EQ((*j)["landmarks"].size(), 468u);
+  EXPECT_FALSE((*j).contains("mouth_opening"));
+  outs.pop_back();
+  EXPECT_FALSE(DecodeFaceMesh(m, outs, cv::Size(192, 192)).ok());
+}
+
 TEST(DecodeOutputsTest, ChoosesByPostprocessAndRefusesUnknown) {
   ModelManifest m;
   m.name = "x";
