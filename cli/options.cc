@@ -55,6 +55,13 @@ StageOptions ToStageOptions(const Config& c) {
   o.pose.track_max_gap_s = c.pose.track_max_gap_s;
   o.pose.track_camera = c.pose.track_camera;
   o.segment.model = c.segment.model;
+  o.inpaint.limits = o.model_frames.limits;
+  o.inpaint.method = c.inpaint.method;
+  o.inpaint.masks = c.inpaint.masks;
+  o.inpaint.margin = c.inpaint.margin;
+  o.inpaint.max_coverage = c.inpaint.max_coverage;
+  o.inpaint.model = c.inpaint.model == "none" ? "" : c.inpaint.model;
+  o.inpaint.model_size = c.inpaint.model_size;
   o.motion.video_limits = o.model_frames.video_limits;
   o.audio_sync.video_limits = o.model_frames.video_limits;
   o.audio_sync.max_seconds = c.audio_sync.max_seconds;

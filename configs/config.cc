@@ -270,6 +270,19 @@ const std::vector<Setting>& Settings() {
     t.push_back(Enum("segment.model", "FRAMEMILL_SEGMENT_MODEL", "",
                      [](Config& c) -> std::string& { return c.segment.model; },
                      {"selfie", "isnet"}));
+    t.push_back(Enum("inpaint.method", "FRAMEMILL_INPAINT_METHOD", "",
+                     [](Config& c) -> std::string& { return c.inpaint.method; },
+                     {"auto", "telea", "ns", "exemplar", "fsr_fast", "shiftmap"}));
+    t.push_back(Str("inpaint.masks", "FRAMEMILL_INPAINT_MASKS", "",
+                    [](Config& c) -> std::string& { return c.inpaint.masks; }));
+    t.push_back(Dbl("inpaint.margin", "FRAMEMILL_INPAINT_MARGIN",
+                    [](Config& c) -> double& { return c.inpaint.margin; }, 0, 0.5));
+    t.push_back(Dbl("inpaint.max_coverage", "FRAMEMILL_INPAINT_MAX_COVERAGE",
+                    [](Config& c) -> double& { return c.inpaint.max_coverage; }, 0.01, 0.999));
+    t.push_back(Str("inpaint.model", "FRAMEMILL_INPAINT_MODEL", "",
+                    [](Config& c) -> std::string& { return c.inpaint.model; }));
+    t.push_back(Int("inpaint.model_size", "FRAMEMILL_INPAINT_MODEL_SIZE", "",
+                    [](Config& c) -> int& { return c.inpaint.model_size; }, 16, 4096));
     t.push_back(Int("motion.analysis_width", "FRAMEMILL_MOTION_ANALYSIS_WIDTH", "",
                     [](Config& c) -> int& { return c.motion.analysis_width; }, 32, 8192));
     t.push_back(Dbl("motion.max_fps", "FRAMEMILL_MOTION_MAX_FPS",

@@ -86,6 +86,14 @@ struct PoseConfig {  // stages/pose_stage.h
 struct SegmentConfig {
   std::string model = "selfie";  // selfie | isnet
 };
+struct InpaintConfig {  // stages/inpaint_stage.h
+  std::string method = "auto";    // auto (by hole size, as measured) | telea | ns | exemplar | fsr_fast | shiftmap
+  std::string masks = "segment";  // segment (its mask) | a folder of masks by file stem | one mask file
+  double margin = 0.01;           // segment masks grow by this fraction of the image's diagonal
+  double max_coverage = 0.9;      // a larger hole is skipped (too little left to fill from)
+  std::string model = "none";     // none | a user's ONNX inpainting network (image, mask -> image)
+  int model_size = 512;           // the network's square input side
+};
 
 // The crawler's downloads (stages/fetch_stage.h, fetch/fetcher.h).
 struct FetchConfig {
@@ -128,6 +136,7 @@ struct Config {
   PoseConfig pose;
   AudioSyncConfig audio_sync;
   SegmentConfig segment;
+  InpaintConfig inpaint;
   MotionConfig motion;
   FetchConfig fetch;
   GpuConfig gpu;

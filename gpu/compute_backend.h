@@ -67,6 +67,10 @@ class ComputeBackend {
   // the frames' pixels. InvalidArgument as CheckFlowPairs says.
   virtual Result<std::vector<cv::Mat>> DenseFlowBatch(const std::vector<FlowPair>& pairs,
                                                       const FlowSpec& spec) = 0;
+  // The patch search of exemplar inpainting for each task (gpu/ops.h: PatchMatchCpu
+  // defines it). InvalidArgument as CheckPatchMatchTask says.
+  virtual Result<std::vector<PatchMatchResult>> PatchMatchBatch(
+      const std::vector<PatchMatchTask>& tasks, const PatchMatchSpec& spec) = 0;
 
  protected:
   int64_t memory_limit_ = 0;

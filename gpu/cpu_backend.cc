@@ -75,6 +75,17 @@ class CpuBackend : public ComputeBackend {
       return Status::OutOfMemory("host memory exhausted computing optical flow");
     }
   }
+  Result<std::vector<PatchMatchResult>> PatchMatchBatch(const std::vector<PatchMatchTask>& tasks,
+                                                        const PatchMatchSpec& spec) override {
+    for (const PatchMatchTask& t : tasks) FM_RETURN_IF_ERROR(CheckPatchMatchTask(t, spec));
+    try {
+      std::vector<PatchMatchResult> out;
+      for (const PatchMatchTask& t : tasks) out.push_back(PatchMatchCpu(t, spec));
+      return out;
+    } catch (const std::bad_alloc&) {
+      return Status::OutOfMemory("host memory exhausted searching patches");
+    }
+  }
 };
 
 // The simulated device: CPU arithmetic behind a VRAM budget, so the batch tuner and
@@ -129,6 +140,15 @@ class SimBackend : public ComputeBackend {
     FM_RETURN_IF_ERROR(Charge(need, pairs.size()));
     last_bytes_ = static_cast<int64_t>(static_cast<double>(need) * cost_);
     return cpu_.DenseFlowBatch(pairs, spec);
+  }
+  Result<std::vector<PatchMatchResult>> PatchMatchBatch(const std::vector<PatchMatchTask>& tasks,
+                                                        const PatchMatchSpec& spec) override {
+    for (const PatchMatchTask& t : tasks) FM_RETURN_IF_ERROR(CheckPatchMatchTask(t, spec));
+    int64_t need = 0;
+    for (const PatchMatchTask& t : tasks) need += PatchMatchBytesPerItem(t.image.size());
+    FM_RETURN_IF_ERROR(Charge(need, tasks.size()));
+    last_bytes_ = static_cast<int64_t>(static_cast<double>(need) * cost_);
+    return cpu_.PatchMatchBatch(tasks, spec);
   }
 
  private:

@@ -127,6 +127,52 @@ cv::Mat DenseFlowCpu(const FlowPair& pair, const FlowSpec& spec);
 // The pyramid's level sizes, finest first (the input's size, then halved, floor).
 std::vector<cv::Size> FlowPyramid(cv::Size size, const FlowSpec& spec);
 
+// Patch search for exemplar inpainting (INPAINTING on a device): PatchMatch (Barnes et
+// al. 2009) in its parallel form. For every `active` pixel p of `image`, the centre q of
+// a (2 radius + 1)^2 patch whose centre is a `source` pixel, with the least sum of
+// squared 8-bit differences over the patch (offsets dy outer, dx inner; offsets where
+// p + d leaves the image are not counted). Each iteration reads the previous
+// iteration's field and writes a new one (Jacobi order, so a device computes it pixel by
+// pixel in parallel): a pixel takes its neighbours' matches at +-1 and +-jump (jump 8,
+// 4, 2, 1 in turn) shifted by the neighbour's offset, then tries random centres around
+// its best in windows halving from the image's size to 1 (PatchMatchRandom). Integer
+// costs and a strict "less than" make the CPU twin and the CUDA kernels agree exactly.
+struct PatchMatchSpec {
+  int radius = 3;       // 7x7 patches
+  int iterations = 4;
+  uint32_t seed = 1;    // the random search's sequence
+};
+struct PatchMatchTask {
+  cv::Mat image;   // CV_8UC3, the current estimate (holes filled with a guess)
+  cv::Mat active;  // CV_8U, same size: nonzero where a match is wanted
+  cv::Mat source;  // CV_8U: nonzero where a patch centred there may be copied (its whole
+                   // patch inside the image and known)
+  cv::Mat nnf;     // CV_32SC2: the starting match (x, y) of every active pixel; each a source
+};
+struct PatchMatchResult {
+  cv::Mat nnf;   // CV_32SC2, as the task's; inactive pixels keep their starting value
+  cv::Mat cost;  // CV_32S: the matched patch's cost at active pixels, 0 elsewhere
+};
+// Why a task cannot run (types or sizes that differ, a radius outside [1, 15], under one
+// iteration, no source pixel, a starting match that is not a source), or OK.
+Status CheckPatchMatchTask(const PatchMatchTask& task, const PatchMatchSpec& spec);
+// Reference: one task, parallel over rows; needs a task CheckPatchMatchTask accepts.
+PatchMatchResult PatchMatchCpu(const PatchMatchTask& task, const PatchMatchSpec& spec);
+// The random search's draw k of iteration `it` at pixel (x, y): the same integer hash
+// on every backend (gpu/cuda/patch_match.cu repeats it; the device test holds them equal).
+inline uint32_t PatchMatchHash(uint32_t a) {
+  a ^= a >> 16;
+  a *= 0x7feb352dU;
+  a ^= a >> 15;
+  a *= 0x846ca68bU;
+  a ^= a >> 16;
+  return a;
+}
+inline uint32_t PatchMatchRandom(uint32_t seed, int x, int y, int it, int k) {
+  return PatchMatchHash(seed ^ PatchMatchHash(uint32_t(x) + PatchMatchHash(
+                                   uint32_t(y) + PatchMatchHash(uint32_t(it) * 64U + uint32_t(k)))));
+}
+
 // Device bytes one image costs each operation (inputs, outputs, scratch), used by the
 // batch tuner's first guess and by the simulated device's budget.
 int64_t LumaStatsBytesPerItem(const cv::Mat& image);
@@ -135,5 +181,8 @@ int64_t PreprocessBytesPerItem(const cv::Mat& image, const PreprocessSpec& spec)
 int64_t TopKSimilarBytes(const SimilarityQuery& q);
 // Device bytes of one flow pair: both frames, and kFlowPlanes floats a pixel per level.
 int64_t DenseFlowBytesPerItem(cv::Size size, const FlowSpec& spec);
+
+// Device bytes of one patch search: the image, both masks, two fields and the costs.
+int64_t PatchMatchBytesPerItem(cv::Size size);
 
 }  // namespace framemill::gpu

@@ -10,10 +10,12 @@ namespace framemill::gpu {
 bool HasGpuImplementation(const std::string& op) {
   // The neural operations run on the inference engine (gpu/engine) on a device.
   // FACE_CLUSTERING: the exact similarity tiles; MOTION: our pyramidal Lucas-Kanade flow;
-  // AUDIO_SYNC: its face detector and facemesh on the engine.
+  // AUDIO_SYNC: its face detector and facemesh on the engine; INPAINTING: the exemplar
+  // fill's patch search (gpu/cuda/patch_match.cu).
   return op == "LIGHTING" || op == "PREPROCESS" || op == "CATEGORIZE" ||
          op == "FACE_DETECTION" || op == "FACE_EMBEDDING" || op == "POSE" ||
-         op == "SEGMENTATION" || op == "FACE_CLUSTERING" || op == "MOTION" || op == "AUDIO_SYNC";
+         op == "SEGMENTATION" || op == "FACE_CLUSTERING" || op == "MOTION" || op == "AUDIO_SYNC" ||
+         op == "INPAINTING";
 }
 
 const OpDecision& GpuPlan::For(const std::string& op) const {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "base/status.h"
@@ -25,6 +26,9 @@ class ResultReader {
   // writers and WAL checkpoints go on. An error from `fn` stops the walk and is returned.
   virtual Status ForEachResult(const std::string& stage,
                                const std::function<Status(const ExportRow&)>& fn) = 0;
+  // The result of one item's `stage` job when it is done (a per-item stage reading what
+  // it depends on: inpaint reads segment's mask); nullopt when that job is not done.
+  virtual Result<std::optional<ExportRow>> ResultOf(int64_t item_id, const std::string& stage) = 0;
 };
 
 }  // namespace framemill

@@ -10,6 +10,7 @@ pkgs=(
   visp-images-data libavformat-dev libavcodec-dev libavutil-dev libswscale-dev libswresample-dev
   ffmpeg python3-imageio python3-skimage
   python3-onnx python3-numpy python3-opencv
+  libopencv-contrib-dev
 )
 missing=()
 # Node runs `npm pack` (model packages) and the TF.js reference in tests. Machines of this

@@ -6,6 +6,7 @@
 #include "stages/face_clusters_stage.h"
 #include "stages/faces_stage.h"
 #include "stages/fetch_stage.h"
+#include "stages/inpaint_stage.h"
 #include "stages/lighting_stage.h"
 #include "stages/motion_stage.h"
 #include "stages/pose_stage.h"
@@ -43,6 +44,7 @@ std::unique_ptr<StageRegistry> MakeDefaultRegistry(const StageOptions& o) {
   r->Add(std::make_unique<FaceClustersStage>(o.face_clusters), &error);
   r->Add(std::make_unique<PoseStage>(cache, o.model_frames, o.pose), &error);
   r->Add(std::make_unique<SegmentStage>(cache, o.model_frames, o.segment, o.out_dir), &error);
+  r->Add(std::make_unique<InpaintStage>(o.inpaint, o.out_dir), &error);
   r->Add(std::make_unique<AudioSyncStage>(cache, o.audio_sync, o.out_dir), &error);
   return r;
 }

@@ -97,6 +97,18 @@ struct SegmentOptions {  // the segment stage
   bool operator==(const SegmentOptions&) const = default;
 };
 
+struct InpaintOptions {  // the inpaint stage
+  ImageLimits limits;
+  std::string method = "auto";    // auto | telea | ns | exemplar | fsr_fast | shiftmap (inpaint.method)
+  std::string masks = "segment";  // segment | a folder of masks by file stem | one mask file (inpaint.masks)
+  double margin = 0.01;           // segment masks grow by this fraction of the diagonal (inpaint.margin)
+  double max_coverage = 0.9;      // larger holes are skipped (inpaint.max_coverage)
+  std::string model;              // "": none; else a user's ONNX network (inpaint.model)
+  int model_size = 512;           // its square input side (inpaint.model_size)
+
+  bool operator==(const InpaintOptions&) const = default;
+};
+
 struct AudioSyncOptions {  // the audio_sync stage
   VideoLimits video_limits;
   double max_seconds = 120;      // only the first this many seconds are analysed (audio_sync.max_seconds)
@@ -124,6 +136,7 @@ struct StageOptions {
   FaceClustersOptions face_clusters;
   PoseOptions pose;
   SegmentOptions segment;
+  InpaintOptions inpaint;
   MotionOptions motion;
   AudioSyncOptions audio_sync;
 

@@ -85,6 +85,9 @@ class JobStoreWrapper : public JobStore {
                        const std::function<Status(const ExportRow&)>& fn) override {
     return target_->ForEachResult(stage, fn);
   }
+  Result<std::optional<ExportRow>> ResultOf(int64_t item_id, const std::string& stage) override {
+    return target_->ResultOf(item_id, stage);
+  }
 
  private:
   JobStore* target_;

@@ -1154,4 +1154,21 @@ Status SqliteJobStore::ForEachResult(const std::string& stage,
   return Status::OK();
 }
 
+Result<std::optional<ExportRow>> SqliteJobStore::ResultOf(int64_t item_id,
+                                                          const std::string& stage) {
+  std::optional<ExportRow> row;
+  Status s = db_->Transaction(SqliteDb::TxnKind::kRead, [&]() -> Status {
+    FM_PREPARE(q,
+               "SELECT i.source, j.stage, r.device, r.result, r.artifacts, j.attempts, j.finished_at"
+               " FROM jobs j JOIN results r ON r.job_id = j.id JOIN items i ON i.id = j.item_id"
+               " WHERE j.item_id = ? AND j.stage = ? AND j.state = ?");
+    q.Bind(1, item_id).Bind(2, stage).Bind(3, static_cast<int64_t>(kDone));
+    FM_STEP(found, q.Step());
+    if (found) row = ExportRow{q.Text(0), q.Text(1), q.Text(2), q.Text(3), q.Text(4), q.Int(5), q.Int(6)};
+    return Status::OK();
+  });
+  if (!s.ok()) return s;
+  return row;
+}
+
 }  // namespace framemill

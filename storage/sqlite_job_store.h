@@ -50,6 +50,7 @@ class SqliteJobStore : public JobStore {
   Result<std::optional<RunRecord>> LastRun() override;
   Status ForEachResult(const std::string& stage,
                        const std::function<Status(const ExportRow&)>& fn) override;
+  Result<std::optional<ExportRow>> ResultOf(int64_t item_id, const std::string& stage) override;
 
   SqliteDb& db() { return *db_; }
 

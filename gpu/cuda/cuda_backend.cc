@@ -107,6 +107,8 @@ class CudaBackend final : public ComputeBackend {
   Result<TopK> TopKSimilar(const SimilarityQuery& q) override;
   Result<std::vector<cv::Mat>> DenseFlowBatch(const std::vector<FlowPair>& pairs,
                                               const FlowSpec& spec) override;
+  Result<std::vector<PatchMatchResult>> PatchMatchBatch(const std::vector<PatchMatchTask>& tasks,
+                                                        const PatchMatchSpec& spec) override;
 
  private:
   // Appends host bytes to the device block at dev + dev_off through the upload slots.
@@ -739,6 +741,61 @@ Result<std::vector<cv::Mat>> CudaBackend::DenseFlowBatch(const std::vector<FlowP
       cv::Mat flow;
       cv::merge(std::vector<cv::Mat>{u, v}, flow);
       out.push_back(flow);
+    }
+    return Status::OK();
+  }();
+  block->reset();
+  if (!s.ok()) return Fail(s);
+  last_batch_bytes_ = static_cast<int64_t>(need);
+  return out;
+}
+
+// One block sized for the largest task, reused: the image, both masks, two fields and
+// two cost planes. Each task is uploaded, searched and downloaded in turn.
+Result<std::vector<PatchMatchResult>> CudaBackend::PatchMatchBatch(
+    const std::vector<PatchMatchTask>& tasks, const PatchMatchSpec& spec) {
+  for (const PatchMatchTask& t : tasks) FM_RETURN_IF_ERROR(CheckPatchMatchTask(t, spec));
+  std::vector<PatchMatchResult> out;
+  if (tasks.empty()) return out;
+  size_t most = 0;
+  for (const PatchMatchTask& t : tasks) most = std::max(most, size_t(t.image.total()));
+  const std::string what = What("PatchMatch", tasks.size()) + " (up to " + std::to_string(most) + " px)";
+  FM_CUDA_RETURN_IF_ERROR(cudaSetDevice(index_), what);
+  const size_t img = AlignUp(3 * most, 256), mask = AlignUp(most, 256);
+  const size_t field = AlignUp(sizeof(int2) * most, 256), cost = AlignUp(sizeof(int) * most, 256);
+  const size_t need = img + 2 * mask + 2 * field + 2 * cost;
+  auto block = device_pool_.Acquire(need, what);
+  if (!block.ok()) return Fail(block.status());
+  Status s = [&]() -> Status {
+    uint8_t* dev = block->data();
+    cuda::PatchMatchPlanes p;
+    uint8_t* d_image = dev;
+    uint8_t* d_active = dev + img;
+    uint8_t* d_source = d_active + mask;
+    p.image = d_image, p.active = d_active, p.source = d_source;
+    p.nnf_a = reinterpret_cast<int2*>(d_source + mask);
+    p.nnf_b = reinterpret_cast<int2*>(reinterpret_cast<uint8_t*>(p.nnf_a) + field);
+    p.cost_a = reinterpret_cast<int*>(reinterpret_cast<uint8_t*>(p.nnf_b) + field);
+    p.cost_b = reinterpret_cast<int*>(reinterpret_cast<uint8_t*>(p.cost_a) + cost);
+    for (const PatchMatchTask& t : tasks) {
+      p.w = t.image.cols, p.h = t.image.rows;
+      auto put = [&](void* dst, const cv::Mat& m, size_t row_bytes) {
+        return cudaMemcpy2DAsync(dst, row_bytes, m.data, m.step, row_bytes, m.rows,
+                                 cudaMemcpyHostToDevice, compute_);
+      };
+      FM_CUDA_RETURN_IF_ERROR(put(d_image, t.image, 3 * size_t(p.w)), what + ": upload");
+      FM_CUDA_RETURN_IF_ERROR(put(d_active, t.active, size_t(p.w)), what + ": upload");
+      FM_CUDA_RETURN_IF_ERROR(put(d_source, t.source, size_t(p.w)), what + ": upload");
+      FM_CUDA_RETURN_IF_ERROR(put(p.nnf_a, t.nnf, sizeof(int2) * p.w), what + ": upload");
+      FM_CUDA_RETURN_IF_ERROR(cuda::LaunchPatchMatch(p, spec.radius, spec.iterations, spec.seed, compute_),
+                              what + ": search");
+      PatchMatchResult r{cv::Mat(t.image.size(), CV_32SC2), cv::Mat(t.image.size(), CV_32S)};
+      FM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(r.nnf.data, p.nnf_a, sizeof(int2) * t.image.total(),
+                                              cudaMemcpyDeviceToHost, compute_), what);
+      FM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(r.cost.data, p.cost_a, sizeof(int) * t.image.total(),
+                                              cudaMemcpyDeviceToHost, compute_), what);
+      FM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(compute_), what);
+      out.push_back(std::move(r));
     }
     return Status::OK();
   }();

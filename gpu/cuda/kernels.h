@@ -108,4 +108,20 @@ cudaError_t LaunchHalf(const float* in, int w, int h, float* out, int out_w, int
 cudaError_t LaunchFlowLevel(const FlowLevel& level, int radius, int iterations, float lambda,
                             cudaStream_t stream);
 
+// ---- PatchMatch (patch_match.cu): the twin of PatchMatchCpu ----
+
+// One task's device arrays (w x h, row-major, tightly packed).
+struct PatchMatchPlanes {
+  int w = 0, h = 0;
+  const uint8_t* image = nullptr;  // BGR
+  const uint8_t* active = nullptr;
+  const uint8_t* source = nullptr;
+  int2 *nnf_a = nullptr, *nnf_b = nullptr;  // a holds the start; the result ends in a
+  int *cost_a = nullptr, *cost_b = nullptr;
+};
+// Starting costs, then `iterations` Jacobi iterations, ping-ponging a and b; leaves the
+// final field and costs in a. Asynchronous on `stream`.
+cudaError_t LaunchPatchMatch(const PatchMatchPlanes& p, int radius, int iterations, uint32_t seed,
+                             cudaStream_t stream);
+
 }  // namespace framemill::gpu::cuda

@@ -34,8 +34,8 @@ TEST(GpuPolicyTest, AutoUsesTheCudaDeviceForOperationsWithAGpuImplementation) {
   EXPECT_EQ(p.For("POSE").device, "cuda:0");
   EXPECT_TRUE(p.For("MOTION").use_gpu);           // our dense flow kernels
   EXPECT_TRUE(p.For("FACE_CLUSTERING").use_gpu);  // the similarity tiles
-  EXPECT_FALSE(p.For("INPAINTING").use_gpu);      // no GPU implementation yet
-  EXPECT_EQ(p.For("INPAINTING").reason, "no GPU implementation of this operation in this build");
+  EXPECT_TRUE(p.For("INPAINTING").use_gpu);       // the exemplar fill's patch search
+  EXPECT_EQ(p.For("INPAINTING").reason, "auto: cuda:0 available");
   EXPECT_TRUE(p.warnings.empty());
 }
 

@@ -1,0 +1,260 @@
+#include "stages/inpaint_stage.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include <opencv2/dnn.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include "gpu/ops.h"
+#include "media/image.h"
+#include "stages/artifact.h"
+#include "stages/inpaint_fill.h"
+
+namespace framemill {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kOperation = "INPAINTING";
+constexpr const char* kMaskExtensions[] = {".png", ".bmp", ".tif", ".tiff", ".jpg", ".jpeg", ".webp"};
+
+std::string Absolute(const std::string& path) {
+  std::error_code ec;
+  const fs::path p = fs::absolute(path, ec);
+  return ec ? path : p.lexically_normal().string();
+}
+
+// The mask file of `stem` in `dir`, "" when there is none; InvalidArgument when two
+// files could be it.
+Result<std::string> MaskInFolder(const std::string& dir, const std::string& stem) {
+  std::string found;
+  for (const char* ext : kMaskExtensions) {
+    std::error_code ec;
+    const fs::path p = fs::path(dir) / (stem + ext);
+    if (!fs::is_regular_file(p, ec)) continue;
+    if (!found.empty())
+      return Status::InvalidArgument("two masks could be this item's: " + found + " and " + p.string());
+    found = p.string();
+  }
+  return found;
+}
+
+// A mask file as 0/255, scaled (nearest) to `size`; `scaled` says whether it had to be.
+Result<cv::Mat> ReadMask(const std::string& path, cv::Size size, bool* scaled) {
+  cv::Mat m;
+  try {
+    m = cv::imread(path, cv::IMREAD_GRAYSCALE);
+  } catch (const cv::Exception& e) {
+    return Status::Corruption("mask " + path + ": " + e.what());
+  }
+  if (m.empty()) return Status::Corruption("mask " + path + " cannot be read as an image");
+  *scaled = m.size() != size;
+  if (*scaled) cv::resize(m, m, size, 0, 0, cv::INTER_NEAREST);
+  return cv::Mat(m > 127);
+}
+
+// The patch search on the device the ladder chose for INPAINTING, stepping down to the
+// CPU twin when the device runs out of memory. `device` gets who ran it.
+PatchSearchFn DeviceSearch(gpu::OomLadder& ladder, std::string* device) {
+  return [&ladder, device](const gpu::PatchMatchTask& task,
+                           const gpu::PatchMatchSpec& spec) -> Result<gpu::PatchMatchResult> {
+    gpu::PatchMatchResult out;
+    std::vector<std::string> device_of;
+    Status s = ladder.Run(
+        kOperation, 1, static_cast<int64_t>(task.image.total()),
+        gpu::PatchMatchBytesPerItem(task.image.size()),
+        [&](gpu::ComputeBackend& backend, size_t, size_t) -> Status {
+          auto r = backend.PatchMatchBatch({task}, spec);
+          if (!r.ok()) return r.status();
+          out = std::move(r->front());
+          return Status::OK();
+        },
+        &device_of);
+    if (!s.ok()) return s;
+    // The last search is the finest level's, the largest: its device is the fill's.
+    if (!device_of.empty()) *device = device_of.front();
+    return out;
+  };
+}
+
+double Rounded(double v) { return std::round(v * 1e4) / 1e4; }
+
+}  // namespace
+
+// Where the hole came from, and the hole itself (0/255 at the image's size).
+struct InpaintStage::Hole {
+  cv::Mat mask;
+  std::string source;  // segment | folder | file
+  std::string path;    // the mask file read
+  bool scaled = false;
+};
+
+struct InpaintStage::Network {
+  cv::dnn::Net net;
+};
+
+InpaintStage::InpaintStage(InpaintOptions options, const std::string& out_dir)
+    : options_(std::move(options)), image_dir_(ArtifactDir(out_dir, "inpaint")) {
+  if (options_.masks != "segment") options_.masks = Absolute(options_.masks);
+  if (!options_.model.empty()) options_.model = Absolute(options_.model);
+  spec_.name = "inpaint";
+  spec_.images = true;
+  spec_.videos = false;  // video keyframes are not inpainted: their jobs are skipped
+  if (options_.masks == "segment") spec_.deps = {"segment"};
+}
+
+InpaintStage::~InpaintStage() = default;
+
+std::vector<Outcome> InpaintStage::RunBatch(const std::vector<ClaimedJob>& jobs,
+                                            const StageContext& ctx) {
+  return RunEachJob(jobs, ctx, spec_.name, [&](const ClaimedJob& job) { return RunOne(job, ctx); });
+}
+
+Result<InpaintStage::Hole> InpaintStage::FindHole(const ClaimedJob& job, const StageContext& ctx,
+                                                  cv::Size size) const {
+  Hole hole;
+  if (options_.masks != "segment") {
+    std::error_code ec;
+    if (fs::is_directory(options_.masks, ec)) {
+      const std::string stem = fs::path(job.source).stem().string();
+      auto path = MaskInFolder(options_.masks, stem);
+      if (!path.ok()) return path.status();
+      if (path->empty())
+        return Status::NotFound("no mask named " + stem + ".* in " + options_.masks);
+      hole.source = "folder";
+      hole.path = *path;
+    } else if (fs::is_regular_file(options_.masks, ec)) {
+      hole.source = "file";
+      hole.path = options_.masks;
+    } else {
+      return Status::InvalidArgument("inpaint.masks: " + options_.masks +
+                                     " is neither a folder nor a file");
+    }
+    auto m = ReadMask(hole.path, size, &hole.scaled);
+    if (!m.ok()) return m.status();
+    hole.mask = std::move(*m);
+    return hole;
+  }
+  if (ctx.results == nullptr)
+    return Status::Internal("inpaint needs the store's results to read segment's mask");
+  auto row = ctx.results->ResultOf(job.item_id, "segment");
+  if (!row.ok()) return row.status();
+  if (!row->has_value()) return Status::Aborted("the segment job of this item is not done");
+  auto seg = nlohmann::json::parse((*row)->result_json, nullptr, false);
+  if (seg.is_discarded() || !seg.contains("mask") || !seg["mask"].is_string())
+    return Status::Corruption("segment's result names no mask");
+  hole.source = "segment";
+  hole.path = seg["mask"].get<std::string>();
+  auto m = ReadMask(hole.path, size, &hole.scaled);
+  if (!m.ok()) return m.status();
+  const int grow = static_cast<int>(std::lround(options_.margin * std::hypot(size.width, size.height)));
+  if (grow > 0)
+    cv::dilate(*m, hole.mask,
+               cv::getStructuringElement(cv::MORPH_ELLIPSE, cv::Size(2 * grow + 1, 2 * grow + 1)));
+  else
+    hole.mask = std::move(*m);
+  return hole;
+}
+
+Result<cv::Mat> InpaintStage::RunModel(const cv::Mat& bgr, const cv::Mat& hole) {
+  const int side = options_.model_size;
+  cv::Mat image = cv::dnn::blobFromImage(bgr, 1.0 / 255, cv::Size(side, side), cv::Scalar(), true,
+                                         false, CV_32F);
+  cv::Mat small_hole;
+  cv::resize(hole, small_hole, cv::Size(side, side), 0, 0, cv::INTER_NEAREST);
+  cv::Mat mask = cv::dnn::blobFromImage(small_hole, 1.0 / 255, cv::Size(), cv::Scalar(), false,
+                                        false, CV_32F);
+  cv::Mat out;
+  {
+    std::lock_guard<std::mutex> lock(model_mu_);
+    if (!model_) {
+      auto n = std::make_unique<Network>();
+      try {
+        n->net = cv::dnn::readNetFromONNX(options_.model);
+      } catch (const cv::Exception& e) {
+        return Status::InvalidArgument("inpaint.model " + options_.model + " cannot be loaded: " + e.what());
+      }
+      if (n->net.empty()) return Status::InvalidArgument("inpaint.model " + options_.model + " is empty");
+      model_ = std::move(n);
+    }
+    try {
+      model_->net.setInput(image, "image");
+      model_->net.setInput(mask, "mask");
+      out = model_->net.forward().clone();
+    } catch (const cv::Exception& e) {
+      return Status::InvalidArgument("inpaint.model " + options_.model +
+                                     " (inputs image 1x3xSxS, mask 1x1xSxS): " + e.what());
+    }
+  }
+  if (out.dims != 4 || out.size[0] != 1 || out.size[1] != 3)
+    return Status::InvalidArgument("inpaint.model " + options_.model + " must output 1x3xHxW");
+  std::vector<cv::Mat> planes;
+  for (int c = 2; c >= 0; --c)  // RGB planes into BGR order
+    planes.emplace_back(out.size[2], out.size[3], CV_32F, out.ptr<float>(0, c));
+  cv::Mat merged, filled;
+  cv::merge(planes, merged);
+  merged.convertTo(filled, CV_8UC3, 255.0);
+  cv::resize(filled, filled, bgr.size(), 0, 0, cv::INTER_CUBIC);
+  cv::Mat result = bgr.clone();
+  filled.copyTo(result, hole);
+  return result;
+}
+
+Outcome InpaintStage::RunOne(const ClaimedJob& job, const StageContext& ctx) {
+  if (job.kind != MediaKind::kImage) return Outcome::Skipped("inpaint applies to images only");
+  auto image = DecodeImageFile(job.source, options_.limits);
+  if (!image.ok()) return Outcome::Failed(image.status());
+  auto hole = FindHole(job, ctx, image->size());
+  if (!hole.ok()) {
+    if (hole.status().code() == Status::Code::kNotFound)
+      return Outcome::Skipped(std::string(hole.status().message()));
+    return Outcome::Failed(hole.status());
+  }
+  const HoleShape shape = MeasureHole(hole->mask);
+  if (shape.coverage == 0) return Outcome::Skipped("the mask (" + hole->source + ") is empty");
+  if (shape.coverage > options_.max_coverage)
+    return Outcome::Skipped("the mask covers " + std::to_string(int(std::lround(shape.coverage * 100))) +
+                            "% of the image, over inpaint.max_coverage");
+  std::string method, device;
+  Result<cv::Mat> filled = Status::Internal("no method");
+  if (!options_.model.empty()) {
+    method = "model:" + fs::path(options_.model).stem().string();
+    filled = RunModel(*image, hole->mask);
+  } else {
+    InpaintMethod m = ChooseInpaintMethod(shape);
+    if (options_.method != "auto") {
+      auto parsed = ParseInpaintMethod(options_.method);
+      if (!parsed.ok()) return Outcome::Failed(parsed.status());
+      m = *parsed;
+    }
+    method = std::string(InpaintMethodName(m));
+    PatchSearchFn search;
+    if (m == InpaintMethod::kExemplar && ctx.ladder != nullptr && ctx.ladder->OnDevice(kOperation))
+      search = DeviceSearch(*ctx.ladder, &device);
+    filled = Inpaint(*image, hole->mask, m, {}, search);
+  }
+  if (!filled.ok()) return Outcome::Failed(filled.status());
+  std::vector<uchar> png;
+  if (!cv::imencode(".png", *filled, png))
+    return Outcome::Failed(Status::Internal("cannot encode the filled image"));
+  const std::string path = ArtifactPath(image_dir_, job, -1, "png");
+  if (Status s = WriteArtifact(path, std::string_view(reinterpret_cast<const char*>(png.data()), png.size()));
+      !s.ok())
+    return Outcome::Failed(s);
+  nlohmann::json r = {{"method", method},
+                      {"mask_coverage", Rounded(shape.coverage)},
+                      {"image", path},
+                      {"mask_source", hole->source},
+                      {"mask", hole->path},
+                      {"hole_half_width", Rounded(shape.half_width)},
+                      {"size", {image->cols, image->rows}}};
+  if (hole->scaled) r["mask_scaled"] = true;
+  Outcome o = Outcome::Done(std::move(r), device.empty() ? "cpu" : device);
+  o.artifacts.push_back(path);
+  return o;
+}
+
+}  // namespace framemill
