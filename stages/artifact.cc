@@ -10,10 +10,14 @@ namespace framemill {
 
 namespace fs = std::filesystem;
 
-std::string ArtifactDir(const std::string& out_dir, const std::string& stage) {
+std::string AbsolutePath(const std::string& path) {
   std::error_code ec;
-  auto abs = fs::absolute(out_dir, ec);
-  return ((ec ? fs::path(out_dir) : abs) / stage).lexically_normal().string();
+  const fs::path abs = fs::absolute(path, ec);
+  return (ec ? fs::path(path) : abs).lexically_normal().string();
+}
+
+std::string ArtifactDir(const std::string& out_dir, const std::string& stage) {
+  return (fs::path(AbsolutePath(out_dir)) / stage).lexically_normal().string();
 }
 
 std::string ArtifactPath(const std::string& dir, const ClaimedJob& job, int64_t frame,

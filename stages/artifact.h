@@ -13,6 +13,10 @@
 
 namespace framemill {
 
+// `path` made absolute (against the working directory) and normalised; as it is when
+// that fails.
+std::string AbsolutePath(const std::string& path);
+
 // The absolute directory for one stage's artifacts under `out_dir`.
 std::string ArtifactDir(const std::string& out_dir, const std::string& stage);
 

@@ -257,12 +257,6 @@ std::string SeriesCsv(const std::vector<const SyncSignal*>& signals) {
   return csv;
 }
 
-// v to `decimals` places (dividing by a power of ten keeps 739.3 from printing as 739.3000000000001).
-double Rounded(double v, int decimals) {
-  const double f = std::pow(10.0, decimals);
-  return std::round(v * f) / f;
-}
-
 nlohmann::json EstimateJson(const SyncEstimate& e) {
   nlohmann::json j = {{"signal", e.signal}, {"offset_ms", Rounded(e.offset_s * 1000, 1)},
                       {"confidence", Rounded(e.confidence, 3)}, {"peak", Rounded(e.peak, 3)}};

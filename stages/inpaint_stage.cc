@@ -21,12 +21,6 @@ namespace {
 constexpr const char* kOperation = "INPAINTING";
 constexpr const char* kMaskExtensions[] = {".png", ".bmp", ".tif", ".tiff", ".jpg", ".jpeg", ".webp"};
 
-std::string Absolute(const std::string& path) {
-  std::error_code ec;
-  const fs::path p = fs::absolute(path, ec);
-  return ec ? path : p.lexically_normal().string();
-}
-
 // The mask file of `stem` in `dir`, "" when there is none; InvalidArgument when two
 // files could be it.
 Result<std::string> MaskInFolder(const std::string& dir, const std::string& stem) {
@@ -80,8 +74,6 @@ PatchSearchFn DeviceSearch(gpu::OomLadder& ladder, std::string* device) {
   };
 }
 
-double Rounded(double v) { return std::round(v * 1e4) / 1e4; }
-
 }  // namespace
 
 // Where the hole came from, and the hole itself (0/255 at the image's size).
@@ -98,8 +90,8 @@ struct InpaintStage::Network {
 
 InpaintStage::InpaintStage(InpaintOptions options, const std::string& out_dir)
     : options_(std::move(options)), image_dir_(ArtifactDir(out_dir, "inpaint")) {
-  if (options_.masks != "segment") options_.masks = Absolute(options_.masks);
-  if (!options_.model.empty()) options_.model = Absolute(options_.model);
+  if (options_.masks != "segment") options_.masks = AbsolutePath(options_.masks);
+  if (!options_.model.empty()) options_.model = AbsolutePath(options_.model);
   spec_.name = "inpaint";
   spec_.images = true;
   spec_.videos = false;  // video keyframes are not inpainted: their jobs are skipped
@@ -245,11 +237,11 @@ Outcome InpaintStage::RunOne(const ClaimedJob& job, const StageContext& ctx) {
       !s.ok())
     return Outcome::Failed(s);
   nlohmann::json r = {{"method", method},
-                      {"mask_coverage", Rounded(shape.coverage)},
+                      {"mask_coverage", Rounded(shape.coverage, 4)},
                       {"image", path},
                       {"mask_source", hole->source},
                       {"mask", hole->path},
-                      {"hole_half_width", Rounded(shape.half_width)},
+                      {"hole_half_width", Rounded(shape.half_width, 4)},
                       {"size", {image->cols, image->rows}}};
   if (hole->scaled) r["mask_scaled"] = true;
   Outcome o = Outcome::Done(std::move(r), device.empty() ? "cpu" : device);

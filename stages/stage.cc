@@ -1,5 +1,6 @@
 #include "stages/stage.h"
 
+#include <cmath>
 #include <exception>
 
 #include "base/clock.h"
@@ -26,6 +27,11 @@ std::vector<Outcome> RunEachJob(const std::vector<ClaimedJob>& jobs, const Stage
     }
   }
   return out;
+}
+
+double Rounded(double v, int decimals) {
+  const double f = std::pow(10.0, decimals);
+  return std::round(v * f) / f;
 }
 
 }  // namespace framemill

@@ -47,4 +47,8 @@ std::vector<Outcome> RunEachJob(const std::vector<ClaimedJob>& jobs, const Stage
                                 const std::string& stage,
                                 const std::function<Outcome(const ClaimedJob&)>& one);
 
+// v to `decimals` places, for results (dividing by a power of ten keeps 739.3 from
+// printing as 739.3000000000001).
+double Rounded(double v, int decimals);
+
 }  // namespace framemill
