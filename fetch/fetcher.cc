@@ -384,7 +384,9 @@ struct Fetcher::Impl {
     curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(opt.max_bytes));
     curl_easy_setopt(e, CURLOPT_USERAGENT, opt.user_agent.c_str());
     curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 64L << 10);
-    curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
+    // No CURLOPT_PIPEWAIT: it parks a request behind a connection still being set up
+    // until that transfer ends, so one slow HTTP/1.1 body held every other request to
+    // its host past their time limit. HTTP/2 still multiplexes once a connection is up.
     curl_multi_add_handle(multi, e);
   }
 

@@ -285,6 +285,25 @@ TEST_F(FetcherTest, TransientFailuresAreClassifiedAndSucceedOnRetry) {
   ExpectNoTempFiles();
 }
 
+// A slow transfer must not hold the others to its host. With CURLOPT_PIPEWAIT, libcurl
+// parked a second request behind a connection still being set up until that transfer
+// ended; on HTTP/1.1 that meant after the drip's whole time limit, so the second request
+// "timed out after 0 ms" without ever being sent (HostileTest flaked on it in CI).
+TEST_F(FetcherTest, ASlowTransferDoesNotHoldOthersToTheSameHost) {
+  Fetcher f(Options());
+  for (int round = 0; round < 3; ++round) {
+    const std::string tag = "?hold=" + std::to_string(round);
+    auto r = f.FetchAll({Url("/drip" + tag), Url("/img/messi5.jpg" + tag),
+                         Url("/img/apple.jpg" + tag)});
+    ASSERT_EQ(r.size(), 3u);
+    EXPECT_STREQ(FailureClassName(r[0].failure), "timeout") << r[0].status.ToString();
+    for (int i : {1, 2}) {
+      EXPECT_TRUE(r[i].status.ok()) << "round " << round << ": " << r[i].status.ToString();
+      EXPECT_LT(r[i].seconds, 1.0) << "waited behind /drip";
+    }
+  }
+}
+
 TEST_F(FetcherTest, PerHostAndTotalConcurrencyCapsHold) {
   const std::vector<std::string> names = {"messi5.jpg", "apple.jpg", "orange.jpg",
                                           "butterfly.jpg", "aero1.jpg", "aero3.jpg"};
