@@ -33,7 +33,7 @@ int CmdRun(const Flags& f) {
       RunWorkers(ToRunOptions(config, run_stages, f.forever), *env->registry);
   if (code == ExitCode::kOk || code == ExitCode::kSomeFailed) {
     std::fprintf(stderr, "results: framemill export --db %s (artifacts under %s)\n",
-                 config.db.c_str(), config.out.c_str());
+                 RedactedUri(config.db).c_str(), config.out.c_str());
   }
   return ToInt(code);
 }

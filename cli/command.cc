@@ -53,8 +53,9 @@ Result<std::unique_ptr<JobStore>> OpenStore(const Env& env) {
 }
 
 Status CheckStoreExists(const Env& env) {
-  // An empty store made here would hide the mistake.
-  if (std::filesystem::exists(env.config.db)) return Status::OK();
+  // An empty store made here would hide the mistake. A PostgreSQL database is made by
+  // its administrator (createdb): opening it says whether it is there.
+  if (IsPostgresUri(env.config.db) || std::filesystem::exists(env.config.db)) return Status::OK();
   return Status::InvalidArgument("no job store at " + env.config.db +
                                  " (set by --db or FRAMEMILL_DB; `framemill enqueue` creates one)");
 }

@@ -53,10 +53,18 @@ struct Outcome {
 // A claimed job's outcome as the worker hands it to the store: fenced by the claim's
 // lease token, and for a failure the retry decision (jobs/retry_policy.h).
 struct FinishedJob {
+  FinishedJob(int64_t id = 0, int64_t token = 0, Outcome o = {}, int64_t retry_at = 0,
+              int64_t decided_at = 0, std::string stage_name = {})
+      : job_id(id), lease_token(token), outcome(std::move(o)), retry_at_ms(retry_at),
+        decided_at_ms(decided_at), stage(std::move(stage_name)) {}
   int64_t job_id = 0;
   int64_t lease_token = 0;
   Outcome outcome;
   int64_t retry_at_ms = 0;  // kFailed: pending again at this time; 0 = failed for good
+  // The worker's clock when it chose retry_at_ms (0: unknown). A store that keeps time by
+  // its server's clock (PostgreSQL) applies the delay, not the worker's absolute time.
+  int64_t decided_at_ms = 0;
+  std::string stage;  // the claimed job's stage; empty: not known to the caller
 };
 
 }  // namespace framemill

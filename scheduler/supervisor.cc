@@ -137,7 +137,7 @@ int WorkerMain(const RunOptions& options, const StageRegistry& registry, int64_t
                 st.cpu_fallbacks);
   if (s.IsAborted()) return kExitInterrupted;
   if (!s.ok()) {
-    spdlog::error("worker {}: the job store {} failed: {}", index, options.db, s.ToString());
+    spdlog::error("worker {}: the job store {} failed: {}", index, RedactedUri(options.db), s.ToString());
     return kExitStoreFailed;
   }
   return ToInt(ExitCode::kOk);
@@ -220,7 +220,7 @@ class Supervisor {
       spdlog::error("the job store {} failed (the cause is above); nothing is lost: the jobs in "
                     "flight go back to the queue. Fix the cause (free space, permissions) and "
                     "rerun `framemill run` to resume",
-                    options_.db);
+                    RedactedUri(options_.db));
       return ExitCode::kStoreFailed;
     }
     if (store_ == nullptr) return ExitCode::kStoreFailed;
@@ -236,7 +236,7 @@ class Supervisor {
       return ExitCode::kInterrupted;
     }
     if (!left.ok()) {
-      spdlog::error("the job store {} failed: {}", options_.db, left.status().ToString());
+      spdlog::error("the job store {} failed: {}", RedactedUri(options_.db), left.status().ToString());
       return ExitCode::kStoreFailed;
     }
     if (left->running == 0 && left->pending > 0 &&
@@ -280,7 +280,7 @@ class Supervisor {
   void Reopen() {
     auto store = OpenJobStore(options_.db, &registry_.graph(), SystemClock(), options_.store);
     if (!store.ok()) {
-      spdlog::error("the job store {} failed: {}", options_.db, store.status().ToString());
+      spdlog::error("the job store {} failed: {}", RedactedUri(options_.db), store.status().ToString());
       store_failed_ = true;
       StopAll();
       return;
@@ -365,14 +365,14 @@ class Supervisor {
 ExitCode RunWorkers(const RunOptions& options, const StageRegistry& registry) {
   auto store = OpenJobStore(options.db, &registry.graph(), SystemClock(), options.store);
   if (!store.ok()) {
-    spdlog::error("cannot open the job store {}: {}", options.db, store.status().ToString());
+    spdlog::error("cannot open the job store {}: {}", RedactedUri(options.db), store.status().ToString());
     return ExitCode::kStoreFailed;
   }
   std::string stage_list;
   for (const auto& s : options.worker.stages) stage_list += (stage_list.empty() ? "" : ",") + s;
   auto run_id = (*store)->BeginRun(options.workers, stage_list);
   if (!run_id.ok()) {
-    spdlog::error("the job store {} failed: {}", options.db, run_id.status().ToString());
+    spdlog::error("the job store {} failed: {}", RedactedUri(options.db), run_id.status().ToString());
     return ExitCode::kStoreFailed;
   }
   int alive[2];
@@ -386,7 +386,7 @@ ExitCode RunWorkers(const RunOptions& options, const StageRegistry& registry) {
   WorkerDeadline* deadlines = MapDeadlines();
 
   spdlog::info("run #{}: {} worker(s), stages {}, batch {}, store {}", *run_id,
-               std::min(options.workers, kMaxWorkers), stage_list, options.worker.batch, options.db);
+               std::min(options.workers, kMaxWorkers), stage_list, options.worker.batch, RedactedUri(options.db));
   Supervisor supervisor(options, registry, std::move(store).value(), *run_id, deadlines);
   supervisor.StartWorkers();
   supervisor.Supervise();

@@ -17,7 +17,7 @@ namespace framemill {
 // Everything a run needs; the CLI fills it from the configuration.
 struct RunOptions {
   std::string db = "./framemill.db";  // the job store (OpenJobStore)
-  StoreOptions store;
+  StoreOptions store{.connect_wait_ms = 60'000};
   int workers = 1;        // worker processes
   int max_respawns = 100;  // crashed workers replaced per run before giving up
   // Each worker's options: stages, batches, leases, retry policy, forever. `id` and

@@ -221,11 +221,12 @@ void Worker::PostDeadline(int64_t budget_ms) {
 }
 
 FinishedJob Worker::Finish(const ClaimedJob& job, Outcome outcome) {
-  FinishedJob f{job.id, job.lease_token, std::move(outcome), 0};
+  FinishedJob f{job.id, job.lease_token, std::move(outcome), 0, 0, job.stage};
   if (!f.outcome.failed()) return f;
   spdlog::debug("{} {} failed: {}", job.stage, job.source, f.outcome.error.ToString());
   const double unit = std::uniform_real_distribution<double>(0, 1)(rng_);
-  f.retry_at_ms = options_.retry.RetryAt(job, f.outcome, clock_->NowMs(), unit);
+  f.decided_at_ms = clock_->NowMs();
+  f.retry_at_ms = options_.retry.RetryAt(job, f.outcome, f.decided_at_ms, unit);
   return f;
 }
 

@@ -11,6 +11,7 @@ pkgs=(
   ffmpeg python3-imageio python3-skimage
   python3-onnx python3-numpy python3-opencv
   libopencv-contrib-dev
+  postgresql libpq-dev
 )
 missing=()
 # Node runs `npm pack` (model packages) and the TF.js reference in tests. Machines of this

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -182,10 +183,19 @@ class JobStore : public ResultReader {
 
 struct StoreOptions {
   int busy_wait_ms = 2000;  // one lock wait inside SQLite before the transaction restarts
+  // PostgreSQL: leases, backoff and history are timed by the server's clock, so workers on
+  // machines whose clocks disagree cannot steal live leases. false: by the Clock given
+  // to the store (tests that drive time).
+  bool server_time = true;
+  int reconnect_for_ms = 60'000;  // PostgreSQL: how long a lost server is waited for
+  // PostgreSQL: how long opening waits for a server that is not up (yet); a worker started
+  // while the server restarts waits, a command with a mistyped URI fails at once.
+  int connect_wait_ms = 0;
   int export_page_rows = 1000;  // ForEachResult's rows per read transaction
 };
 
-// Opens the job store `db` names (FRAMEMILL_DB, --db): a SQLite file, created and
+// Opens the job store `db` names (FRAMEMILL_DB, --db): a PostgreSQL connection URI
+// (postgresql://user@host:5432/framemill), or else a SQLite file; created (SQLite) and
 // migrated if needed. The one place a store is chosen by its name, so callers work on
 // whichever store the user configured. `graph` and `clock` must outlive the store.
 Result<std::unique_ptr<JobStore>> OpenJobStore(const std::string& db, const StageGraph* graph,
@@ -198,5 +208,16 @@ Result<std::unique_ptr<JobStore>> OpenSqliteJobStore(const std::string& path,
                                                      const StageGraph* graph,
                                                      const Clock* clock,
                                                      const StoreOptions& options = {});
+
+// Whether `db` names a PostgreSQL server (postgresql:// or postgres://) rather than a file.
+bool IsPostgresUri(std::string_view db);
+// `db` with a URI's password replaced by "***", for messages and logs.
+std::string RedactedUri(const std::string& db);
+
+// Connects to the PostgreSQL database `uri` names and migrates it if needed.
+// `graph` and `clock` must outlive the store.
+Result<std::unique_ptr<JobStore>> OpenPgJobStore(const std::string& uri, const StageGraph* graph,
+                                                 const Clock* clock,
+                                                 const StoreOptions& options = {});
 
 }  // namespace framemill

@@ -56,6 +56,7 @@ struct SqliteOptions {
 
 class SqliteDb {
  public:
+  using Stmt = framemill::Stmt;
   // Opens (creating if needed) and sets WAL, synchronous=NORMAL, foreign_keys.
   static Result<std::unique_ptr<SqliteDb>> Open(const std::string& path,
                                                 const SqliteOptions& options = {});
@@ -70,6 +71,8 @@ class SqliteDb {
   // database restarts the whole transaction after a jittered backoff, for as long
   // as it takes (logging while it waits); any other error, or fn's, rolls back.
   Status Transaction(TxnKind kind, const std::function<Status()>& fn);
+  // A write transaction already excludes every other writer (BEGIN IMMEDIATE).
+  Status LockExclusive(int64_t /*key*/) { return Status::OK(); }
 
   int64_t LastInsertRowId() const { return sqlite3_last_insert_rowid(db_); }
   int Changes() const { return sqlite3_changes(db_); }

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "storage/pg_db.h"
 #include "storage/sqlite_db.h"
 
 namespace framemill::testing_util {
@@ -71,20 +72,41 @@ T Must(Result<T> r, const char* what = "") {
   return std::move(r).value();
 }
 
-// A side connection used only to look at the database with plain SQL.
+// A side connection used only to look at the database with plain SQL: a SQLite file, or
+// a PostgreSQL URI.
 class Inspector {
  public:
   void Open(const std::string& path) {
+    if (IsPostgresUri(path)) {
+      auto db = PgDb::Open(path);
+      ASSERT_TRUE(db.ok()) << db.status().ToString();
+      pg_ = std::move(db).value();
+      return;
+    }
     auto db = SqliteDb::Open(path);
     ASSERT_TRUE(db.ok()) << db.status().ToString();
     db_ = std::move(db).value();
   }
-  bool is_open() const { return db_ != nullptr; }
+  bool is_open() const { return db_ != nullptr || pg_ != nullptr; }
   SqliteDb& db() { return *db_; }
 
   // First column of the first row as an integer; -1 (and a failure) on no row.
   int64_t Int(const std::string& sql) {
-    auto st = db_->Prepare(sql);
+    return pg_ ? IntOn(*pg_, sql) : IntOn(*db_, sql);
+  }
+  // First column of the first row as text; "<none>" when there is no row, "<null>" for NULL.
+  std::string Text(const std::string& sql) {
+    return pg_ ? TextOn(*pg_, sql) : TextOn(*db_, sql);
+  }
+  void Exec(const std::string& sql) {
+    Status s = pg_ ? pg_->Exec(sql) : db_->Exec(sql);
+    ASSERT_TRUE(s.ok()) << sql << ": " << s.ToString();
+  }
+
+ private:
+  template <class Db>
+  static int64_t IntOn(Db& db, const std::string& sql) {
+    auto st = db.Prepare(sql);
     if (!st.ok()) {
       ADD_FAILURE() << sql << ": " << st.status().ToString();
       return -1;
@@ -96,9 +118,9 @@ class Inspector {
     }
     return st->IsNull(0) ? -1 : st->Int(0);
   }
-  // First column of the first row as text; "<none>" when there is no row, "<null>" for NULL.
-  std::string Text(const std::string& sql) {
-    auto st = db_->Prepare(sql);
+  template <class Db>
+  static std::string TextOn(Db& db, const std::string& sql) {
+    auto st = db.Prepare(sql);
     if (!st.ok()) {
       ADD_FAILURE() << sql << ": " << st.status().ToString();
       return "<error>";
@@ -107,13 +129,9 @@ class Inspector {
     if (!row.ok() || !*row) return "<none>";
     return st->IsNull(0) ? "<null>" : st->Text(0);
   }
-  void Exec(const std::string& sql) {
-    Status s = db_->Exec(sql);
-    ASSERT_TRUE(s.ok()) << sql << ": " << s.ToString();
-  }
 
- private:
   std::unique_ptr<SqliteDb> db_;
+  std::unique_ptr<PgDb> pg_;
 };
 
 }  // namespace framemill::testing_util

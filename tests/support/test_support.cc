@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <libpq-fe.h>
 #include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -210,7 +211,37 @@ void WriteTruncated(const std::string& src, const std::string& dst, double fract
   WriteFile(dst, b.substr(0, static_cast<size_t>(b.size() * fraction)));
 }
 
+namespace {
+// The same rows from a PostgreSQL store (FRAMEMILL_DB set to a URI).
+std::vector<std::string> QueryPgRows(const std::string& uri, const std::string& sql) {
+  PGconn* c = PQconnectdb(uri.c_str());
+  if (PQstatus(c) != CONNECTION_OK) {
+    std::string e = PQerrorMessage(c);
+    PQfinish(c);
+    throw std::runtime_error("cannot connect to " + uri + ": " + e);
+  }
+  PGresult* r = PQexec(c, sql.c_str());
+  if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+    std::string e = PQresultErrorMessage(r);
+    PQclear(r);
+    PQfinish(c);
+    throw std::runtime_error("bad query: " + e + ": " + sql);
+  }
+  std::vector<std::string> rows;
+  for (int i = 0; i < PQntuples(r); ++i) {
+    std::string row;
+    for (int col = 0; col < PQnfields(r); ++col)
+      row += (col ? "|" : "") + std::string(PQgetisnull(r, i, col) ? "NULL" : PQgetvalue(r, i, col));
+    rows.push_back(row);
+  }
+  PQclear(r);
+  PQfinish(c);
+  return rows;
+}
+}  // namespace
+
 std::vector<std::string> QueryRows(const std::string& db, const std::string& sql) {
+  if (db.rfind("postgresql://", 0) == 0) return QueryPgRows(db, sql);
   sqlite3* h = nullptr;
   std::vector<std::string> rows;
   if (sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK)

@@ -1,4 +1,10 @@
-// SQLite implementation of JobStore: all of framemill's job SQL lives here.
+// The JobStore on SQL, written once for both engines: Db is SqliteDb (one machine) or
+// PgDb (PostgreSQL, many machines), which share one statement API. All of framemill's job
+// SQL lives here; what differs between the dialects is named once, in Dialect<Db> (.cc).
+// PostgreSQL runs writes at READ COMMITTED: claims lock with SKIP LOCKED, completions
+// lock the row they fence, and the few transactions that read one job's state to change
+// another's (promotion, cascades, enqueue, retry, rescue) take one advisory lock, so
+// they see each other's commits as SQLite's single writer does.
 // Thread-safety: as JobStore (one instance per thread/process).
 #pragma once
 
@@ -9,14 +15,15 @@
 #include <string>
 
 #include "storage/job_store.h"
-#include "storage/sqlite_db.h"
 
 namespace framemill {
 
-class SqliteJobStore : public JobStore {
+template <class Db>
+class SqlJobStore : public JobStore {
  public:
-  SqliteJobStore(std::unique_ptr<SqliteDb> db, const StageGraph* graph, const Clock* clock,
-                 StoreOptions options);
+  using Stmt = typename Db::Stmt;
+  SqlJobStore(std::unique_ptr<Db> db, const StageGraph* graph, const Clock* clock,
+              StoreOptions options);
 
   Result<std::unordered_map<std::string, ItemRecord>> LoadItems() override;
   Result<EnqueueStats> Enqueue(const std::vector<NewItem>& items,
@@ -52,9 +59,17 @@ class SqliteJobStore : public JobStore {
                        const std::function<Status(const ExportRow&)>& fn) override;
   Result<std::optional<ExportRow>> ResultOf(int64_t item_id, const std::string& stage) override;
 
-  SqliteDb& db() { return *db_; }
+  Db& db() { return *db_; }
 
  private:
+  // The time of the transaction: the injected clock (SQLite, and PostgreSQL in tests that
+  // drive time), or the PostgreSQL server's clock at BEGIN.
+  int64_t Now() const;
+  // Taken first by the PostgreSQL transactions that change jobs other than the one they
+  // were asked about; a no-op on SQLite, whose writers are serialised already.
+  Status LockGraph();
+  // When a failed job is due again, on the store's clock (FinishedJob::decided_at_ms).
+  int64_t RetryAt(const FinishedJob& f, int64_t now) const;
   // Inside a transaction: the helpers below assume one is open.
   Status InsertJobsForItem(int64_t item_id, MediaKind kind, const EnqueueOptions& options,
                            EnqueueStats* stats, bool is_url);
@@ -103,7 +118,7 @@ class SqliteJobStore : public JobStore {
   // Whether outcomes of `stage` can change other jobs (promotion, cascades).
   bool HasDependants(const std::string& stage) const;
 
-  std::unique_ptr<SqliteDb> db_;
+  std::unique_ptr<Db> db_;
   const StageGraph* graph_;
   const Clock* clock_;
   StoreOptions options_;

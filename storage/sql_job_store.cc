@@ -1,4 +1,4 @@
-#include "storage/sqlite_job_store.h"
+#include "storage/sql_job_store.h"
 
 #include <spdlog/spdlog.h>
 
@@ -10,11 +10,13 @@
 
 #include "base/json_text.h"
 #include "storage/migrations.h"
+#include "storage/pg_db.h"
+#include "storage/sqlite_db.h"
 
 #define FM_PREPARE(var, sql)                      \
   auto var##_r = db_->Prepare(sql);               \
   if (!var##_r.ok()) return var##_r.status();     \
-  Stmt& var = *var##_r
+  auto& var = *var##_r
 #define FM_STEP(var, expr)                        \
   auto var##_s = (expr);                          \
   if (!var##_s.ok()) return var##_s.status();     \
@@ -50,13 +52,35 @@ std::string Placeholders(size_t n) {
   return s;
 }
 
+// What the job SQL spells differently per engine.
+template <class Db>
+struct Dialect;
+template <>
+struct Dialect<SqliteDb> {
+  // `+stage` keeps SQLite's planner on the partial claim index, walked in order.
+  static constexpr const char* kClaimStage = "+stage";
+  // Writers are serialised by BEGIN IMMEDIATE: nothing to lock row by row.
+  static constexpr const char* kForUpdate = "";
+  static constexpr const char* kSkipLocked = "";
+};
+template <>
+struct Dialect<PgDb> {
+  static constexpr const char* kClaimStage = "stage";
+  static constexpr const char* kForUpdate = " FOR UPDATE";
+  // Claims pass over rows another claim holds instead of queueing behind it.
+  static constexpr const char* kSkipLocked = " FOR UPDATE SKIP LOCKED";
+};
+// The advisory lock key of LockGraph ("fmgraph").
+constexpr int64_t kGraphLock = 0x666d6772617068;
+
 // One job_errors row; error_class "" falls back to the Status code's name.
-Status InsertJobError(SqliteDb& db, int64_t job_id, int attempt, const std::string& worker,
+template <class Db>
+Status InsertJobError(Db& db, int64_t job_id, int attempt, const std::string& worker,
                       const Status& error, const std::string& error_class, int64_t now) {
   auto e_r = db.Prepare("INSERT INTO job_errors (job_id, attempt, at, worker, error_class,"
                         " message, transient) VALUES (?,?,?,?,?,?,?)");
   if (!e_r.ok()) return e_r.status();
-  Stmt& e = *e_r;
+  auto& e = *e_r;
   return e.Bind(1, job_id).Bind(2, attempt).Bind(3, now).Bind(4, worker)
       .Bind(5, error_class.empty() ? std::string(error.CodeName()) : error_class)
       .Bind(6, error.message()).Bind(7, error.IsTransient() ? 1 : 0).Run();
@@ -74,10 +98,42 @@ Result<std::unique_ptr<JobStore>> OpenSqliteJobStore(const std::string& path,
   if (!db.ok()) return db.status();
   FM_RETURN_IF_ERROR(Migrate(**db, EmbeddedMigrations()));
   return std::unique_ptr<JobStore>(
-      new SqliteJobStore(std::move(db).value(), graph, clock, options));
+      new SqlJobStore<SqliteDb>(std::move(db).value(), graph, clock, options));
 }
 
-SqliteJobStore::SqliteJobStore(std::unique_ptr<SqliteDb> db, const StageGraph* graph,
+Result<std::unique_ptr<JobStore>> OpenPgJobStore(const std::string& uri, const StageGraph* graph,
+                                                 const Clock* clock, const StoreOptions& options) {
+  PgOptions po;
+  po.reconnect_for_ms = options.reconnect_for_ms;
+  po.connect_wait_ms = options.connect_wait_ms;
+  auto db = PgDb::Open(uri, po);
+  if (!db.ok()) return db.status();
+  FM_RETURN_IF_ERROR(Migrate(**db, EmbeddedMigrations(SqlDialect::kPostgres)));
+  return std::unique_ptr<JobStore>(
+      new SqlJobStore<PgDb>(std::move(db).value(), graph, clock, options));
+}
+
+template <class Db>
+int64_t SqlJobStore<Db>::Now() const {
+  if constexpr (std::is_same_v<Db, PgDb>) {
+    if (options_.server_time) return db_->TxnNowMs();
+  }
+  return clock_->NowMs();
+}
+
+template <class Db>
+int64_t SqlJobStore<Db>::RetryAt(const FinishedJob& f, int64_t now) const {
+  if (f.retry_at_ms <= 0 || f.decided_at_ms <= 0) return f.retry_at_ms;
+  return now + std::max<int64_t>(0, f.retry_at_ms - f.decided_at_ms);
+}
+
+template <class Db>
+Status SqlJobStore<Db>::LockGraph() {
+  return db_->LockExclusive(kGraphLock);
+}
+
+template <class Db>
+SqlJobStore<Db>::SqlJobStore(std::unique_ptr<Db> db, const StageGraph* graph,
                                const Clock* clock, StoreOptions options)
     : db_(std::move(db)),
       graph_(graph),
@@ -90,9 +146,10 @@ SqliteJobStore::SqliteJobStore(std::unique_ptr<SqliteDb> db, const StageGraph* g
 
 // ---------------------------------------------------------------- enqueue
 
-Result<std::unordered_map<std::string, ItemRecord>> SqliteJobStore::LoadItems() {
+template <class Db>
+Result<std::unordered_map<std::string, ItemRecord>> SqlJobStore<Db>::LoadItems() {
   std::unordered_map<std::string, ItemRecord> out;
-  Status s = db_->Transaction(SqliteDb::TxnKind::kRead, [&]() -> Status {
+  Status s = db_->Transaction(Db::TxnKind::kRead, [&]() -> Status {
     out.clear();  // a busy retry starts over
     FM_PREPARE(q, "SELECT id, source, kind, size, mtime_ns, coalesce(content_hash,'') "
                   "FROM items WHERE kind <> 0");
@@ -114,7 +171,8 @@ Result<std::unordered_map<std::string, ItemRecord>> SqliteJobStore::LoadItems() 
   return out;
 }
 
-Result<int64_t> SqliteJobStore::JobState_(int64_t item_id, const std::string& stage,
+template <class Db>
+Result<int64_t> SqlJobStore<Db>::JobState_(int64_t item_id, const std::string& stage,
                                           int* state) {
   FM_PREPARE(q, "SELECT id, state FROM jobs WHERE item_id = ? AND stage = ?");
   q.Bind(1, item_id).Bind(2, stage);
@@ -124,10 +182,11 @@ Result<int64_t> SqliteJobStore::JobState_(int64_t item_id, const std::string& st
   return q.Int(0);
 }
 
-Status SqliteJobStore::InsertJobsForItem(int64_t item_id, MediaKind kind,
+template <class Db>
+Status SqlJobStore<Db>::InsertJobsForItem(int64_t item_id, MediaKind kind,
                                          const EnqueueOptions& options, EnqueueStats* stats,
                                          bool is_url) {
-  const int64_t now = clock_->NowMs();
+  const int64_t now = Now();
   // A URL item's jobs all wait on its download job; what applies to it is known only
   // once the download has found out whether it is an image or a video.
   const StageSpec* downloader = is_url ? graph_->Downloader() : nullptr;
@@ -186,7 +245,7 @@ Status SqliteJobStore::InsertJobsForItem(int64_t item_id, MediaKind kind,
     FM_PREPARE(ins,
                "INSERT INTO jobs (item_id, stage, state, priority, max_attempts, created_at,"
                " error_class, last_error, finished_at) VALUES (?,?,?,?,?,?,?,?,?)"
-               " ON CONFLICT (item_id, stage) DO NOTHING");
+               " ON CONFLICT (item_id, stage) DO NOTHING RETURNING id");
     ins.Bind(1, item_id).Bind(2, name).Bind(3, state).Bind(4, options.priority)
         .Bind(5, options.max_attempts).Bind(6, now);
     if (reason.empty()) {
@@ -194,9 +253,9 @@ Status SqliteJobStore::InsertJobsForItem(int64_t item_id, MediaKind kind,
     } else {
       ins.Bind(7, error_class).Bind(8, reason).Bind(9, now);
     }
-    FM_RETURN_IF_ERROR(ins.Run());
-    if (db_->Changes() == 0) continue;
-    int64_t job_id = db_->LastInsertRowId();
+    FM_STEP(inserted, ins.Step());
+    if (!inserted) continue;  // the job was there already
+    const int64_t job_id = ins.Int(0);
     ++stats->jobs_added;
     if (state == kSkipped) ++stats->jobs_not_applicable;
     for (auto& [dep_id, dep_state] : deps) {
@@ -207,7 +266,8 @@ Status SqliteJobStore::InsertJobsForItem(int64_t item_id, MediaKind kind,
   return Status::OK();
 }
 
-Status SqliteJobStore::RequeueItemJobs(int64_t item_id, MediaKind kind, EnqueueStats* stats) {
+template <class Db>
+Status SqlJobStore<Db>::RequeueItemJobs(int64_t item_id, MediaKind kind, EnqueueStats* stats) {
   // Results describe the old content: drop them. The error history stays.
   FM_PREPARE(del, "DELETE FROM results WHERE job_id IN (SELECT id FROM jobs WHERE item_id = ?)");
   FM_RETURN_IF_ERROR(del.Bind(1, item_id).Run());
@@ -248,21 +308,22 @@ Status SqliteJobStore::RequeueItemJobs(int64_t item_id, MediaKind kind, EnqueueS
     if (reason.empty()) {
       up.BindNull(2).BindNull(3).BindNull(4);
     } else {
-      up.Bind(2, clock_->NowMs()).Bind(3, "not_applicable").Bind(4, reason);
+      up.Bind(2, Now()).Bind(3, "not_applicable").Bind(4, reason);
     }
     FM_RETURN_IF_ERROR(up.Bind(5, *job).Run());
     ++stats->jobs_requeued;
     if (to == kSkipped) {
       FM_RETURN_IF_ERROR(CascadeTerminal(*job, JobState::kSkipped, "not_applicable",
                                          "dependency " + spec.name + " was skipped",
-                                         clock_->NowMs()));
+                                         Now()));
     }
   }
   return Status::OK();
 }
 
-Status SqliteJobStore::EnsureDatasetJobs(const EnqueueOptions& options, bool items_arrived) {
-  const int64_t now = clock_->NowMs();
+template <class Db>
+Status SqlJobStore<Db>::EnsureDatasetJobs(const EnqueueOptions& options, bool items_arrived) {
+  const int64_t now = Now();
   bool any = false;
   for (const std::string& name : options.stages) {
     const StageSpec* spec = graph_->Find(name);
@@ -300,7 +361,8 @@ Status SqliteJobStore::EnsureDatasetJobs(const EnqueueOptions& options, bool ite
   return Status::OK();
 }
 
-Status SqliteJobStore::RearmDatasetJobs() {
+template <class Db>
+Status SqlJobStore<Db>::RearmDatasetJobs() {
   for (const StageSpec& spec : graph_->stages()) {
     if (!spec.dataset_level || spec.deps.empty()) continue;
     // Its inputs are being redone: a finished (or running) dataset job saw stale ones.
@@ -321,7 +383,8 @@ Status SqliteJobStore::RearmDatasetJobs() {
   return Status::OK();
 }
 
-Status SqliteJobStore::PromoteDatasetJobs(int64_t now) {
+template <class Db>
+Status SqlJobStore<Db>::PromoteDatasetJobs(int64_t now) {
   for (const StageSpec& spec : graph_->stages()) {
     if (!spec.dataset_level) continue;
     std::string sql =
@@ -338,12 +401,14 @@ Status SqliteJobStore::PromoteDatasetJobs(int64_t now) {
   return Status::OK();
 }
 
-Result<EnqueueStats> SqliteJobStore::Enqueue(const std::vector<NewItem>& items,
+template <class Db>
+Result<EnqueueStats> SqlJobStore<Db>::Enqueue(const std::vector<NewItem>& items,
                                              const EnqueueOptions& options) {
   EnqueueStats stats;
-  Status s = db_->Transaction(SqliteDb::TxnKind::kWrite, [&]() -> Status {
+  Status s = db_->Transaction(Db::TxnKind::kWrite, [&]() -> Status {
     stats = EnqueueStats();
-    const int64_t now = clock_->NowMs();
+    FM_RETURN_IF_ERROR(LockGraph());
+    const int64_t now = Now();
     for (const NewItem& it : items) {
       FM_PREPARE(find, "SELECT id, coalesce(content_hash, ''), kind, is_url FROM items"
                        " WHERE source = ?");
@@ -352,16 +417,17 @@ Result<EnqueueStats> SqliteJobStore::Enqueue(const std::vector<NewItem>& items,
       if (!exists) {
         FM_PREPARE(ins, "INSERT INTO items (source, kind, size, mtime_ns, content_hash,"
                         " media_info, created_at, updated_at, is_url, metadata)"
-                        " VALUES (?,?,?,?,?,?,?,?,?,?)");
+                        " VALUES (?,?,?,?,?,?,?,?,?,?) RETURNING id");
         ins.Bind(1, it.source).Bind(2, static_cast<int>(it.kind)).Bind(3, it.size)
             .Bind(4, it.mtime_ns);
         if (it.is_url) ins.BindNull(5); else ins.Bind(5, it.content_hash);
         ins.Bind(6, it.media_info).Bind(7, now).Bind(8, now).Bind(9, it.is_url ? 1 : 0);
         if (it.is_url) ins.Bind(10, it.metadata); else ins.BindNull(10);
-        FM_RETURN_IF_ERROR(ins.Run());
+        FM_STEP(added, ins.Step());
+        if (!added) return Status::Internal("inserting item " + it.source + " returned no id");
+        const int64_t item_id = ins.Int(0);
         ++stats.items_added;
-        FM_RETURN_IF_ERROR(InsertJobsForItem(db_->LastInsertRowId(), it.kind, options, &stats,
-                                             it.is_url));
+        FM_RETURN_IF_ERROR(InsertJobsForItem(item_id, it.kind, options, &stats, it.is_url));
         continue;
       }
       int64_t id = find.Int(0);
@@ -376,7 +442,7 @@ Result<EnqueueStats> SqliteJobStore::Enqueue(const std::vector<NewItem>& items,
                      static_cast<MediaKind>(find.Int(2)) != it.kind;
       FM_PREPARE(up, "UPDATE items SET kind = ?, size = ?, mtime_ns = ?, content_hash = ?,"
                      " media_info = ?, updated_at = ? WHERE id = ?"
-                     " AND (size <> ? OR mtime_ns <> ? OR content_hash IS NOT ? OR kind <> ?)");
+                     " AND (size <> ? OR mtime_ns <> ? OR content_hash IS DISTINCT FROM ? OR kind <> ?)");
       FM_RETURN_IF_ERROR(up.Bind(1, static_cast<int>(it.kind)).Bind(2, it.size)
                              .Bind(3, it.mtime_ns).Bind(4, it.content_hash)
                              .Bind(5, it.media_info).Bind(6, now).Bind(7, id).Bind(8, it.size)
@@ -403,12 +469,14 @@ Result<EnqueueStats> SqliteJobStore::Enqueue(const std::vector<NewItem>& items,
 
 // ---------------------------------------------------------------- workers
 
-Status SqliteJobStore::RecordError(int64_t job_id, int attempt, const std::string& worker,
+template <class Db>
+Status SqlJobStore<Db>::RecordError(int64_t job_id, int attempt, const std::string& worker,
                                    const Status& error, int64_t now) {
   return InsertJobError(*db_, job_id, attempt, worker, error, "", now);
 }
 
-Status SqliteJobStore::PromoteDependants(int64_t job_id, int64_t now) {
+template <class Db>
+Status SqlJobStore<Db>::PromoteDependants(int64_t job_id, int64_t now) {
   FM_PREPARE(up,
              "UPDATE jobs SET state = " S_PENDING ", next_run_at = ? WHERE state = " S_WAITING
              " AND id IN (SELECT job_id FROM job_deps WHERE dep_id = ?)"
@@ -417,7 +485,8 @@ Status SqliteJobStore::PromoteDependants(int64_t job_id, int64_t now) {
   return up.Bind(1, now).Bind(2, job_id).Run();
 }
 
-Status SqliteJobStore::CascadeTerminal(int64_t job_id, JobState to,
+template <class Db>
+Status SqlJobStore<Db>::CascadeTerminal(int64_t job_id, JobState to,
                                        const std::string& error_class,
                                        const std::string& reason, int64_t now) {
   FM_PREPARE(up,
@@ -430,7 +499,8 @@ Status SqliteJobStore::CascadeTerminal(int64_t job_id, JobState to,
       .Bind(4, reason).Bind(5, now).Run();
 }
 
-Status SqliteJobStore::CascadeFailure(int64_t job_id, const std::string& stage,
+template <class Db>
+Status SqlJobStore<Db>::CascadeFailure(int64_t job_id, const std::string& stage,
                                       const std::string& error_class, int64_t now) {
   // A URL that could not be downloaded has no media to analyse: its other jobs are
   // skipped (the failure is the download's), not failed.
@@ -442,7 +512,8 @@ Status SqliteJobStore::CascadeFailure(int64_t job_id, const std::string& stage,
                          now);
 }
 
-Status SqliteJobStore::ApplyFetched(int64_t job_id, const FetchedFile& file, int64_t now) {
+template <class Db>
+Status SqlJobStore<Db>::ApplyFetched(int64_t job_id, const FetchedFile& file, int64_t now) {
   FM_PREPARE(up, "UPDATE items SET fetched_path = ?, kind = ?, content_hash = ?, size = ?,"
                  " media_info = ?, updated_at = ? WHERE id = (SELECT item_id FROM jobs WHERE id = ?)"
                  " RETURNING id");
@@ -453,7 +524,8 @@ Status SqliteJobStore::ApplyFetched(int64_t job_id, const FetchedFile& file, int
   return SkipNotApplicable(up.Int(0), file.kind, now);
 }
 
-Status SqliteJobStore::SkipNotApplicable(int64_t item_id, MediaKind kind, int64_t now) {
+template <class Db>
+Status SqlJobStore<Db>::SkipNotApplicable(int64_t item_id, MediaKind kind, int64_t now) {
   FM_PREPARE(waiting, "SELECT id, stage FROM jobs WHERE item_id = ? AND state = " S_WAITING);
   waiting.Bind(1, item_id);
   std::vector<std::pair<int64_t, std::string>> not_applicable;
@@ -491,16 +563,26 @@ constexpr char kHeldByWorker[] =
     "lease_owner IN (SELECT id FROM workers WHERE run_id = ?4 AND pid = ?5)";
 }  // namespace
 
-Result<int> SqliteJobStore::RescueExpiredLocked(int64_t now) {
+template <class Db>
+Result<int> SqlJobStore<Db>::RescueExpiredLocked(int64_t now) {
   // Runs in every claim: the statement's text is made once.
   static const std::string kSql = RescueSql(
       "lease_expires_at < ?1",
       "'worker ' || coalesce(lease_owner, '?') || ' stopped renewing its lease (crashed or hung)'");
-  return RescueLocked(kSql, [](Stmt&) {}, "lease_expired", now);
+  if constexpr (std::is_same_v<Db, PgDb>) {
+    // Every claim comes here: look before taking the lock rescues need.
+    FM_PREPARE(any, "SELECT 1 FROM jobs WHERE state = " S_RUNNING " AND lease_expires_at < ? LIMIT 1");
+    any.Bind(1, now);
+    FM_STEP(expired, any.Step());
+    if (!expired) return 0;
+    FM_RETURN_IF_ERROR(LockGraph());
+  }
+  return RescueLocked(kSql, [](typename Db::Stmt&) {}, "lease_expired", now);
 }
 
-Result<int> SqliteJobStore::RescueLocked(const std::string& sql,
-                                         const std::function<void(Stmt&)>& bind,
+template <class Db>
+Result<int> SqlJobStore<Db>::RescueLocked(const std::string& sql,
+                                         const std::function<void(typename Db::Stmt&)>& bind,
                                          const std::string& error_class, int64_t now) {
   FM_PREPARE(up, sql);
   up.Bind(1, now).Bind(2, error_class);
@@ -529,16 +611,18 @@ Result<int> SqliteJobStore::RescueLocked(const std::string& sql,
   return static_cast<int>(rescued.size());
 }
 
-Result<int> SqliteJobStore::RescueWorkerJobs(int64_t run_id, int pid,
+template <class Db>
+Result<int> SqlJobStore<Db>::RescueWorkerJobs(int64_t run_id, int pid,
                                              const std::string& error_class,
                                              const std::string& reason) {
   int n = 0;
-  Status s = db_->Transaction(SqliteDb::TxnKind::kWrite, [&]() -> Status {
+  Status s = db_->Transaction(Db::TxnKind::kWrite, [&]() -> Status {
+    FM_RETURN_IF_ERROR(LockGraph());
     static const std::string kSql = RescueSql(kHeldByWorker, "?3");
     auto r = RescueLocked(
         kSql,
-        [&](Stmt& st) { st.Bind(3, reason).Bind(4, run_id).Bind(5, static_cast<int64_t>(pid)); },
-        error_class, clock_->NowMs());
+        [&](typename Db::Stmt& st) { st.Bind(3, reason).Bind(4, run_id).Bind(5, static_cast<int64_t>(pid)); },
+        error_class, Now());
     if (!r.ok()) return r.status();
     n = *r;
     return Status::OK();
@@ -547,11 +631,12 @@ Result<int> SqliteJobStore::RescueWorkerJobs(int64_t run_id, int pid,
   return n;
 }
 
-Result<int> SqliteJobStore::ReleaseWorkerJobs(int64_t run_id, int pid) {
+template <class Db>
+Result<int> SqlJobStore<Db>::ReleaseWorkerJobs(int64_t run_id, int pid) {
   int n = 0;
-  Status s = db_->Transaction(SqliteDb::TxnKind::kWrite, [&]() -> Status {
+  Status s = db_->Transaction(Db::TxnKind::kWrite, [&]() -> Status {
     FM_PREPARE(up, std::string("UPDATE jobs SET state = " S_PENDING
-                               ", attempts = max(attempts - 1, 0), lease_owner = NULL,"
+                               ", attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END, lease_owner = NULL,"
                                " lease_token = NULL, lease_expires_at = NULL, started_at = NULL"
                                " WHERE state = " S_RUNNING " AND ") + kHeldByWorker);
     FM_RETURN_IF_ERROR(up.Bind(4, run_id).Bind(5, static_cast<int64_t>(pid)).Run());
@@ -562,10 +647,11 @@ Result<int> SqliteJobStore::ReleaseWorkerJobs(int64_t run_id, int pid) {
   return n;
 }
 
-Result<int> SqliteJobStore::RescueExpired() {
+template <class Db>
+Result<int> SqlJobStore<Db>::RescueExpired() {
   int n = 0;
-  Status s = db_->Transaction(SqliteDb::TxnKind::kWrite, [&]() -> Status {
-    auto r = RescueExpiredLocked(clock_->NowMs());
+  Status s = db_->Transaction(Db::TxnKind::kWrite, [&]() -> Status {
+    auto r = RescueExpiredLocked(Now());
     if (!r.ok()) return r.status();
     n = *r;
     return Status::OK();
@@ -574,7 +660,8 @@ Result<int> SqliteJobStore::RescueExpired() {
   return n;
 }
 
-Result<std::vector<ClaimedJob>> SqliteJobStore::Claim(const std::string& worker,
+template <class Db>
+Result<std::vector<ClaimedJob>> SqlJobStore<Db>::Claim(const std::string& worker,
                                                       const std::vector<std::string>& stages,
                                                       int limit, int64_t lease_ms) {
   std::vector<ClaimedJob> out;
@@ -586,15 +673,16 @@ Result<std::vector<ClaimedJob>> SqliteJobStore::Claim(const std::string& worker,
       "UPDATE jobs SET state = " S_RUNNING ", lease_token = ?, lease_owner = ?,"
       " lease_expires_at = ?, attempts = attempts + 1, started_at = ?"
       " WHERE id IN (SELECT id FROM jobs WHERE state = " S_PENDING " AND next_run_at <= ?"
-      " AND +stage IN (" + Placeholders(stages.size()) + ")";
+      " AND " + std::string(Dialect<Db>::kClaimStage) + " IN (" + Placeholders(stages.size()) + ")";
   const std::string order = " ORDER BY priority DESC, id LIMIT ";
-  const std::string returning = ") RETURNING id, item_id, stage, attempts, max_attempts";
+  const std::string returning = std::string(Dialect<Db>::kSkipLocked) +
+                                ") RETURNING id, item_id, stage, attempts, max_attempts";
   // A suspect (its last worker died holding it) is claimed alone, ahead of others.
   const std::string suspect_sql = lease + " AND suspect = 1" + order + "1" + returning;
   const std::string sql = lease + order + "?" + returning;
-  Status s = db_->Transaction(SqliteDb::TxnKind::kWrite, [&]() -> Status {
+  Status s = db_->Transaction(Db::TxnKind::kWrite, [&]() -> Status {
     out.clear();
-    const int64_t now = clock_->NowMs();
+    const int64_t now = Now();
     auto rescued = RescueExpiredLocked(now);
     if (!rescued.ok()) return rescued.status();
     int64_t token = static_cast<int64_t>(rng_() >> 1);
@@ -644,10 +732,11 @@ Result<std::vector<ClaimedJob>> SqliteJobStore::Claim(const std::string& worker,
   return out;
 }
 
-Result<int> SqliteJobStore::Heartbeat(const std::string& worker, int64_t lease_ms) {
+template <class Db>
+Result<int> SqlJobStore<Db>::Heartbeat(const std::string& worker, int64_t lease_ms) {
   int n = 0;
-  Status s = db_->Transaction(SqliteDb::TxnKind::kWrite, [&]() -> Status {
-    const int64_t now = clock_->NowMs();
+  Status s = db_->Transaction(Db::TxnKind::kWrite, [&]() -> Status {
+    const int64_t now = Now();
     FM_PREPARE(up, "UPDATE jobs SET lease_expires_at = ? WHERE state = " S_RUNNING
                    " AND lease_owner = ?");
     FM_RETURN_IF_ERROR(up.Bind(1, now + lease_ms).Bind(2, worker).Run());
@@ -659,7 +748,8 @@ Result<int> SqliteJobStore::Heartbeat(const std::string& worker, int64_t lease_m
   return n;
 }
 
-Result<CompleteStats> SqliteJobStore::Complete(const std::vector<FinishedJob>& batch) {
+template <class Db>
+Result<CompleteStats> SqlJobStore<Db>::Complete(const std::vector<FinishedJob>& batch) {
   // Serialised before the write lock is taken: the lock is held only for the writes.
   std::vector<SerializedDone> done(batch.size());
   for (size_t i = 0; i < batch.size(); ++i) {
@@ -668,11 +758,16 @@ Result<CompleteStats> SqliteJobStore::Complete(const std::vector<FinishedJob>& b
     done[i].result = JsonDump(o.result);
     done[i].artifacts = JsonDump(nlohmann::json(o.artifacts));
   }
+  // Outcomes that can change other jobs (promotion, cascades) serialise on the graph.
+  const bool graph = std::any_of(batch.begin(), batch.end(), [&](const FinishedJob& f) {
+    return f.stage.empty() || HasDependants(f.stage);
+  });
   CompleteStats stats;
-  Status s = db_->Transaction(SqliteDb::TxnKind::kWrite, [&]() -> Status {
+  Status s = db_->Transaction(Db::TxnKind::kWrite, [&]() -> Status {
     stats = CompleteStats();
+    if (graph) FM_RETURN_IF_ERROR(LockGraph());
     std::map<std::string, WorkerTally> per_worker;
-    const int64_t now = clock_->NowMs();
+    const int64_t now = Now();
     for (size_t i = 0; i < batch.size(); ++i)
       FM_RETURN_IF_ERROR(CompleteOne(batch[i], done[i], now, &stats, &per_worker));
     FM_RETURN_IF_ERROR(AddWorkerTallies(per_worker, now));
@@ -682,12 +777,15 @@ Result<CompleteStats> SqliteJobStore::Complete(const std::vector<FinishedJob>& b
   return stats;
 }
 
-Status SqliteJobStore::CompleteOne(const FinishedJob& f, const SerializedDone& done, int64_t now,
+template <class Db>
+Status SqlJobStore<Db>::CompleteOne(const FinishedJob& f, const SerializedDone& done, int64_t now,
                                    CompleteStats* stats,
                                    std::map<std::string, WorkerTally>* per_worker) {
   // Fence: only the holder of the current lease may record an outcome.
-  FM_PREPARE(own, "SELECT attempts, lease_owner, stage FROM jobs"
-                  " WHERE id = ? AND state = " S_RUNNING " AND lease_token = ?");
+  static const std::string kFence = std::string(
+      "SELECT attempts, lease_owner, stage FROM jobs"
+      " WHERE id = ? AND state = " S_RUNNING " AND lease_token = ?") + Dialect<Db>::kForUpdate;
+  FM_PREPARE(own, kFence);
   own.Bind(1, f.job_id).Bind(2, f.lease_token);
   FM_STEP(held, own.Step());
   if (!held) {
@@ -711,17 +809,19 @@ Status SqliteJobStore::CompleteOne(const FinishedJob& f, const SerializedDone& d
         ++stats->failed;
         ++(*per_worker)[job.worker].failed;
       }
-      return RecordFailed(job, f.outcome, f.retry_at_ms, now);
+      return RecordFailed(job, f.outcome, RetryAt(f, now), now);
   }
   return Status::Internal("unknown outcome kind");
 }
 
-bool SqliteJobStore::HasDependants(const std::string& stage) const {
+template <class Db>
+bool SqlJobStore<Db>::HasDependants(const std::string& stage) const {
   const StageSpec* spec = graph_->Find(stage);
   return (spec != nullptr && spec->downloads) || stages_with_dependants_.count(stage) > 0;
 }
 
-Status SqliteJobStore::RecordDone(const HeldJob& job, const Outcome& o, const SerializedDone& done,
+template <class Db>
+Status SqlJobStore<Db>::RecordDone(const HeldJob& job, const Outcome& o, const SerializedDone& done,
                                   int64_t now) {
   FM_PREPARE(up, "UPDATE jobs SET state = " S_DONE ", finished_at = ?, device = ?,"
                  " lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,"
@@ -744,7 +844,8 @@ Status SqliteJobStore::RecordDone(const HeldJob& job, const Outcome& o, const Se
   return Status::OK();
 }
 
-Status SqliteJobStore::RecordSkipped(const HeldJob& job, const Outcome& o, int64_t now) {
+template <class Db>
+Status SqlJobStore<Db>::RecordSkipped(const HeldJob& job, const Outcome& o, int64_t now) {
   FM_PREPARE(up, "UPDATE jobs SET state = " S_SKIPPED ", finished_at = ?, lease_owner = NULL,"
                  " lease_token = NULL, lease_expires_at = NULL,"
                  " error_class = 'not_applicable', last_error = ? WHERE id = ?");
@@ -754,7 +855,8 @@ Status SqliteJobStore::RecordSkipped(const HeldJob& job, const Outcome& o, int64
                          now);
 }
 
-Status SqliteJobStore::RecordFailed(const HeldJob& job, const Outcome& o, int64_t retry_at_ms,
+template <class Db>
+Status SqlJobStore<Db>::RecordFailed(const HeldJob& job, const Outcome& o, int64_t retry_at_ms,
                                     int64_t now) {
   const std::string why_class = o.ErrorClass();
   FM_RETURN_IF_ERROR(InsertJobError(*db_, job.id, job.attempts, job.worker, o.error, why_class, now));
@@ -774,7 +876,8 @@ Status SqliteJobStore::RecordFailed(const HeldJob& job, const Outcome& o, int64_
   return CascadeFailure(job.id, job.stage, why_class, now);
 }
 
-Status SqliteJobStore::AddWorkerTallies(const std::map<std::string, WorkerTally>& per_worker,
+template <class Db>
+Status SqlJobStore<Db>::AddWorkerTallies(const std::map<std::string, WorkerTally>& per_worker,
                                         int64_t now) {
   for (const auto& [worker, t] : per_worker) {
     FM_PREPARE(w, "UPDATE workers SET heartbeat_at = ?, jobs_done = jobs_done + ?,"
@@ -784,12 +887,13 @@ Status SqliteJobStore::AddWorkerTallies(const std::map<std::string, WorkerTally>
   return Status::OK();
 }
 
-Result<int> SqliteJobStore::Release(const std::vector<ClaimedJob>& jobs) {
+template <class Db>
+Result<int> SqlJobStore<Db>::Release(const std::vector<ClaimedJob>& jobs) {
   int n = 0;
-  Status s = db_->Transaction(SqliteDb::TxnKind::kWrite, [&]() -> Status {
+  Status s = db_->Transaction(Db::TxnKind::kWrite, [&]() -> Status {
     n = 0;
     for (const ClaimedJob& j : jobs) {
-      FM_PREPARE(up, "UPDATE jobs SET state = " S_PENDING ", attempts = max(attempts - 1, 0),"
+      FM_PREPARE(up, "UPDATE jobs SET state = " S_PENDING ", attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END,"
                      " lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,"
                      " started_at = NULL WHERE id = ? AND state = " S_RUNNING " AND lease_token = ?");
       FM_RETURN_IF_ERROR(up.Bind(1, j.id).Bind(2, j.lease_token).Run());
@@ -801,13 +905,14 @@ Result<int> SqliteJobStore::Release(const std::vector<ClaimedJob>& jobs) {
   return n;
 }
 
-Result<JobStore::Outstanding> SqliteJobStore::CountOutstanding(
+template <class Db>
+Result<JobStore::Outstanding> SqlJobStore<Db>::CountOutstanding(
     const std::vector<std::string>& stages) {
   Outstanding o;
   if (stages.empty()) return o;
   std::string sql = "SELECT state, count(*), min(next_run_at) FROM jobs WHERE state IN (" S_PENDING
                     "," S_RUNNING ") AND stage IN (" + Placeholders(stages.size()) + ") GROUP BY state";
-  Status s = db_->Transaction(SqliteDb::TxnKind::kRead, [&]() -> Status {
+  Status s = db_->Transaction(Db::TxnKind::kRead, [&]() -> Status {
     o = Outstanding();
     FM_PREPARE(q, sql);
     int i = 1;
@@ -830,20 +935,24 @@ Result<JobStore::Outstanding> SqliteJobStore::CountOutstanding(
 
 // ---------------------------------------------------------------- bookkeeping
 
-Result<int64_t> SqliteJobStore::BeginRun(int workers, const std::string& stages) {
+template <class Db>
+Result<int64_t> SqlJobStore<Db>::BeginRun(int workers, const std::string& stages) {
   int64_t id = 0;
-  Status s = db_->Transaction(SqliteDb::TxnKind::kWrite, [&]() -> Status {
-    FM_PREPARE(ins, "INSERT INTO runs (started_at, workers, stages) VALUES (?,?,?)");
-    FM_RETURN_IF_ERROR(ins.Bind(1, clock_->NowMs()).Bind(2, workers).Bind(3, stages).Run());
-    id = db_->LastInsertRowId();
+  Status s = db_->Transaction(Db::TxnKind::kWrite, [&]() -> Status {
+    FM_PREPARE(ins, "INSERT INTO runs (started_at, workers, stages) VALUES (?,?,?) RETURNING id");
+    ins.Bind(1, Now()).Bind(2, workers).Bind(3, stages);
+    FM_STEP(row, ins.Step());
+    if (!row) return Status::Internal("inserting a run returned no id");
+    id = ins.Int(0);
     return Status::OK();
   });
   if (!s.ok()) return s;
   return id;
 }
 
-Status SqliteJobStore::EndRun(int64_t run_id, int exit_code) {
-  return db_->Transaction(SqliteDb::TxnKind::kWrite, [&]() -> Status {
+template <class Db>
+Status SqlJobStore<Db>::EndRun(int64_t run_id, int exit_code) {
+  return db_->Transaction(Db::TxnKind::kWrite, [&]() -> Status {
     FM_PREPARE(up, "UPDATE runs SET finished_at = ?, exit_code = ?,"
                    " jobs_done = (SELECT coalesce(sum(jobs_done), 0) FROM workers WHERE run_id = ?),"
                    " jobs_failed = (SELECT coalesce(sum(jobs_failed), 0) FROM workers WHERE run_id = ?),"
@@ -851,15 +960,16 @@ Status SqliteJobStore::EndRun(int64_t run_id, int exit_code) {
                    " cpu_fallbacks = (SELECT coalesce(sum(cpu_fallbacks), 0) FROM workers"
                    "                  WHERE run_id = ?)"
                    " WHERE id = ?");
-    return up.Bind(1, clock_->NowMs()).Bind(2, exit_code).Bind(3, run_id).Bind(4, run_id)
+    return up.Bind(1, Now()).Bind(2, exit_code).Bind(3, run_id).Bind(4, run_id)
         .Bind(5, run_id).Bind(6, run_id).Bind(7, run_id).Run();
   });
 }
 
-Status SqliteJobStore::RegisterWorker(const std::string& worker, int64_t run_id, int pid,
+template <class Db>
+Status SqlJobStore<Db>::RegisterWorker(const std::string& worker, int64_t run_id, int pid,
                                       const std::string& host) {
-  return db_->Transaction(SqliteDb::TxnKind::kWrite, [&]() -> Status {
-    const int64_t now = clock_->NowMs();
+  return db_->Transaction(Db::TxnKind::kWrite, [&]() -> Status {
+    const int64_t now = Now();
     FM_PREPARE(ins, "INSERT INTO workers (id, run_id, pid, host, started_at, heartbeat_at)"
                     " VALUES (?,?,?,?,?,?) ON CONFLICT (id) DO UPDATE SET heartbeat_at = ?");
     ins.Bind(1, worker);
@@ -868,28 +978,31 @@ Status SqliteJobStore::RegisterWorker(const std::string& worker, int64_t run_id,
   });
 }
 
-Status SqliteJobStore::WorkerStopped(const std::string& worker) {
-  return db_->Transaction(SqliteDb::TxnKind::kWrite, [&]() -> Status {
+template <class Db>
+Status SqlJobStore<Db>::WorkerStopped(const std::string& worker) {
+  return db_->Transaction(Db::TxnKind::kWrite, [&]() -> Status {
     FM_PREPARE(up, "UPDATE workers SET stopped_at = ? WHERE id = ?");
-    return up.Bind(1, clock_->NowMs()).Bind(2, worker).Run();
+    return up.Bind(1, Now()).Bind(2, worker).Run();
   });
 }
 
-Status SqliteJobStore::AddGpuEvents(const std::string& worker, int64_t oom_events,
+template <class Db>
+Status SqlJobStore<Db>::AddGpuEvents(const std::string& worker, int64_t oom_events,
                                     int64_t cpu_fallbacks) {
   if (oom_events == 0 && cpu_fallbacks == 0) return Status::OK();
-  return db_->Transaction(SqliteDb::TxnKind::kWrite, [&]() -> Status {
+  return db_->Transaction(Db::TxnKind::kWrite, [&]() -> Status {
     FM_PREPARE(up, "UPDATE workers SET oom_events = oom_events + ?,"
                    " cpu_fallbacks = cpu_fallbacks + ? WHERE id = ?");
     return up.Bind(1, oom_events).Bind(2, cpu_fallbacks).Bind(3, worker).Run();
   });
 }
 
-Result<std::optional<TuningRecord>> SqliteJobStore::LoadTuning(const std::string& op,
+template <class Db>
+Result<std::optional<TuningRecord>> SqlJobStore<Db>::LoadTuning(const std::string& op,
                                                                const std::string& device,
                                                                int size_bucket) {
   std::optional<TuningRecord> out;
-  Status s = db_->Transaction(SqliteDb::TxnKind::kRead, [&]() -> Status {
+  Status s = db_->Transaction(Db::TxnKind::kRead, [&]() -> Status {
     out.reset();
     FM_PREPARE(q, "SELECT batch, bytes_per_item FROM batch_tuning"
                   " WHERE op = ? AND device = ? AND size_bucket = ?");
@@ -902,22 +1015,25 @@ Result<std::optional<TuningRecord>> SqliteJobStore::LoadTuning(const std::string
   return out;
 }
 
-Status SqliteJobStore::SaveTuning(const TuningRecord& r) {
-  return db_->Transaction(SqliteDb::TxnKind::kWrite, [&]() -> Status {
+template <class Db>
+Status SqlJobStore<Db>::SaveTuning(const TuningRecord& r) {
+  return db_->Transaction(Db::TxnKind::kWrite, [&]() -> Status {
     FM_PREPARE(up, "INSERT INTO batch_tuning (op, device, size_bucket, batch, bytes_per_item,"
                    " updated_at) VALUES (?,?,?,?,?,?) ON CONFLICT (op, device, size_bucket)"
                    " DO UPDATE SET batch = excluded.batch,"
                    " bytes_per_item = excluded.bytes_per_item, updated_at = excluded.updated_at");
     return up.Bind(1, r.op).Bind(2, r.device).Bind(3, r.size_bucket).Bind(4, r.batch)
-        .Bind(5, r.bytes_per_item).Bind(6, clock_->NowMs()).Run();
+        .Bind(5, r.bytes_per_item).Bind(6, Now()).Run();
   });
 }
 
 // ---------------------------------------------------------------- user commands
 
-Result<int64_t> SqliteJobStore::RetryFailed(const std::string& stage) {
+template <class Db>
+Result<int64_t> SqlJobStore<Db>::RetryFailed(const std::string& stage) {
   int64_t n = 0;
-  Status s = db_->Transaction(SqliteDb::TxnKind::kWrite, [&]() -> Status {
+  Status s = db_->Transaction(Db::TxnKind::kWrite, [&]() -> Status {
+    FM_RETURN_IF_ERROR(LockGraph());
     // A job waits again if any dependency is not done (it may itself be retried now).
     std::string sql =
         "UPDATE jobs SET attempts = 0, next_run_at = 0, error_class = NULL, last_error = NULL,"
@@ -947,7 +1063,7 @@ Result<int64_t> SqliteJobStore::RetryFailed(const std::string& stage) {
     }
     // A retried job whose dependency is still failed (it was not retried) fails again at
     // once, as its dependants do: waiting on it would be forever.
-    const int64_t now = clock_->NowMs();
+    const int64_t now = Now();
     for (;;) {
       FM_PREPARE(refail,
                  "UPDATE jobs SET state = ?, error_class = 'dependency_failed',"
@@ -973,7 +1089,7 @@ Result<int64_t> SqliteJobStore::RetryFailed(const std::string& stage) {
                "  WHERE d.job_id = jobs.id AND j.state <> ?)");
     FM_RETURN_IF_ERROR(ready.Bind(1, kPending).Bind(2, kWaiting).Bind(3, kDone).Run());
     FM_RETURN_IF_ERROR(RearmDatasetJobs());
-    return PromoteDatasetJobs(clock_->NowMs());
+    return PromoteDatasetJobs(Now());
   });
   if (!s.ok()) return s;
   return n;
@@ -994,7 +1110,8 @@ constexpr char kOldRuns[] =
     " AND id NOT IN (SELECT run_id FROM workers WHERE run_id IS NOT NULL)";
 }  // namespace
 
-Result<GcStats> SqliteJobStore::CollectGarbage(const GcOptions& options) {
+template <class Db>
+Result<GcStats> SqlJobStore<Db>::CollectGarbage(const GcOptions& options) {
   GcStats stats;
   auto remove = [&](const char* what, int64_t* count) -> Status {
     FM_PREPARE(q, std::string("DELETE FROM ") + what);
@@ -1007,7 +1124,7 @@ Result<GcStats> SqliteJobStore::CollectGarbage(const GcOptions& options) {
   };
   // A dry run deletes too, then rolls back: its counts are exactly what gc would remove.
   const Status kDryRun = Status::Aborted("dry run: rolled back");
-  Status s = db_->Transaction(SqliteDb::TxnKind::kWrite, [&]() -> Status {
+  Status s = db_->Transaction(Db::TxnKind::kWrite, [&]() -> Status {
     stats = GcStats();
     FM_RETURN_IF_ERROR(remove(kOldErrors, &stats.job_errors));
     FM_RETURN_IF_ERROR(remove(kOldWorkers, &stats.workers));
@@ -1018,9 +1135,10 @@ Result<GcStats> SqliteJobStore::CollectGarbage(const GcOptions& options) {
   return stats;
 }
 
-Result<std::vector<StageCounts>> SqliteJobStore::Counts(int64_t window_ms) {
+template <class Db>
+Result<std::vector<StageCounts>> SqlJobStore<Db>::Counts(int64_t window_ms) {
   std::vector<StageCounts> out;
-  Status s = db_->Transaction(SqliteDb::TxnKind::kRead, [&]() -> Status {
+  Status s = db_->Transaction(Db::TxnKind::kRead, [&]() -> Status {
     out.clear();
     FM_PREPARE(q, "SELECT stage, state, count(*) FROM jobs GROUP BY stage, state");
     std::map<std::string, StageCounts> by;
@@ -1039,7 +1157,7 @@ Result<std::vector<StageCounts>> SqliteJobStore::Counts(int64_t window_ms) {
         case JobState::kWaiting: c.waiting = n; break;
       }
     }
-    const int64_t now = clock_->NowMs();
+    const int64_t now = Now();
     FM_PREPARE(later, "SELECT stage, count(*), min(next_run_at) FROM jobs"
                       " WHERE state = " S_PENDING " AND next_run_at > ? GROUP BY stage");
     later.Bind(1, now);
@@ -1077,9 +1195,10 @@ Result<std::vector<StageCounts>> SqliteJobStore::Counts(int64_t window_ms) {
   return out;
 }
 
-Result<int64_t> SqliteJobStore::ItemCount() {
+template <class Db>
+Result<int64_t> SqlJobStore<Db>::ItemCount() {
   int64_t n = 0;
-  Status s = db_->Transaction(SqliteDb::TxnKind::kRead, [&]() -> Status {
+  Status s = db_->Transaction(Db::TxnKind::kRead, [&]() -> Status {
     FM_PREPARE(q, "SELECT count(*) FROM items WHERE kind <> 0");
     FM_STEP(row, q.Step());
     n = row ? q.Int(0) : 0;
@@ -1089,9 +1208,10 @@ Result<int64_t> SqliteJobStore::ItemCount() {
   return n;
 }
 
-Result<std::vector<ErrorClassCount>> SqliteJobStore::FailuresByClass() {
+template <class Db>
+Result<std::vector<ErrorClassCount>> SqlJobStore<Db>::FailuresByClass() {
   std::vector<ErrorClassCount> out;
-  Status s = db_->Transaction(SqliteDb::TxnKind::kRead, [&]() -> Status {
+  Status s = db_->Transaction(Db::TxnKind::kRead, [&]() -> Status {
     out.clear();
     FM_PREPARE(q, "SELECT stage, coalesce(error_class, 'unknown'), count(*), min(last_error)"
                   " FROM jobs WHERE state = ? GROUP BY 1, 2 ORDER BY 3 DESC");
@@ -1107,9 +1227,10 @@ Result<std::vector<ErrorClassCount>> SqliteJobStore::FailuresByClass() {
   return out;
 }
 
-Result<std::optional<RunRecord>> SqliteJobStore::LastRun() {
+template <class Db>
+Result<std::optional<RunRecord>> SqlJobStore<Db>::LastRun() {
   std::optional<RunRecord> out;
-  Status s = db_->Transaction(SqliteDb::TxnKind::kRead, [&]() -> Status {
+  Status s = db_->Transaction(Db::TxnKind::kRead, [&]() -> Status {
     FM_PREPARE(q, "SELECT id, started_at, coalesce(finished_at, 0), jobs_done, jobs_failed,"
                   " workers, coalesce(exit_code, -1), oom_events, cpu_fallbacks"
                   " FROM runs ORDER BY id DESC LIMIT 1");
@@ -1124,7 +1245,8 @@ Result<std::optional<RunRecord>> SqliteJobStore::LastRun() {
   return out;
 }
 
-Status SqliteJobStore::ForEachResult(const std::string& stage,
+template <class Db>
+Status SqlJobStore<Db>::ForEachResult(const std::string& stage,
                                      const std::function<Status(const ExportRow&)>& fn) {
   const std::string sql =
       "SELECT i.source, j.stage, r.device, r.result, r.artifacts, j.attempts, j.finished_at, j.id"
@@ -1135,7 +1257,7 @@ Status SqliteJobStore::ForEachResult(const std::string& stage,
   std::vector<ExportRow> page;
   int64_t after = 0;
   do {
-    Status s = db_->Transaction(SqliteDb::TxnKind::kRead, [&]() -> Status {
+    Status s = db_->Transaction(Db::TxnKind::kRead, [&]() -> Status {
       page.clear();
       FM_PREPARE(q, sql);
       q.Bind(1, static_cast<int64_t>(kDone)).Bind(2, after).Bind(3, page_rows);
@@ -1154,10 +1276,11 @@ Status SqliteJobStore::ForEachResult(const std::string& stage,
   return Status::OK();
 }
 
-Result<std::optional<ExportRow>> SqliteJobStore::ResultOf(int64_t item_id,
+template <class Db>
+Result<std::optional<ExportRow>> SqlJobStore<Db>::ResultOf(int64_t item_id,
                                                           const std::string& stage) {
   std::optional<ExportRow> row;
-  Status s = db_->Transaction(SqliteDb::TxnKind::kRead, [&]() -> Status {
+  Status s = db_->Transaction(Db::TxnKind::kRead, [&]() -> Status {
     FM_PREPARE(q,
                "SELECT i.source, j.stage, r.device, r.result, r.artifacts, j.attempts, j.finished_at"
                " FROM jobs j JOIN results r ON r.job_id = j.id JOIN items i ON i.id = j.item_id"
@@ -1170,5 +1293,8 @@ Result<std::optional<ExportRow>> SqliteJobStore::ResultOf(int64_t item_id,
   if (!s.ok()) return s;
   return row;
 }
+
+template class SqlJobStore<SqliteDb>;
+template class SqlJobStore<PgDb>;
 
 }  // namespace framemill

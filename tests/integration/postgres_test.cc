@@ -1,0 +1,176 @@
+// The framemill binary on a PostgreSQL job store (FRAMEMILL_DB=postgresql://...), against
+// a real server started for the test (tests/support/pg_server.h): every command, the same
+// results as on SQLite, and the crash test of many machines: four `framemill run`
+// processes on one store, SIGKILLed at random, with a server restart in the middle.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/pg_server.h"
+#include "tests/support/test_support.h"
+
+namespace framemill::testing {
+namespace {
+
+PgServer* Server() {
+  std::string why;
+  PgServer* s = PgServer::Shared(&why);
+  EXPECT_NE(s, nullptr) << why;
+  return s;
+}
+
+// The export's lines, without the fields that tell when (they differ between runs).
+std::vector<std::string> ExportedResults(const std::string& jsonl) {
+  std::vector<std::string> out;
+  std::istringstream in(jsonl);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    auto j = nlohmann::json::parse(line);
+    j.erase("finished_at");
+    out.push_back(j.dump());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(PostgresBinaryTest, EveryCommandWorksAndGivesTheResultsSqliteGives) {
+  PgServer* pg = Server();
+  ASSERT_NE(pg, nullptr);
+  TempDir dir;
+  MakeRealImages(dir / "media", 6, 160);
+  WriteFile(dir / "media/broken.jpg", "not a jpeg at all");
+  std::map<std::string, std::string> exports;
+  for (const std::string db : {pg->CreateDatabase(), dir / "fm.db"}) {
+    SCOPED_TRACE(db);
+    std::map<std::string, std::string> env = {
+        {"FRAMEMILL_DB", db}, {"FRAMEMILL_OUT", dir / "out"}, {"LOG_LEVEL", "warn"},
+        {"FRAMEMILL_STAGES", "lighting"}, {"FRAMEMILL_MAX_ATTEMPTS", "1"}};
+    auto fm = [&](std::vector<std::string> args) {
+      args.insert(args.begin(), FRAMEMILL_BIN);
+      return RunProcess(args, env, dir.path(), 120);
+    };
+    auto enq = fm({"enqueue", dir / "media"});
+    ASSERT_EQ(enq.exit_code, 0) << enq.err;
+    EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM jobs"), 7);
+    auto run = fm({"run", "--workers", "2"});
+    EXPECT_EQ(run.exit_code, 3) << run.err;  // the broken file failed
+    auto status = fm({"status", "--json"});
+    ASSERT_EQ(status.exit_code, 0) << status.err;
+    auto js = nlohmann::json::parse(status.out);
+    EXPECT_EQ(js["items"], 7) << status.out;
+    auto exp = fm({"export", "--format", "jsonl"});
+    ASSERT_EQ(exp.exit_code, 0) << exp.err;
+    exports[db.substr(0, 10)] = exp.out;
+    EXPECT_EQ(ExportedResults(exp.out).size(), 6u);
+    auto retry = fm({"retry", "--failed"});
+    EXPECT_EQ(retry.exit_code, 0) << retry.err;
+    EXPECT_NE(retry.out.find("re-queued 1 failed job"), std::string::npos) << retry.out;
+    EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM jobs WHERE state = 0"), 1);
+    auto again = fm({"run"});
+    EXPECT_EQ(again.exit_code, 3) << again.err;
+    EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM job_errors"), 2);
+    auto gc = fm({"gc", "--dry-run"});
+    EXPECT_EQ(gc.exit_code, 0) << gc.err;
+  }
+  ASSERT_EQ(exports.size(), 2u);
+  EXPECT_EQ(ExportedResults(exports.begin()->second), ExportedResults(exports.rbegin()->second));
+}
+
+// Four run processes stand in for four machines. Each is SIGKILLed at random moments and
+// started again, and the server restarts once in the middle. Every job must end terminal
+// with exactly one result, and no attempt may go past the maximum.
+TEST(PostgresCrashTest, FourMachinesKilledAtRandomAndAServerRestartLoseNothing) {
+  constexpr int kImages = 800, kMaxAttempts = 10, kMachines = 4;
+  PgServer* pg = Server();
+  ASSERT_NE(pg, nullptr);
+  TempDir dir;
+  MakeRealImages(dir / "media", kImages, 720);
+  const std::string db = pg->CreateDatabase();
+  std::map<std::string, std::string> env = {
+      {"FRAMEMILL_DB", db}, {"FRAMEMILL_LEASE_MS", "800"},
+      {"FRAMEMILL_MAX_ATTEMPTS", std::to_string(kMaxAttempts)},
+      {"FRAMEMILL_RETRY_BASE_MS", "50"}, {"LOG_LEVEL", "info"},
+      {"FRAMEMILL_OUT", dir / "out"}, {"FRAMEMILL_STAGES", "lighting"}};
+  auto enq = RunProcess({FRAMEMILL_BIN, "enqueue", dir / "media"}, env, dir.path());
+  ASSERT_EQ(enq.exit_code, 0) << enq.err;
+  ASSERT_EQ(QueryInt(db, "SELECT count(*) FROM jobs"), kImages);
+
+  std::mt19937 rng(std::random_device{}());
+  auto start = [&](int m) {
+    return StartProcess({FRAMEMILL_BIN, "run", "--workers", "1", "--batch", "8"}, env,
+                        dir.path(), dir / ("machine" + std::to_string(m) + ".log"));
+  };
+  std::vector<pid_t> machines;
+  for (int m = 0; m < kMachines; ++m) machines.push_back(start(m));
+  auto outstanding = [&] {
+    return QueryInt(db, "SELECT count(*) FROM jobs WHERE state NOT IN (2,3,4)");
+  };
+  int kills = 0;
+  bool restarted = false;
+  const auto began = std::chrono::steady_clock::now();
+  for (int round = 0; round < 40 && outstanding() > 0; ++round) {
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(std::uniform_int_distribution<int>(100, 400)(rng)));
+    const int m = std::uniform_int_distribution<int>(0, kMachines - 1)(rng);
+    for (pid_t k : ChildPids(machines[m])) kill(k, SIGKILL);
+    kill(machines[m], SIGKILL);
+    WaitProcess(machines[m]);
+    ++kills;
+    if (!restarted && round == 2) {
+      std::string why;
+      ASSERT_TRUE(pg->Restart(&why)) << why;
+      restarted = true;
+    }
+    machines[m] = start(m);
+  }
+  for (pid_t p : machines) {
+    for (pid_t k : ChildPids(p)) kill(k, SIGKILL);
+    kill(p, SIGKILL);
+    WaitProcess(p);
+  }
+  // The restart cut the machines' connections: they reconnected instead of stopping.
+  int reconnected = 0;
+  for (int m = 0; m < kMachines; ++m) {
+    const std::string log = ReadFile(dir / ("machine" + std::to_string(m) + ".log"));
+    reconnected += log.find("reconnecting") != std::string::npos;
+    EXPECT_EQ(log.find("the job store"), std::string::npos) << log;
+    EXPECT_EQ(log.find("cannot open"), std::string::npos) << log;
+  }
+  EXPECT_GT(reconnected, 0);
+  const double chaos_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  const long long done_before = QueryInt(db, "SELECT count(*) FROM jobs WHERE state = 2");
+  auto final_run = RunProcess({FRAMEMILL_BIN, "run", "--workers", "2"}, env, dir.path(), 600);
+  EXPECT_EQ(final_run.exit_code, 0) << final_run.err;
+
+  EXPECT_TRUE(restarted);
+  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM jobs"), kImages);
+  EXPECT_EQ(outstanding(), 0);
+  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM jobs WHERE state = 2"), kImages)
+      << ::testing::PrintToString(QueryRows(
+             db, "SELECT id, error_class, last_error, attempts FROM jobs WHERE state = 3"));
+  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM results"), kImages);
+  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM (SELECT job_id FROM results GROUP BY job_id"
+                         " HAVING count(*) > 1) t"), 0);
+  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM results r JOIN jobs j ON j.id = r.job_id"
+                         " WHERE j.state <> 2"), 0);
+  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM jobs WHERE attempts > max_attempts"), 0);
+  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM jobs WHERE lease_token IS NOT NULL"), 0);
+  const long long rescued =
+      QueryInt(db, "SELECT count(*) FROM job_errors WHERE error_class = 'aborted'");
+  EXPECT_GT(rescued, 0) << "no kill interrupted a claimed batch";
+  std::printf("[pg-crash] %d kills of %d machines and 1 server restart in %.1f s (%d machines "
+              "reconnected), %lld rescued leases, %lld/%d done before the final run\n",
+              kills, kMachines, chaos_s, reconnected, rescued, done_before, kImages);
+}
+
+}  // namespace
+}  // namespace framemill::testing

@@ -1,0 +1,192 @@
+// The libpq connection under the PostgreSQL job store, against a real server
+// (tests/support/pg_server.h): placeholders, values that are not UTF-8, errors by
+// SQLSTATE, a server restart in the middle of work, the server's clock; and the two
+// dialects' schemas, which must carry the same tables and columns.
+#include "storage/pg_db.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+#include <set>
+
+#include "base/clock.h"
+#include "storage/migrations.h"
+#include "storage/sqlite_db.h"
+#include "tests/storage/storage_test_util.h"
+#include "tests/support/pg_server.h"
+
+namespace framemill {
+namespace {
+
+using testing::PgServer;
+using testing_util::Must;
+using testing_util::TempDir;
+
+PgServer* Server() {
+  std::string why;
+  PgServer* s = PgServer::Shared(&why);
+  EXPECT_NE(s, nullptr) << why;
+  return s;
+}
+
+#define PREPARE(var, db, sql)                                        \
+  auto var##_r = (db)->Prepare(sql);                                 \
+  ASSERT_TRUE(var##_r.ok()) << var##_r.status().ToString();          \
+  auto& var = *var##_r
+
+std::unique_ptr<PgDb> Connect(const std::string& uri) {
+  auto db = PgDb::Open(uri);
+  EXPECT_TRUE(db.ok()) << db.status().ToString();
+  return db.ok() ? std::move(db).value() : nullptr;
+}
+
+TEST(PgDbTest, PlaceholdersAreNumberedOutsideQuotesAsSqliteNumbersThem) {
+  int params = 0;
+  std::vector<bool> used;
+  EXPECT_EQ(PgDb::Rewrite("SELECT '?', ?, ?3, \"a?\", ?, 'it''s ?'", &params, &used),
+            "SELECT '?', $1, $3, \"a?\", $4, 'it''s ?'");
+  EXPECT_EQ(params, 4);
+  EXPECT_EQ(used, (std::vector<bool>{true, false, true, true}));
+  EXPECT_EQ(PgDb::Rewrite("UPDATE t SET a = ?1 WHERE b = ?2 OR c = ?1", &params, &used),
+            "UPDATE t SET a = $1 WHERE b = $2 OR c = $1");
+  EXPECT_EQ(params, 2);
+}
+
+TEST(PgDbTest, UrisAreToldApartFromFilesAndPasswordsNeverPrinted) {
+  EXPECT_TRUE(IsPostgresUri("postgresql://u@h:5432/db"));
+  EXPECT_TRUE(IsPostgresUri("postgres://h/db"));
+  EXPECT_FALSE(IsPostgresUri("./postgresql.db"));
+  EXPECT_FALSE(IsPostgresUri("/data/framemill.db"));
+  EXPECT_EQ(RedactedUri("postgresql://u:s3cret@h:5432/db"), "postgresql://u:***@h:5432/db");
+  EXPECT_EQ(RedactedUri("postgresql://h/db?password=s3cret&sslmode=require"),
+            "postgresql://h/db?password=***&sslmode=require");
+  auto db = PgDb::Open("postgresql://u:s3cret@127.0.0.1:1/db");
+  ASSERT_FALSE(db.ok());
+  EXPECT_EQ(db.status().code(), Status::Code::kIOError) << db.status().ToString();
+  EXPECT_EQ(db.status().message().find("s3cret"), std::string::npos) << db.status().ToString();
+  EXPECT_NE(db.status().message().find("127.0.0.1:1"), std::string::npos);
+}
+
+TEST(PgDbTest, ValuesRoundTripIncludingBytesThatAreNotUtf8) {
+  PgServer* pg = Server();
+  ASSERT_NE(pg, nullptr);
+  auto db = Connect(pg->CreateDatabase());
+  ASSERT_NE(db, nullptr);
+  FM_ASSERT_OK(db->Exec("CREATE TABLE t (i bigint, d double precision, s text, n text)"));
+  const std::string odd = std::string("caf\xe9 'quoted' \"x\" ?") + "\x01\xff";
+  PREPARE(ins, db, "INSERT INTO t VALUES (?, ?, ?, ?) RETURNING i");
+  ins.Bind(1, int64_t{9'007'199'254'740'993}).Bind(2, 0.1).Bind(3, odd).BindNull(4);
+  ASSERT_TRUE(Must(ins.Step()));
+  EXPECT_EQ(db->Changes(), 1);
+  PREPARE(q, db, "SELECT i, d, s, n FROM t WHERE s = ?");
+  q.Bind(1, odd);
+  ASSERT_TRUE(Must(q.Step()));
+  EXPECT_EQ(q.Int(0), 9'007'199'254'740'993);
+  EXPECT_DOUBLE_EQ(q.Double(1), 0.1);
+  EXPECT_EQ(q.Text(2), odd);
+  EXPECT_TRUE(q.IsNull(3));
+  EXPECT_FALSE(Must(q.Step()));
+}
+
+TEST(PgDbTest, ErrorsAreTypedBySqlstate) {
+  PgServer* pg = Server();
+  ASSERT_NE(pg, nullptr);
+  auto db = Connect(pg->CreateDatabase());
+  ASSERT_NE(db, nullptr);
+  FM_ASSERT_OK(db->Exec("CREATE TABLE u (k int PRIMARY KEY)"));
+  FM_ASSERT_OK(db->Exec("INSERT INTO u VALUES (1)"));
+  EXPECT_TRUE(db->Exec("INSERT INTO u VALUES (1)").IsInvalidArgument());
+  EXPECT_TRUE(db->Exec("DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = '40001'; END $$").IsBusy());
+  EXPECT_TRUE(db->Exec("DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = '40P01'; END $$").IsBusy());
+  EXPECT_FALSE(db->Exec("SELEC 1").ok());
+  // A transaction that hits a serialization failure runs again, whole.
+  int runs = 0;
+  FM_ASSERT_OK(db->Transaction(PgDb::TxnKind::kWrite, [&]() -> Status {
+    FM_RETURN_IF_ERROR(db->Exec("INSERT INTO u VALUES (2)"));
+    if (++runs == 1) return db->Exec("DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = '40001'; END $$");
+    return Status::OK();
+  }));
+  EXPECT_EQ(runs, 2);
+  PREPARE(n, db, "SELECT count(*) FROM u");
+  ASSERT_TRUE(Must(n.Step()));
+  EXPECT_EQ(n.Int(0), 2);
+}
+
+// A restart cuts every connection: the next transaction reconnects (prepared statements
+// are made again) and runs, instead of failing the work it was doing.
+TEST(PgDbTest, AServerRestartCostsARetryNotTheTransaction) {
+  PgServer* pg = Server();
+  ASSERT_NE(pg, nullptr);
+  auto db = Connect(pg->CreateDatabase());
+  ASSERT_NE(db, nullptr);
+  FM_ASSERT_OK(db->Exec("CREATE TABLE r (k int)"));
+  auto insert = [&](int k) {
+    return db->Transaction(PgDb::TxnKind::kWrite, [&]() -> Status {
+      auto st = db->Prepare("INSERT INTO r VALUES (?)");
+      if (!st.ok()) return st.status();
+      return st->Bind(1, k).Run();
+    });
+  };
+  FM_ASSERT_OK(insert(1));
+  std::string why;
+  ASSERT_TRUE(pg->Restart(&why)) << why;
+  FM_ASSERT_OK(insert(2));
+  PREPARE(n, db, "SELECT count(*) FROM r");
+  ASSERT_TRUE(Must(n.Step()));
+  EXPECT_EQ(n.Int(0), 2);
+}
+
+TEST(PgDbTest, TheTransactionTimeIsTheServersClock) {
+  PgServer* pg = Server();
+  ASSERT_NE(pg, nullptr);
+  auto db = Connect(pg->CreateDatabase());
+  ASSERT_NE(db, nullptr);
+  int64_t seen = 0;
+  FM_ASSERT_OK(db->Transaction(PgDb::TxnKind::kRead, [&]() -> Status {
+    seen = db->TxnNowMs();
+    return Status::OK();
+  }));
+  // Same machine: the server's clock is ours, to within a test's scheduling.
+  EXPECT_NEAR(static_cast<double>(seen), static_cast<double>(SystemClock()->NowMs()), 5000);
+}
+
+// migrations/sqlite and migrations/postgres are kept in step: same versions, and after
+// all of them the same tables with the same columns.
+TEST(PgDbTest, BothDialectsMigrateToTheSameTablesAndColumns) {
+  const auto& lite = EmbeddedMigrations(SqlDialect::kSqlite);
+  const auto& post = EmbeddedMigrations(SqlDialect::kPostgres);
+  ASSERT_EQ(lite.size(), post.size());
+  for (size_t i = 0; i < lite.size(); ++i) {
+    EXPECT_EQ(lite[i].version, post[i].version);
+    EXPECT_EQ(lite[i].name, post[i].name);
+  }
+  using Schema = std::map<std::string, std::set<std::string>>;
+  TempDir dir;
+  auto sqlite = Must(SqliteDb::Open(dir.File("s.db")));
+  ASSERT_NE(sqlite, nullptr);
+  FM_ASSERT_OK(Migrate(*sqlite, lite));
+  Schema a;
+  PREPARE(q, sqlite,
+          "SELECT m.name, p.name FROM sqlite_master m, pragma_table_info(m.name) p"
+          " WHERE m.type = 'table'");
+  while (Must(q.Step())) a[q.Text(0)].insert(q.Text(1));
+
+  PgServer* pg = Server();
+  ASSERT_NE(pg, nullptr);
+  auto db = Connect(pg->CreateDatabase());
+  ASSERT_NE(db, nullptr);
+  FM_ASSERT_OK(Migrate(*db, post));
+  FM_ASSERT_OK(Migrate(*db, post));  // again: nothing to do
+  Schema b;
+  PREPARE(c, db,
+          "SELECT table_name, column_name FROM information_schema.columns"
+          " WHERE table_schema = 'public'");
+  while (Must(c.Step())) b[c.Text(0)].insert(c.Text(1));
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(b.count("jobs"), 1u);
+  EXPECT_GE(b["jobs"].size(), 18u);
+}
+
+}  // namespace
+}  // namespace framemill
