@@ -5,6 +5,11 @@
 //
 //   store_bench [--benchmarks=enqueue,claim_complete_16,...] [--num=50000]
 //               [--db_dir=DIR] [--latency_reps=2000] [--big=1000000]
+//               [--pg=postgresql://user@host:port]
+//
+// With --pg every workload runs on that PostgreSQL server instead of SQLite files, each in
+// a database of its own (fmbench_<workload>, dropped afterwards); scripts/pg-bench.sh starts
+// a server with the settings bench/README.md reports and runs both stores in one go.
 //
 // Workloads (default: all, in this order):
 //   enqueue               Enqueue --num items (one "lighting" job each), 10,000 per call
@@ -13,6 +18,7 @@
 //   claim_complete_64     the same in batches of 64
 //   contend_2, contend_4  fork 2 / 4 processes on one db file, each Claim(16)+Complete
 //                         until nothing is left; verifies exactly-once afterwards
+//   contend_<P>_b<B>      the same with P processes and batches of B (contend_16_b64)
 //   claim_latency_10k     10,000 pending jobs: per-call latency of Claim(16) (+Complete)
 //   claim_latency_1m      the same with --big (1,000,000) pending jobs
 //   claim_latency_1m_mostly_done
@@ -48,6 +54,7 @@
 #include "jobs/job.h"
 #include "jobs/stage_graph.h"
 #include "storage/job_store.h"
+#include "storage/pg_db.h"
 
 namespace framemill {
 namespace {
@@ -62,6 +69,7 @@ struct Flags {
       "claim_latency_10k,claim_latency_1m,claim_latency_1m_mostly_done";
   int latency_reps = 2000;
   int64_t big = 1000000;  // jobs in the "1m" latency stores
+  std::string pg;         // a PostgreSQL server URI without a database: run there
 };
 Flags FLAGS;
 
@@ -151,20 +159,41 @@ std::vector<NewItem> MakeItems(int64_t first, int64_t count, std::mt19937_64& rn
   return out;
 }
 
-std::string DbPath(const std::string& name) { return FLAGS.db_dir + "/" + name + ".db"; }
+std::string DbPath(const std::string& name) {
+  if (!FLAGS.pg.empty()) return FLAGS.pg + "/fmbench_" + name;
+  return FLAGS.db_dir + "/" + name + ".db";
+}
+
+// A statement on the server's maintenance database (CREATE/DROP DATABASE).
+void PgAdmin(const std::string& sql) {
+  auto db = PgDb::Open(FLAGS.pg + "/postgres");
+  if (!db.ok()) Fail("%s", db.status().ToString().c_str());
+  Status s = (*db)->Exec(sql);
+  if (!s.ok()) Fail("%s: %s", sql.c_str(), s.ToString().c_str());
+}
+std::string PgName(const std::string& path) { return path.substr(path.rfind('/') + 1); }
 
 void RemoveDb(const std::string& path) {
+  if (!FLAGS.pg.empty()) return PgAdmin("DROP DATABASE IF EXISTS " + PgName(path));
   for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::remove((path + suffix).c_str());
+}
+
+// A copy of the store at `from` under `to`.
+void CopyDb(const std::string& from, const std::string& to) {
+  if (!FLAGS.pg.empty())
+    return PgAdmin("CREATE DATABASE " + PgName(to) + " TEMPLATE " + PgName(from));
+  std::filesystem::copy_file(from, to);
 }
 
 std::string FreshDb(const std::string& name) {
   std::string path = DbPath(name);
   RemoveDb(path);
+  if (!FLAGS.pg.empty()) PgAdmin("CREATE DATABASE " + PgName(path));
   return path;
 }
 
 std::unique_ptr<JobStore> Open(const std::string& path) {
-  return Check(OpenSqliteJobStore(path, &Graph(), SystemClock()), "open store");
+  return Check(OpenJobStore(path, &Graph(), SystemClock()), "open store");
 }
 
 // Enqueues items [first, first + count) in calls of kChunk; returns seconds taken.
@@ -183,6 +212,15 @@ double Fill(JobStore& store, int64_t first, int64_t count, std::mt19937_64& rng)
 
 // A direct read-only connection, for verification and counting.
 int64_t CountSql(const std::string& path, const std::string& sql) {
+  if (!FLAGS.pg.empty()) {
+    auto pg = PgDb::Open(path);
+    if (!pg.ok()) Fail("%s", pg.status().ToString().c_str());
+    auto st = (*pg)->Prepare(sql);
+    if (!st.ok()) Fail("%s: %s", sql.c_str(), st.status().ToString().c_str());
+    auto row = st->Step();
+    if (!row.ok() || !*row) Fail("%s: no row", sql.c_str());
+    return st->Int(0);
+  }
   sqlite3* db = nullptr;
   if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK)
     Fail("open %s: %s", path.c_str(), sqlite3_errmsg(db));
@@ -198,6 +236,13 @@ int64_t CountSql(const std::string& path, const std::string& sql) {
 }
 
 void ExecSql(const std::string& path, const std::string& sql) {
+  if (!FLAGS.pg.empty()) {
+    auto pg = PgDb::Open(path);
+    if (!pg.ok()) Fail("%s", pg.status().ToString().c_str());
+    Status s = (*pg)->Exec(sql);
+    if (!s.ok()) Fail("%s: %s", sql.c_str(), s.ToString().c_str());
+    return;
+  }
   sqlite3* db = nullptr;
   if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) Fail("open %s", path.c_str());
   char* err = nullptr;
@@ -276,8 +321,9 @@ void BenchClaimComplete(const char* name, int batch) {
 
 // One child of a contend_* run: claims batches of 16 until nothing is left, writing the
 // ids it completed to `ids_path`. Exit status 0 when all went well.
-int ContendChild(const std::string& path, const std::string& ids_path, int ready_fd, int go_fd) {
-  auto store_r = OpenSqliteJobStore(path, &Graph(), SystemClock());
+int ContendChild(const std::string& path, const std::string& ids_path, int ready_fd, int go_fd,
+                 int batch) {
+  auto store_r = OpenJobStore(path, &Graph(), SystemClock());
   if (!store_r.ok()) {
     std::fprintf(stderr, "child %d: open: %s\n", getpid(), store_r.status().ToString().c_str());
     return 2;
@@ -291,7 +337,7 @@ int ContendChild(const std::string& path, const std::string& ids_path, int ready
   const std::vector<std::string> stages = {kStage};
   int rc = 0;
   for (;;) {
-    auto jobs = store->Claim(worker, stages, 16, kLeaseMs);
+    auto jobs = store->Claim(worker, stages, batch, kLeaseMs);
     if (!jobs.ok()) {
       std::fprintf(stderr, "child %d: claim: %s\n", getpid(), jobs.status().ToString().c_str());
       rc = 4;
@@ -319,7 +365,7 @@ int ContendChild(const std::string& path, const std::string& ids_path, int ready
   return rc;
 }
 
-void BenchContend(const char* name, int procs) {
+void BenchContend(const char* name, int procs, int batch) {
   std::string path = FreshDb(name);
   {
     auto store = Open(path);
@@ -331,7 +377,7 @@ void BenchContend(const char* name, int procs) {
   std::vector<pid_t> pids;
   std::vector<std::string> id_files;
   for (int p = 0; p < procs; ++p) {
-    id_files.push_back(path + ".ids." + std::to_string(p));
+    id_files.push_back(FLAGS.db_dir + "/" + name + ".ids." + std::to_string(p));
     std::remove(id_files.back().c_str());
     std::fflush(nullptr);
     pid_t pid = fork();
@@ -339,7 +385,7 @@ void BenchContend(const char* name, int procs) {
     if (pid == 0) {
       close(ready[0]);
       close(go[1]);
-      _exit(ContendChild(path, id_files.back(), ready[1], go[0]));
+      _exit(ContendChild(path, id_files.back(), ready[1], go[0], batch));
     }
     pids.push_back(pid);
   }
@@ -397,8 +443,8 @@ void BenchContend(const char* name, int procs) {
     Fail("%s: not every job was done exactly once", name);
   }
   Report(name, FLAGS.num, (t1 - t0) / 1e9, (cpu1 - cpu0) / 1e9,
-         Fmt("%d processes, batches of 16, jobs per process %s; verified exactly once", procs,
-             per_child.c_str()));
+         Fmt("%d processes, batches of %d, jobs per process %s; verified exactly once", procs,
+             batch, per_child.c_str()));
 }
 
 // ---- claim latency
@@ -423,7 +469,7 @@ std::string Template(int64_t jobs, std::string* how) {
       *how = h;
       return p;
     }
-  RemoveDb(path);
+  path = FreshDb("template_" + std::to_string(jobs));
   std::mt19937_64 rng(4);
   double secs;
   {
@@ -454,7 +500,8 @@ double BenchClaimLatency(const char* name, int64_t jobs, int64_t done) {
   std::string how;
   std::string tmpl = Template(jobs, &how);
   std::string path = FreshDb(name);
-  std::filesystem::copy_file(tmpl, path);
+  RemoveDb(path);
+  CopyDb(tmpl, path);
   if (done > 0) MarkDone(path, done, &how);
   const int64_t pending = CountSql(path, "SELECT count(*) FROM jobs WHERE state = 0");
   auto store = Open(path);
@@ -529,8 +576,22 @@ void PrintHeader() {
   std::printf("Date:       %s\n", date);
   std::printf("CPU:        %d * %s\n", cores, model.c_str());
   if (!cache.empty()) std::printf("CPUCache:   %s\n", cache.c_str());
-  std::printf("SQLite:     %s (WAL, synchronous=NORMAL, set by the store)\n", sqlite3_libversion());
-  std::printf("DB dir:     %s (%s)\n", FLAGS.db_dir.c_str(), FsType(FLAGS.db_dir).c_str());
+  if (FLAGS.pg.empty()) {
+    std::printf("SQLite:     %s (WAL, synchronous=NORMAL, set by the store)\n", sqlite3_libversion());
+    std::printf("DB dir:     %s (%s)\n", FLAGS.db_dir.c_str(), FsType(FLAGS.db_dir).c_str());
+  } else {
+    auto db = PgDb::Open(FLAGS.pg + "/postgres");
+    if (!db.ok()) Fail("%s", db.status().ToString().c_str());
+    std::string settings;
+    for (const char* s : {"server_version", "fsync", "synchronous_commit", "shared_buffers",
+                          "wal_buffers", "max_wal_size", "autovacuum_naptime"}) {
+      auto q = (*db)->Prepare(std::string("SELECT current_setting('") + s + "')");
+      if (q.ok() && q->Step().ok()) settings += Fmt("%s%s=%s", settings.empty() ? "" : ", ", s,
+                                                    q->Text(0).c_str());
+    }
+    std::printf("PostgreSQL: %s on %s (jobs table: the migration's autovacuum settings)\n",
+                settings.c_str(), RedactedUri(FLAGS.pg).c_str());
+  }
   std::printf("Jobs:       %" PRId64 " per throughput workload; 1 stage \"%s\", 1 job per item\n",
               FLAGS.num, kStage);
   std::printf("Items:      source ~20 bytes (\"/data/img-000123.jpg\"), image, 16-hex hash,"
@@ -562,6 +623,9 @@ int Main(int argc, char** argv) {
       FLAGS.latency_reps = std::stoi(v);
     } else if (ParseFlag(argv[i], "--big", &v)) {
       FLAGS.big = std::stoll(v);
+    } else if (ParseFlag(argv[i], "--pg", &v)) {
+      FLAGS.pg = v;
+      while (!FLAGS.pg.empty() && FLAGS.pg.back() == '/') FLAGS.pg.pop_back();
     } else {
       std::fprintf(stderr, "unknown flag %s\nusage: %s [--benchmarks=a,b] [--num=N] [--db_dir=DIR]"
                    " [--latency_reps=N] [--big=N]\n", argv[i], argv[0]);
@@ -601,9 +665,13 @@ int Main(int argc, char** argv) {
     } else if (name == "claim_complete_64") {
       BenchClaimComplete("claim_complete_64", 64);
     } else if (name == "contend_2") {
-      BenchContend("contend_2", 2);
+      BenchContend("contend_2", 2, 16);
     } else if (name == "contend_4") {
-      BenchContend("contend_4", 4);
+      BenchContend("contend_4", 4, 16);
+    } else if (int procs = 0, batch = 0;
+               std::sscanf(name.c_str(), "contend_%d_b%d", &procs, &batch) == 2 && procs > 0 &&
+               batch > 0) {
+      BenchContend(name.c_str(), procs, batch);
     } else if (name == "claim_latency_10k") {
       p50_10k = BenchClaimLatency("claim_latency_10k", kLatencyPending, 0);
     } else if (name == "claim_latency_1m") {

@@ -47,6 +47,8 @@ void RetryFlags(CLI::App* s, Flags& f) {
   DbFlag(s, f);
   s->add_option("--stage", f.stage, "only this stage");
   s->add_flag("--failed", f.failed, "failed jobs (the default and only selection)");
+  s->add_option("--class", f.error_class,
+                "only jobs failed with this error class (as `status` lists them, e.g. file_missing)");
 }
 
 void ExportFlags(CLI::App* s, Flags& f) {

@@ -24,7 +24,8 @@ constexpr size_t kChunk = 10'000;       // items per transaction
 constexpr size_t kHeadBytes = 256 * 1024;  // enough for any image header we probe
 
 struct Candidate {
-  std::string path;
+  std::string path;    // where this machine reads it
+  std::string source;  // what the store records: the path in canonical form (PathMap)
   int64_t size = 0, mtime_ns = 0;
   bool known_unchanged = false;
   // Filled by the reader:
@@ -63,7 +64,7 @@ void ReadAndClassify(Candidate& c) {
   }
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-  c.item.source = c.path;
+  c.item.source = c.source;
   c.item.size = total;
   c.item.mtime_ns = c.mtime_ns;
   c.item.content_hash = hex;
@@ -124,6 +125,7 @@ class Enqueuer {
     if (::stat(p.c_str(), &sb) != 0 || !S_ISREG(sb.st_mode)) return;
     Candidate c;
     c.path = p.string();
+    c.source = options_.path_map.ToCanonical(c.path);
     c.size = sb.st_size;
     c.mtime_ns = static_cast<int64_t>(sb.st_mtim.tv_sec) * 1'000'000'000 + sb.st_mtim.tv_nsec;
     files_.push_back(std::move(c));
@@ -213,11 +215,11 @@ class Enqueuer {
     std::vector<size_t> to_read;
     for (size_t i = 0; i < files_.size(); ++i) {
       Candidate& c = files_[i];
-      auto it = known->find(c.path);
+      auto it = known->find(c.source);
       if (it != known->end() && it->second.size == c.size && it->second.mtime_ns == c.mtime_ns) {
         c.known_unchanged = true;
         c.keep = true;
-        c.item.source = c.path;
+        c.item.source = c.source;
         c.item.kind = it->second.kind;
         c.item.size = c.size;
         c.item.mtime_ns = c.mtime_ns;

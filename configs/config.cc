@@ -1,5 +1,7 @@
 #include "configs/config.h"
 
+#include "base/path_map.h"
+
 #include "base/operations.h"
 
 #include <yaml-cpp/yaml.h>
@@ -134,6 +136,17 @@ Setting Str(std::string key, std::string env, std::string flag, F ref) {
           [=](const Config& c) { return ref(const_cast<Config&>(c)); }};
 }
 
+// A string that may be empty (the setting then does nothing).
+template <typename F>
+Setting OptionalStr(std::string key, std::string env, F ref) {
+  return {key, env, "",
+          [=](Config& c, const std::string& v, const std::string&) -> Status {
+            ref(c) = Trim(v);
+            return Status::OK();
+          },
+          [=](const Config& c) { return ref(const_cast<Config&>(c)); }};
+}
+
 template <typename F>
 Setting Enum(std::string key, std::string env, std::string flag, F ref,
              std::vector<std::string> allowed, std::map<std::string, std::string> refused = {}) {
@@ -165,6 +178,8 @@ const std::vector<Setting>& Settings() {
     std::vector<Setting> t;
     t.push_back(Str("db", "FRAMEMILL_DB", "--db", [](Config& c) -> std::string& { return c.db; }));
     t.push_back(Str("out", "FRAMEMILL_OUT", "--out", [](Config& c) -> std::string& { return c.out; }));
+    t.push_back(OptionalStr("path_map", "FRAMEMILL_PATH_MAP",
+                            [](Config& c) -> std::string& { return c.path_map; }));
     t.push_back(Str("models", "FRAMEMILL_MODELS", "", [](Config& c) -> std::string& { return c.models; }));
     t.push_back(Int("workers", "FRAMEMILL_WORKERS", "--workers",
                     [](Config& c) -> int& { return c.workers; }, 1, 1024));
@@ -476,6 +491,8 @@ Result<Config> LoadConfig(const ConfigInputs& in) {
   }
   if (c.run.retry_max_ms < c.run.retry_base_ms)
     return Status::InvalidArgument("run.retry_max_ms must be at least run.retry_base_ms");
+  if (auto m = PathMap::Parse(c.path_map); !m.ok())
+    return Status::InvalidArgument("path_map (FRAMEMILL_PATH_MAP): " + m.status().message());
   return c;
 }
 

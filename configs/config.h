@@ -122,6 +122,9 @@ struct GpuConfig {
 
 struct Config {
   std::string db = "./framemill.db";
+  // Where the shared store's canonical paths are on this machine (FRAMEMILL_PATH_MAP):
+  // "canonical=local[;canonical=local]", checked when the configuration is read.
+  std::string path_map;
   std::string out = "./framemill-out";
   std::string models = "./framemill-models";
   std::string config_file;  // empty: none

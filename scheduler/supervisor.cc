@@ -240,7 +240,8 @@ class Supervisor {
       return ExitCode::kStoreFailed;
     }
     if (left->running == 0 && left->pending > 0 &&
-        left->next_run_at > SystemClock()->NowMs() + options_.worker.horizon_ms) {
+        left->next_run_at > (left->now > 0 ? left->now : SystemClock()->NowMs()) +
+                                options_.worker.horizon_ms) {
       spdlog::warn("{} job(s) wait for retries, the first due at {}, beyond run.horizon_ms; "
                    "rerun `framemill run` then (or use --forever)",
                    left->pending, FormatLocalTime(left->next_run_at));

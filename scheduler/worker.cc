@@ -2,9 +2,12 @@
 
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
@@ -92,10 +95,16 @@ Worker::Worker(JobStore* store, JobStore* heartbeat_store, const StageRegistry* 
 }
 
 void Worker::SleepFor(int64_t ms) {
-  // In slices, so a stop request is noticed promptly.
+  // In slices, so a stop request is noticed promptly; an enqueue, promotion or release
+  // anywhere (PostgreSQL's NOTIFY) ends the wait at once.
   auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-  while (!stop_->load() && std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(ms, 50)));
+  while (!stop_->load()) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          until - std::chrono::steady_clock::now()).count();
+    if (left <= 0) return;
+    auto woke = store_->WaitForWork(std::min<int64_t>(left, 50));
+    if (woke.ok() && *woke) return;
+  }
 }
 
 Status Worker::Run() {
@@ -103,6 +112,7 @@ Status Worker::Run() {
   while (!stop_->load()) {
     auto jobs = ClaimBatch();
     if (!jobs.ok()) return jobs.status();
+    if (!jobs->empty()) FM_RETURN_IF_ERROR(Localize(&*jobs));
     if (!jobs->empty()) {
       FM_RETURN_IF_ERROR(RunBatch(std::move(jobs).value()));
       continue;
@@ -110,16 +120,17 @@ Status Worker::Run() {
     auto left = store_->CountOutstanding(options_.stages);
     if (!left.ok()) return left.status();
     if (left->pending == 0 && left->running == 0 && !options_.forever) return Status::OK();
+    // Retry times are on the store's clock (PostgreSQL's, which may not be this machine's).
+    const int64_t now = left->now > 0 ? left->now : clock_->NowMs();
     // Only retries due beyond the horizon are left (a server's Retry-After, a long
     // backoff): a later run takes them; the supervisor says when they are due.
-    if (left->running == 0 && !options_.forever &&
-        left->next_run_at > clock_->NowMs() + options_.horizon_ms)
+    if (left->running == 0 && !options_.forever && left->next_run_at > now + options_.horizon_ms)
       return Status::OK();
     // Something is in backoff or held by another worker (which may yet fail, or die
     // and be rescued): wait for it, but no longer than until the next retry is due.
     int64_t wait = options_.poll_ms;
     if (left->pending > 0 && left->next_run_at > 0)
-      wait = std::clamp<int64_t>(left->next_run_at - clock_->NowMs(), 1, options_.poll_ms);
+      wait = std::clamp<int64_t>(left->next_run_at - now, 1, options_.poll_ms);
     // Only other workers' batches are left: they end soon, and their completions may
     // make dependants claimable, so look again shortly rather than after a full poll.
     if (left->pending == 0 && left->running > 0) wait = std::min<int64_t>(wait, kTailPollMs);
@@ -167,6 +178,36 @@ Result<std::vector<ClaimedJob>> Worker::ClaimBatch() {
     });
   }
   return jobs;
+}
+
+Status Worker::Localize(std::vector<ClaimedJob>* jobs) {
+  std::vector<FinishedJob> missing;
+  std::vector<ClaimedJob> kept;
+  for (ClaimedJob& j : *jobs) {
+    j.source = options_.path_map.ToLocal(j.source);
+    if (!options_.check_files || j.source.empty() || j.source[0] != '/' ||
+        ::access(j.source.c_str(), R_OK) == 0) {
+      kept.push_back(std::move(j));
+      continue;
+    }
+    const int err = errno;
+    char host[256] = "?";
+    ::gethostname(host, sizeof host - 1);
+    missing.push_back(Finish(
+        j, Outcome::Failed(Status::NotFound(j.source + ": " + std::strerror(err) + " on " + host +
+                                            " (deleted since enqueue, or the shared storage is not "
+                                            "mounted here: mount it at the same path on every "
+                                            "machine, or map it with FRAMEMILL_PATH_MAP)"),
+                           "file_missing")));
+  }
+  *jobs = std::move(kept);
+  if (missing.empty()) return Status::OK();
+  if (Status s = Record(missing); !s.ok()) {
+    std::vector<ClaimedJob> all = *jobs;
+    (void)store_->Release(all);
+    return s;
+  }
+  return Status::OK();
 }
 
 Status Worker::RunBatch(std::vector<ClaimedJob> jobs) {

@@ -61,6 +61,11 @@ struct WorkerOptions {
   WorkerDeadline* deadline = nullptr;  // borrowed; null: no supervisor watches
   // Device operations go through this ladder (borrowed); null: a CPU-only one.
   gpu::OomLadder* ladder = nullptr;
+  // Claimed items' canonical paths as this machine sees them (FRAMEMILL_PATH_MAP).
+  PathMap path_map;
+  // An item file this machine cannot read fails with class file_missing before its stage
+  // runs (off only for tests whose stages read no files).
+  bool check_files = true;
 };
 
 struct WorkerStats {
@@ -83,6 +88,10 @@ class Worker {
 
  private:
   Result<std::vector<ClaimedJob>> ClaimBatch();
+  // Maps each claimed item's path to this machine's (path_map); an item file it cannot
+  // read fails at once with class file_missing (`retry --failed --class file_missing`
+  // once the storage is mounted), and leaves the batch.
+  Status Localize(std::vector<ClaimedJob>* jobs);
   int BatchOf(const std::string& stage) const;
   Status RunBatch(std::vector<ClaimedJob> jobs);
   // Runs the batch's stages, a run of equal stages at a time, until done or stopped:

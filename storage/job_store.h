@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/path_map.h"
 #include "base/status.h"
 #include "jobs/job.h"
 #include "jobs/outcome.h"
@@ -49,6 +50,7 @@ struct EnqueueOptions {
   std::vector<std::string> stages;  // already closed over dependencies
   int priority = 0;
   int max_attempts = 3;
+  PathMap path_map;  // local paths are recorded in their canonical form
 };
 
 struct EnqueueStats {
@@ -150,8 +152,13 @@ class JobStore : public ResultReader {
   // the earliest time one in backoff becomes claimable (0 if none).
   struct Outstanding {
     int64_t pending = 0, running = 0, next_run_at = 0;
+    int64_t now = 0;  // the store's clock at the count: next_run_at is on it, not the worker's
   };
   virtual Result<Outstanding> CountOutstanding(const std::vector<std::string>& stages) = 0;
+  // Waits up to `ms` for a sign that jobs may have become claimable: an enqueue, a
+  // promotion, a retry or a release by any process on any machine. PostgreSQL is woken
+  // by LISTEN/NOTIFY; SQLite cannot be, and sleeps the whole time. True when woken.
+  virtual Result<bool> WaitForWork(int64_t ms) = 0;
 
   // --- runs and workers bookkeeping ---
   virtual Result<int64_t> BeginRun(int workers, const std::string& stages) = 0;
@@ -170,7 +177,9 @@ class JobStore : public ResultReader {
   virtual Status SaveTuning(const TuningRecord& record) = 0;
 
   // --- user commands ---
-  virtual Result<int64_t> RetryFailed(const std::string& stage /* empty: all */) = 0;
+  // Failed jobs of `stage` whose error_class is `error_class` (empty: any) go back to
+  // pending, their failed dependants waiting again.
+  virtual Result<int64_t> RetryFailed(const std::string& stage, const std::string& error_class) = 0;
   // Deletes old history (see GcOptions) in one transaction; counts what it removed (or
   // would remove, with dry_run).
   virtual Result<GcStats> CollectGarbage(const GcOptions& options) = 0;

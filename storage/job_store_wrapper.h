@@ -70,8 +70,8 @@ class JobStoreWrapper : public JobStore {
   Result<GcStats> CollectGarbage(const GcOptions& options) override {
     return target_->CollectGarbage(options);
   }
-  Result<int64_t> RetryFailed(const std::string& stage) override {
-    return target_->RetryFailed(stage);
+  Result<int64_t> RetryFailed(const std::string& stage, const std::string& error_class) override {
+    return target_->RetryFailed(stage, error_class);
   }
   Result<std::vector<StageCounts>> Counts(int64_t window_ms) override {
     return target_->Counts(window_ms);
@@ -81,6 +81,7 @@ class JobStoreWrapper : public JobStore {
     return target_->FailuresByClass();
   }
   Result<std::optional<RunRecord>> LastRun() override { return target_->LastRun(); }
+  Result<bool> WaitForWork(int64_t ms) override { return target_->WaitForWork(ms); }
   Status ForEachResult(const std::string& stage,
                        const std::function<Status(const ExportRow&)>& fn) override {
     return target_->ForEachResult(stage, fn);

@@ -3,6 +3,8 @@
 #include <libpq-fe.h>
 #include <spdlog/spdlog.h>
 
+#include <poll.h>
+
 #include <algorithm>
 #include <charconv>
 #include <chrono>
@@ -223,7 +225,9 @@ Status PgDb::Reconnect() {
     return Status::IOError("cannot reconnect to PostgreSQL at " + display_ + ": " + why);
   }
   PQsetNoticeProcessor(conn_, IgnoreNotice, nullptr);
-  return Exec("SET lock_timeout = '60s'; SET idle_in_transaction_session_timeout = '10min'");
+  FM_RETURN_IF_ERROR(
+      Exec("SET lock_timeout = '60s'; SET idle_in_transaction_session_timeout = '10min'"));
+  return listening_.empty() ? Status::OK() : Exec("LISTEN " + listening_);
 }
 
 Status PgDb::Begin(TxnKind kind) {
@@ -237,6 +241,29 @@ Status PgDb::Begin(TxnKind kind) {
   if (s.ok()) txn_now_ms_ = std::strtoll(PQgetvalue(res, 0, 0), nullptr, 10);
   PQclear(res);
   return s;
+}
+
+Status PgDb::Listen(const std::string& channel) {
+  FM_RETURN_IF_ERROR(Exec("LISTEN " + channel));
+  listening_ = channel;
+  return Status::OK();
+}
+
+Result<bool> PgDb::WaitNotification(int64_t ms) {
+  auto take = [&] {
+    bool any = false;
+    while (PGnotify* n = PQnotifies(conn_)) {
+      PQfreemem(n);
+      any = true;
+    }
+    return any;
+  };
+  if (Broken() || PQconsumeInput(conn_) == 0) return false;
+  if (take()) return true;
+  pollfd p{PQsocket(conn_), POLLIN, 0};
+  if (::poll(&p, 1, static_cast<int>(ms)) <= 0) return false;
+  if (PQconsumeInput(conn_) == 0) return false;
+  return take();
 }
 
 Status PgDb::LockExclusive(int64_t key) {

@@ -87,6 +87,11 @@ class PgDb {
   Status Transaction(TxnKind kind, const std::function<Status()>& fn);
   // Blocks other transactions taking the same key until this one ends.
   Status LockExclusive(int64_t key);
+  // Subscribes this connection to `channel` (again after every reconnect).
+  Status Listen(const std::string& channel);
+  // Waits up to `ms` for a notification on the channels listened to; true when one came.
+  // A lost connection is not an error here: the next transaction reconnects.
+  Result<bool> WaitNotification(int64_t ms);
   // The server's clock (ms since the epoch) when the current transaction began.
   int64_t TxnNowMs() const { return txn_now_ms_; }
 
@@ -123,6 +128,7 @@ class PgDb {
   mutable bool lost_ = false;  // a result said the connection is gone (FromResult)
   int64_t changes_ = 0;
   int64_t txn_now_ms_ = 0;
+  std::string listening_;  // the channel, once Listen was called
 };
 
 }  // namespace framemill

@@ -3,7 +3,9 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
+#include <thread>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -70,6 +72,8 @@ struct Dialect<PgDb> {
   // Claims pass over rows another claim holds instead of queueing behind it.
   static constexpr const char* kSkipLocked = " FOR UPDATE SKIP LOCKED";
 };
+// What Notify says and WaitForWork listens for.
+constexpr char kWorkChannel[] = "framemill_work";
 // The advisory lock key of LockGraph ("fmgraph").
 constexpr int64_t kGraphLock = 0x666d6772617068;
 
@@ -125,6 +129,27 @@ template <class Db>
 int64_t SqlJobStore<Db>::RetryAt(const FinishedJob& f, int64_t now) const {
   if (f.retry_at_ms <= 0 || f.decided_at_ms <= 0) return f.retry_at_ms;
   return now + std::max<int64_t>(0, f.retry_at_ms - f.decided_at_ms);
+}
+
+template <class Db>
+Status SqlJobStore<Db>::Notify() {
+  if constexpr (std::is_same_v<Db, PgDb>) return db_->Exec(std::string("NOTIFY ") + kWorkChannel);
+  return Status::OK();
+}
+
+template <class Db>
+Result<bool> SqlJobStore<Db>::WaitForWork(int64_t ms) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  if constexpr (std::is_same_v<Db, PgDb>) {
+    // A server that is down is not this call's failure: it sleeps, the next claim reconnects.
+    if (!listening_) listening_ = db_->Listen(kWorkChannel).ok();
+    if (listening_) {
+      auto woke = db_->WaitNotification(ms);
+      if (woke.ok() && *woke) return true;
+    }
+  }
+  std::this_thread::sleep_until(until);
+  return false;
 }
 
 template <class Db>
@@ -397,6 +422,7 @@ Status SqlJobStore<Db>::PromoteDatasetJobs(int64_t now) {
     up.Bind(i++, spec.name);
     for (const std::string& d : spec.deps) up.Bind(i++, d);
     FM_RETURN_IF_ERROR(up.Run());
+    if (db_->Changes() > 0) FM_RETURN_IF_ERROR(Notify());
   }
   return Status::OK();
 }
@@ -461,6 +487,7 @@ Result<EnqueueStats> SqlJobStore<Db>::Enqueue(const std::vector<NewItem>& items,
     // An enqueue that names only upstream stages still gives a finished dataset job new
     // inputs (faces of new items for face_clusters): it must wait for them again.
     FM_RETURN_IF_ERROR(RearmDatasetJobs());
+    if (stats.jobs_added + stats.jobs_requeued > 0) FM_RETURN_IF_ERROR(Notify());
     return PromoteDatasetJobs(now);
   });
   if (!s.ok()) return s;
@@ -482,7 +509,8 @@ Status SqlJobStore<Db>::PromoteDependants(int64_t job_id, int64_t now) {
              " AND id IN (SELECT job_id FROM job_deps WHERE dep_id = ?)"
              " AND NOT EXISTS (SELECT 1 FROM job_deps d JOIN jobs j ON j.id = d.dep_id"
              "                 WHERE d.job_id = jobs.id AND j.state <> " S_DONE ")");
-  return up.Bind(1, now).Bind(2, job_id).Run();
+  FM_RETURN_IF_ERROR(up.Bind(1, now).Bind(2, job_id).Run());
+  return db_->Changes() > 0 ? Notify() : Status::OK();
 }
 
 template <class Db>
@@ -606,6 +634,7 @@ Result<int> SqlJobStore<Db>::RescueLocked(const std::string& sql,
   }
   if (!rescued.empty()) {
     spdlog::info("rescued {} job(s): {}", rescued.size(), error_class);
+    FM_RETURN_IF_ERROR(Notify());
     FM_RETURN_IF_ERROR(PromoteDatasetJobs(now));
   }
   return static_cast<int>(rescued.size());
@@ -640,8 +669,8 @@ Result<int> SqlJobStore<Db>::ReleaseWorkerJobs(int64_t run_id, int pid) {
                                " lease_token = NULL, lease_expires_at = NULL, started_at = NULL"
                                " WHERE state = " S_RUNNING " AND ") + kHeldByWorker);
     FM_RETURN_IF_ERROR(up.Bind(4, run_id).Bind(5, static_cast<int64_t>(pid)).Run());
-    n = db_->Changes();
-    return Status::OK();
+    n = static_cast<int>(db_->Changes());
+    return n > 0 ? Notify() : Status::OK();
   });
   if (!s.ok()) return s;
   return n;
@@ -740,7 +769,7 @@ Result<int> SqlJobStore<Db>::Heartbeat(const std::string& worker, int64_t lease_
     FM_PREPARE(up, "UPDATE jobs SET lease_expires_at = ? WHERE state = " S_RUNNING
                    " AND lease_owner = ?");
     FM_RETURN_IF_ERROR(up.Bind(1, now + lease_ms).Bind(2, worker).Run());
-    n = db_->Changes();
+    n = static_cast<int>(db_->Changes());
     FM_PREPARE(w, "UPDATE workers SET heartbeat_at = ? WHERE id = ?");
     return w.Bind(1, now).Bind(2, worker).Run();
   });
@@ -897,9 +926,9 @@ Result<int> SqlJobStore<Db>::Release(const std::vector<ClaimedJob>& jobs) {
                      " lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,"
                      " started_at = NULL WHERE id = ? AND state = " S_RUNNING " AND lease_token = ?");
       FM_RETURN_IF_ERROR(up.Bind(1, j.id).Bind(2, j.lease_token).Run());
-      n += db_->Changes();
+      n += static_cast<int>(db_->Changes());
     }
-    return Status::OK();
+    return n > 0 ? Notify() : Status::OK();
   });
   if (!s.ok()) return s;
   return n;
@@ -914,6 +943,7 @@ Result<JobStore::Outstanding> SqlJobStore<Db>::CountOutstanding(
                     "," S_RUNNING ") AND stage IN (" + Placeholders(stages.size()) + ") GROUP BY state";
   Status s = db_->Transaction(Db::TxnKind::kRead, [&]() -> Status {
     o = Outstanding();
+    o.now = Now();
     FM_PREPARE(q, sql);
     int i = 1;
     for (const std::string& st : stages) q.Bind(i++, st);
@@ -1030,18 +1060,21 @@ Status SqlJobStore<Db>::SaveTuning(const TuningRecord& r) {
 // ---------------------------------------------------------------- user commands
 
 template <class Db>
-Result<int64_t> SqlJobStore<Db>::RetryFailed(const std::string& stage) {
+Result<int64_t> SqlJobStore<Db>::RetryFailed(const std::string& stage,
+                                             const std::string& error_class) {
   int64_t n = 0;
   Status s = db_->Transaction(Db::TxnKind::kWrite, [&]() -> Status {
     FM_RETURN_IF_ERROR(LockGraph());
     // A job waits again if any dependency is not done (it may itself be retried now).
     std::string sql =
         "UPDATE jobs SET attempts = 0, next_run_at = 0, error_class = NULL, last_error = NULL,"
-        " finished_at = NULL, device = NULL, state = ? WHERE state = ?" +
-        std::string(stage.empty() ? "" : " AND stage = ?") + " RETURNING id";
+        " finished_at = NULL, device = NULL, state = ?1 WHERE state = ?2" +
+        std::string(stage.empty() ? "" : " AND stage = ?3") +
+        std::string(error_class.empty() ? "" : " AND error_class = ?4") + " RETURNING id";
     FM_PREPARE(up, sql);
     up.Bind(1, kWaiting).Bind(2, kFailed);
     if (!stage.empty()) up.Bind(3, stage);
+    if (!error_class.empty()) up.Bind(4, error_class);
     std::set<int64_t> retried;
     for (;;) {
       FM_STEP(row, up.Step());
@@ -1089,6 +1122,7 @@ Result<int64_t> SqlJobStore<Db>::RetryFailed(const std::string& stage) {
                "  WHERE d.job_id = jobs.id AND j.state <> ?)");
     FM_RETURN_IF_ERROR(ready.Bind(1, kPending).Bind(2, kWaiting).Bind(3, kDone).Run());
     FM_RETURN_IF_ERROR(RearmDatasetJobs());
+    if (n > 0) FM_RETURN_IF_ERROR(Notify());
     return PromoteDatasetJobs(Now());
   });
   if (!s.ok()) return s;
@@ -1119,7 +1153,7 @@ Result<GcStats> SqlJobStore<Db>::CollectGarbage(const GcOptions& options) {
     FM_RETURN_IF_ERROR(q.Bind(1, options.before_ms)
                            .Bind(2, static_cast<int64_t>(options.keep_runs))
                            .Bind(3, options.silent_before_ms).Run());
-    *count = db_->Changes();
+    *count = static_cast<int64_t>(db_->Changes());
     return Status::OK();
   };
   // A dry run deletes too, then rolls back: its counts are exactly what gc would remove.

@@ -39,6 +39,7 @@ class SqlJobStore : public JobStore {
   Result<CompleteStats> Complete(const std::vector<FinishedJob>& batch) override;
   Result<int> Release(const std::vector<ClaimedJob>& jobs) override;
   Result<Outstanding> CountOutstanding(const std::vector<std::string>& stages) override;
+  Result<bool> WaitForWork(int64_t ms) override;
   Result<int64_t> BeginRun(int workers, const std::string& stages) override;
   Status EndRun(int64_t run_id, int exit_code) override;
   Status RegisterWorker(const std::string& worker, int64_t run_id, int pid,
@@ -49,7 +50,7 @@ class SqlJobStore : public JobStore {
   Result<std::optional<TuningRecord>> LoadTuning(const std::string& op, const std::string& device,
                                                  int size_bucket) override;
   Status SaveTuning(const TuningRecord& record) override;
-  Result<int64_t> RetryFailed(const std::string& stage) override;
+  Result<int64_t> RetryFailed(const std::string& stage, const std::string& error_class) override;
   Result<GcStats> CollectGarbage(const GcOptions& options) override;
   Result<std::vector<StageCounts>> Counts(int64_t window_ms) override;
   Result<int64_t> ItemCount() override;
@@ -68,6 +69,9 @@ class SqlJobStore : public JobStore {
   // Taken first by the PostgreSQL transactions that change jobs other than the one they
   // were asked about; a no-op on SQLite, whose writers are serialised already.
   Status LockGraph();
+  // Tells waiting workers that jobs may be claimable (PostgreSQL: NOTIFY, delivered when
+  // the transaction commits); a no-op on SQLite.
+  Status Notify();
   // When a failed job is due again, on the store's clock (FinishedJob::decided_at_ms).
   int64_t RetryAt(const FinishedJob& f, int64_t now) const;
   // Inside a transaction: the helpers below assume one is open.
@@ -126,6 +130,7 @@ class SqlJobStore : public JobStore {
   // Stages some other stage depends on: only their outcomes need promotion or
   // cascade queries, which keeps completing a leaf stage's job to three statements.
   std::set<std::string> stages_with_dependants_;
+  bool listening_ = false;  // PostgreSQL: LISTEN issued on this connection
 };
 
 }  // namespace framemill

@@ -48,7 +48,7 @@ TEST(PostgresBinaryTest, EveryCommandWorksAndGivesTheResultsSqliteGives) {
   MakeRealImages(dir / "media", 6, 160);
   WriteFile(dir / "media/broken.jpg", "not a jpeg at all");
   std::map<std::string, std::string> exports;
-  for (const std::string db : {pg->CreateDatabase(), dir / "fm.db"}) {
+  for (const std::string& db : {pg->CreateDatabase(), dir / "fm.db"}) {
     SCOPED_TRACE(db);
     std::map<std::string, std::string> env = {
         {"FRAMEMILL_DB", db}, {"FRAMEMILL_OUT", dir / "out"}, {"LOG_LEVEL", "warn"},
@@ -82,6 +82,52 @@ TEST(PostgresBinaryTest, EveryCommandWorksAndGivesTheResultsSqliteGives) {
   }
   ASSERT_EQ(exports.size(), 2u);
   EXPECT_EQ(ExportedResults(exports.begin()->second), ExportedResults(exports.rbegin()->second));
+}
+
+// Two machines mount the shared media at different places; FRAMEMILL_PATH_MAP names the
+// canonical prefix on each, so both enqueue the same items and each worker opens its own
+// path. A machine without the mapping cannot see the files: its jobs fail with class
+// file_missing, and `retry --failed --class file_missing` brings them back for a machine
+// that can.
+TEST(PostgresBinaryTest, MachinesWithOtherMountsShareItemsAndAnUnseenFileCanBeRetried) {
+  PgServer* pg = Server();
+  ASSERT_NE(pg, nullptr);
+  TempDir dir;
+  MakeRealImages(dir / "a", 4, 160);
+  std::filesystem::create_directory_symlink(dir / "a", dir / "b");  // machine B's mount
+  const std::string db = pg->CreateDatabase();
+  auto machine = [&](const std::string& map) {
+    std::map<std::string, std::string> env = {
+        {"FRAMEMILL_DB", db}, {"FRAMEMILL_OUT", dir / "out"}, {"LOG_LEVEL", "warn"},
+        {"FRAMEMILL_STAGES", "lighting"}};
+    if (!map.empty()) env["FRAMEMILL_PATH_MAP"] = map;
+    return env;
+  };
+  auto a = machine("/shared/media=" + dir / "a");
+  auto b = machine("/shared/media=" + dir / "b");
+  auto c = machine("");
+  auto fm = [&](const std::map<std::string, std::string>& env, std::vector<std::string> args) {
+    args.insert(args.begin(), FRAMEMILL_BIN);
+    return RunProcess(args, env, dir.path(), 120);
+  };
+  ASSERT_EQ(fm(a, {"enqueue", dir / "a"}).exit_code, 0);
+  auto again = fm(b, {"enqueue", dir / "b"});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM items"), 4);
+  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM items WHERE source LIKE '/shared/media/%'"), 4);
+
+  EXPECT_EQ(fm(c, {"run", "--workers", "1"}).exit_code, 3);
+  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM jobs WHERE state = 3 AND error_class = 'file_missing'"),
+            4);
+  EXPECT_NE(QueryRows(db, "SELECT last_error FROM jobs LIMIT 1")[0].find("FRAMEMILL_PATH_MAP"),
+            std::string::npos);
+  auto retry = fm(c, {"retry", "--failed", "--class", "file_missing"});
+  ASSERT_EQ(retry.exit_code, 0) << retry.err;
+  EXPECT_NE(retry.out.find("re-queued 4 failed job(s) of class file_missing"), std::string::npos)
+      << retry.out;
+  auto run = fm(b, {"run", "--workers", "1"});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM jobs WHERE state = 2"), 4);
 }
 
 // Four run processes stand in for four machines. Each is SIGKILLed at random moments and

@@ -176,6 +176,7 @@ class WorkerTest : public ::testing::Test {
     o.batch = batch;
     o.lease_ms = lease_ms;
     o.poll_ms = 20;
+    o.check_files = false;  // the fake stage reads no files: its sources are names only
     o.retry = retry_;
     return o;
   }

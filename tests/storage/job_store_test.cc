@@ -386,11 +386,11 @@ TEST_P(JobStoreTest, ItemThatTurnsFromVideoIntoImageSkipsStagesThatNoLongerApply
 TEST_P(JobStoreTest, EnqueueWithAnUnknownStageIsInvalidArgumentAndChangesNothing) {
   AddStage(Stage("a"));
   Open();
-  auto r = store_->Enqueue(Images(2), EnqueueOptions{{"a", "nope"}, 0, 3});
+  auto r = store_->Enqueue(Images(2), EnqueueOptions{{"a", "nope"}, 0, 3, {}});
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(r.status().IsInvalidArgument()) << r.status().ToString();
   EXPECT_EQ(Count("items"), 0) << "the whole enqueue is one transaction";
-  auto empty = store_->Enqueue({}, EnqueueOptions{{"nope"}, 0, 3});
+  auto empty = store_->Enqueue({}, EnqueueOptions{{"nope"}, 0, 3, {}});
   EXPECT_TRUE(empty.status().IsInvalidArgument()) << empty.status().ToString();
 }
 
@@ -925,7 +925,7 @@ TEST_P(JobStoreTest, RetryFailedRequeuesFailedJobsAndTheirDependantsWaitAgain) {
   ASSERT_EQ(State(src, "b"), kFailed);
   ASSERT_EQ(JobText("error_class", src, "b"), "dependency_failed");
 
-  EXPECT_EQ(Must(store_->RetryFailed("")), 2);
+  EXPECT_EQ(Must(store_->RetryFailed("", "")), 2);
   EXPECT_EQ(State(src, "a"), kPending);
   EXPECT_EQ(State(src, "b"), kWaiting);
   EXPECT_EQ(JobCol("attempts", src, "a"), 0);
@@ -949,7 +949,7 @@ TEST_P(JobStoreTest, RetryFailedOfADependencyStageAlsoRevivesItsDependants) {
   const std::string src = "/data/img0.png";
   Complete({Failed(Claim("w", {"a"}).at(0), Status::Corruption("bad"))});
   ASSERT_EQ(State(src, "c"), kFailed);
-  EXPECT_EQ(Must(store_->RetryFailed("a")), 1);
+  EXPECT_EQ(Must(store_->RetryFailed("a", "")), 1);
   EXPECT_EQ(State(src, "a"), kPending);
   // b and c only failed because a did; with a queued again they wait for it.
   EXPECT_EQ(State(src, "b"), kWaiting);
@@ -965,7 +965,7 @@ TEST_P(JobStoreTest, RetryFailedOfADependantWhoseDependencyStillFailedDoesNotStr
   Enqueue(Images(1), {"a", "b"});
   const std::string src = "/data/img0.png";
   Complete({Failed(Claim("w", {"a"}).at(0), Status::Corruption("bad"))});
-  Must(store_->RetryFailed("b"));
+  Must(store_->RetryFailed("b", ""));
   EXPECT_EQ(State(src, "a"), kFailed);
   // Waiting on a failed job would be forever (and invisible to CountOutstanding).
   EXPECT_EQ(State(src, "b"), kFailed);
@@ -980,9 +980,26 @@ TEST_P(JobStoreTest, RetryFailedOfOneStageLeavesOtherStagesFailed) {
   auto j = Claim("w", {"a", "x"});
   ASSERT_EQ(j.size(), 2u);
   Complete({Failed(j[0], Status::Corruption("bad")), Failed(j[1], Status::Corruption("bad"))});
-  EXPECT_EQ(Must(store_->RetryFailed("x")), 1);
+  EXPECT_EQ(Must(store_->RetryFailed("x", "")), 1);
   EXPECT_EQ(State("/data/img0.png", "a"), kFailed);
   EXPECT_EQ(State("/data/img0.png", "x"), kPending);
+}
+
+// `retry --class file_missing`: after the mounts are fixed, only what failed for that.
+TEST_P(JobStoreTest, RetryFailedOfOneClassLeavesOtherClassesFailed) {
+  AddStage(Stage("a"));
+  Open();
+  Enqueue(Images(3), {"a"});
+  auto j = Claim("w", {"a"});
+  ASSERT_EQ(j.size(), 3u);
+  Complete({Failed(j[0], Status::Corruption("bad")),
+            Failed(j[1], Status::NotFound("cannot see it"), "file_missing"),
+            Failed(j[2], Status::NotFound("cannot see it either"), "file_missing")});
+  EXPECT_EQ(Must(store_->RetryFailed("", "file_missing")), 2);
+  EXPECT_EQ(State("/data/img0.png", "a"), kFailed);
+  EXPECT_EQ(State("/data/img1.png", "a"), kPending);
+  EXPECT_EQ(State("/data/img2.png", "a"), kPending);
+  EXPECT_EQ(Must(store_->RetryFailed("a", "file_missing")), 0);
 }
 
 // ============================================================ dataset-level stages
@@ -1120,7 +1137,7 @@ TEST_P(DatasetStageTest, FailedDatasetJobIsRetriedByRetryFailed) {
   ASSERT_EQ(c.size(), 1u);
   Complete({Failed(c[0], Status::Corruption("bad manifest"))});
   ASSERT_EQ(CState(), kFailed);
-  EXPECT_EQ(Must(store_->RetryFailed("c")), 1);
+  EXPECT_EQ(Must(store_->RetryFailed("c", "")), 1);
   EXPECT_EQ(CState(), kPending);
 }
 
@@ -1136,7 +1153,7 @@ TEST_P(DatasetStageTest, RetryingUpstreamJobsReArmsAFinishedDatasetJob) {
   ASSERT_EQ(c.size(), 1u);
 
   // Retried while c runs: c's lease goes, and its completion is refused as stale.
-  EXPECT_EQ(Must(store_->RetryFailed("a")), 1);
+  EXPECT_EQ(Must(store_->RetryFailed("a", "")), 1);
   EXPECT_EQ(CState(), kWaiting);
   EXPECT_EQ(Complete({Done(c[0], R"({"v":1})")}).stale, 1);
   EXPECT_EQ(CState(), kWaiting);
@@ -1150,7 +1167,7 @@ TEST_P(DatasetStageTest, RetryingUpstreamJobsReArmsAFinishedDatasetJob) {
   ASSERT_EQ(CState(), kDone);
 
   // Retried after c finished: c waits again, and runs once the retry is done.
-  EXPECT_EQ(Must(store_->RetryFailed("a")), 1);
+  EXPECT_EQ(Must(store_->RetryFailed("a", "")), 1);
   EXPECT_EQ(CState(), kWaiting) << "it saw the failed item's inputs missing";
   CompleteAllDone(Claim("w", {"a"}));
   EXPECT_EQ(CState(), kPending);
@@ -1596,7 +1613,7 @@ TEST_P(UrlItemTest, PermanentFetchFailureFailsWithItsClassAndSkipsEveryDependant
   EXPECT_EQ(failures[0].stage, "fetch");
   EXPECT_EQ(failures[0].error_class, "http_status");
   // retry puts the fetch back, and its dependants wait on it again.
-  EXPECT_EQ(Must(store_->RetryFailed("fetch")), 1);
+  EXPECT_EQ(Must(store_->RetryFailed("fetch", "")), 1);
   EXPECT_EQ(State("http://h/gone.jpg", "fetch"), kPending);
   for (const std::string& s : kStages) EXPECT_EQ(State("http://h/gone.jpg", s), kWaiting) << s;
 }
