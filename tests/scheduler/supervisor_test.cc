@@ -60,6 +60,7 @@ class SupervisorTest : public ::testing::Test {
     options_.worker.batch = 4;
     options_.worker.lease_ms = 60'000;  // only the budget or the watch may end a hang
     options_.worker.poll_ms = 20;
+    options_.worker.check_files = false;  // the test stages read no files: sources are names
     options_.worker.retry.base_delay_ms = 10;
   }
 
