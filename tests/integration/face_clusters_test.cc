@@ -195,6 +195,7 @@ TEST(FaceClustersCrashTest, ARerunAfterAKillInTheMiddleOfClusteringLeavesExactly
   options.db = db;
   options.workers = 1;
   options.worker.stages = {"faces", "face_clusters"};
+  options.worker.check_files = false;  // ManyFacesStage reads no files: the sources are names
   options.worker.lease_ms = 2000;
   options.worker.poll_ms = 20;
   const std::string state = "SELECT state FROM jobs WHERE stage = 'face_clusters'";
