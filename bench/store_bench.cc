@@ -255,7 +255,8 @@ std::vector<FinishedJob> DoneFor(const std::vector<ClaimedJob>& jobs) {
   static const nlohmann::json result = nlohmann::json::parse(kResult);
   std::vector<FinishedJob> out;
   out.reserve(jobs.size());
-  for (const ClaimedJob& j : jobs) out.push_back({j.id, j.lease_token, Outcome::Done(result), 0});
+  for (const ClaimedJob& j : jobs)
+    out.push_back({j.id, j.lease_token, Outcome::Done(result), 0, 0, j.stage});
   return out;
 }
 

@@ -118,9 +118,7 @@ Result<std::unique_ptr<PgDb>> PgDb::Open(const std::string& uri, const PgOptions
   }
   PQsetNoticeProcessor(conn, IgnoreNotice, nullptr);
   std::unique_ptr<PgDb> db(new PgDb(conn, uri, display, options));
-  // Short statements; a lock wait longer than this is a bug, not a busy queue.
-  FM_RETURN_IF_ERROR(db->Exec("SET lock_timeout = '60s'; SET idle_in_transaction_session_timeout"
-                              " = '10min'"));
+  FM_RETURN_IF_ERROR(db->SetUpSession());
   return db;
 }
 
@@ -225,18 +223,31 @@ Status PgDb::Reconnect() {
     return Status::IOError("cannot reconnect to PostgreSQL at " + display_ + ": " + why);
   }
   PQsetNoticeProcessor(conn_, IgnoreNotice, nullptr);
-  FM_RETURN_IF_ERROR(
-      Exec("SET lock_timeout = '60s'; SET idle_in_transaction_session_timeout = '10min'"));
+  FM_RETURN_IF_ERROR(SetUpSession());
   return listening_.empty() ? Status::OK() : Exec("LISTEN " + listening_);
 }
 
+Status PgDb::SetUpSession() {
+  pg_result* res = PQexec(conn_, "SELECT current_setting('synchronous_commit')");
+  if (res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
+    synchronous_commit_ = PQgetvalue(res, 0, 0);
+  PQclear(res);
+  // Short statements: a lock wait longer than this is a bug, not a busy queue.
+  return Exec("SET lock_timeout = '60s'; SET idle_in_transaction_session_timeout = '10min';"
+              " SET synchronous_commit = off");
+}
+
 Status PgDb::Begin(TxnKind kind) {
-  const char* sql = kind == TxnKind::kWrite
-                        ? "BEGIN ISOLATION LEVEL READ COMMITTED;"
-                          " SELECT (extract(epoch from now()) * 1000)::int8"
-                        : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;"
-                          " SELECT (extract(epoch from now()) * 1000)::int8";
-  pg_result* res = PQexec(conn_, sql);
+  if (kind == TxnKind::kAutocommit) return Status::OK();
+  // Writes are as durable as the server is configured to make them (the session's own
+  // default is off, for autocommitted claims and heartbeats); one round trip with the time.
+  const std::string sql =
+      kind == TxnKind::kWrite
+          ? "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL synchronous_commit = " +
+                synchronous_commit_ + "; SELECT (extract(epoch from now()) * 1000)::int8"
+          : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;"
+            " SELECT (extract(epoch from now()) * 1000)::int8";
+  pg_result* res = PQexec(conn_, sql.c_str());
   Status s = res && PQresultStatus(res) == PGRES_TUPLES_OK ? Status::OK() : FromResult(res, "BEGIN");
   if (s.ok()) txn_now_ms_ = std::strtoll(PQgetvalue(res, 0, 0), nullptr, 10);
   PQclear(res);
@@ -285,9 +296,13 @@ Status PgDb::Transaction(TxnKind kind, const std::function<Status()>& fn) {
       in_txn_ = true;
       s = fn();
       in_txn_ = false;
-      if (s.ok()) s = Exec("COMMIT");
-      if (s.ok()) return s;
-      if (!Broken() && !lost_) Exec("ROLLBACK");
+      if (kind == TxnKind::kAutocommit) {
+        if (s.ok()) return s;
+      } else {
+        if (s.ok()) s = Exec("COMMIT");
+        if (s.ok()) return s;
+        if (!Broken() && !lost_) Exec("ROLLBACK");
+      }
     }
     const bool lost = Broken() || lost_;
     if (!s.IsBusy() && !lost) return s;

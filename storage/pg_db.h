@@ -71,7 +71,9 @@ struct PgOptions {
 class PgDb {
  public:
   using Stmt = PgStmt;
-  enum class TxnKind { kRead, kWrite };
+  // kAutocommit: no BEGIN/COMMIT (each statement is its own transaction, committed without
+  // waiting for the WAL flush), still retried and reconnected as a whole.
+  enum class TxnKind { kRead, kWrite, kAutocommit };
 
   // Connects to `uri` (a libpq connection URI). A server that cannot be reached is an
   // IOError naming the URI without its password.
@@ -112,6 +114,8 @@ class PgDb {
   PgDb(pg_conn* conn, std::string uri, std::string display, PgOptions options)
       : conn_(conn), uri_(std::move(uri)), display_(std::move(display)), options_(options) {}
   Status Reconnect();
+  // Per-connection settings (again after a reconnect).
+  Status SetUpSession();
   Status Begin(TxnKind kind);
   bool Broken() const;
 
@@ -128,6 +132,7 @@ class PgDb {
   mutable bool lost_ = false;  // a result said the connection is gone (FromResult)
   int64_t changes_ = 0;
   int64_t txn_now_ms_ = 0;
+  std::string synchronous_commit_ = "on";  // the server's setting, for durable transactions
   std::string listening_;  // the channel, once Listen was called
 };
 

@@ -72,6 +72,13 @@ class SqlJobStore : public JobStore {
   // Tells waiting workers that jobs may be claimable (PostgreSQL: NOTIFY, delivered when
   // the transaction commits); a no-op on SQLite.
   Status Notify();
+  Result<std::vector<ClaimedJob>> ClaimPg(const std::string& worker,
+                                          const std::vector<std::string>& stages, int limit,
+                                          int64_t lease_ms);
+  // PostgreSQL: after an enqueue that grew the jobs table by a tenth or more, ANALYZE it, so
+  // the claim is not planned on statistics of a nearly empty table (it then sorted every
+  // pending job: 3 ms at 10,000, and growing) until autovacuum comes round.
+  void RefreshPlannerStatistics(int64_t jobs_added);
   // When a failed job is due again, on the store's clock (FinishedJob::decided_at_ms).
   int64_t RetryAt(const FinishedJob& f, int64_t now) const;
   // Inside a transaction: the helpers below assume one is open.
@@ -113,6 +120,12 @@ class SqlJobStore : public JobStore {
   struct WorkerTally {
     int done = 0, failed = 0;
   };
+  // Done outcomes of stages nothing depends on, fenced, marked and stored with one
+  // statement each for the whole batch (the common case); marks what it recorded.
+  Status CompleteLeavesDone(const std::vector<FinishedJob>& batch,
+                            const std::vector<SerializedDone>& done, int64_t now,
+                            std::vector<bool>* recorded, CompleteStats* stats,
+                            std::map<std::string, WorkerTally>* per_worker);
   Status CompleteOne(const FinishedJob& f, const SerializedDone& done, int64_t now,
                      CompleteStats* stats, std::map<std::string, WorkerTally>* per_worker);
   Status RecordDone(const HeldJob& job, const Outcome& o, const SerializedDone& done, int64_t now);

@@ -159,7 +159,7 @@ Status SqliteDb::Transaction(TxnKind kind, const std::function<Status()>& fn) {
   auto started = std::chrono::steady_clock::now();
   auto last_log = started;
   for (int attempt = 0;; ++attempt) {
-    Status s = Exec(kind == TxnKind::kWrite ? "BEGIN IMMEDIATE" : "BEGIN");
+    Status s = Exec(kind == TxnKind::kRead ? "BEGIN" : "BEGIN IMMEDIATE");
     if (s.ok()) {
       in_txn_ = true;
       s = fn();

@@ -66,7 +66,8 @@ class SqliteDb {
   // Cached by SQL text; the returned handle resets the statement when destroyed.
   Result<Stmt> Prepare(std::string_view sql);
 
-  enum class TxnKind { kRead, kWrite };
+  // kAutocommit: statements that are each atomic alone; here the same as kWrite.
+  enum class TxnKind { kRead, kWrite, kAutocommit };
   // Runs fn inside BEGIN (read) or BEGIN IMMEDIATE (write) .. COMMIT. A busy
   // database restarts the whole transaction after a jittered backoff, for as long
   // as it takes (logging while it waits); any other error, or fn's, rolls back.
