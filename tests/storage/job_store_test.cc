@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <random>
@@ -1727,6 +1728,40 @@ TEST(PgServerTimeTest, AWorkerWhoseClockIsMinutesAheadCannotStealALiveLease) {
   auto thief = Must(OpenJobStore(uri, &graph, &ahead, own_clock));
   ASSERT_NE(thief, nullptr);
   EXPECT_EQ(Must(thief->RescueExpired()), 2);  // both live leases: the holder's and its own
+}
+
+// An idle worker waits on LISTEN: an enqueue through another connection (another machine)
+// wakes it at once instead of after its poll. SQLite cannot be woken: it sleeps it out.
+TEST(PgNotifyTest, AnIdleWorkerIsWokenByAnEnqueueElsewhere) {
+  std::string why;
+  auto* pg = framemill::testing::PgServer::Shared(&why);
+  ASSERT_NE(pg, nullptr) << why;
+  StageGraph graph;
+  StageSpec spec;
+  spec.name = "a";
+  ASSERT_TRUE(graph.Add(spec, &why)) << why;
+  const std::string uri = pg->CreateDatabase();
+  auto waiter = Must(OpenJobStore(uri, &graph, SystemClock()));
+  auto other = Must(OpenJobStore(uri, &graph, SystemClock()));
+  ASSERT_TRUE(waiter && other);
+  EXPECT_FALSE(Must(waiter->WaitForWork(20)));  // nothing yet; now listening
+  std::thread enqueuer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EnqueueOptions o;
+    o.stages = {"a"};
+    EXPECT_TRUE(other->Enqueue(Images(1), o).ok());
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  const bool woke = Must(waiter->WaitForWork(60'000));
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  enqueuer.join();
+  EXPECT_TRUE(woke) << "slept " << waited << " s: no notification";
+  EXPECT_EQ(Must(waiter->Claim("w", {"a"}, 10, 60'000)).size(), 1u);
+
+  TempDir dir;
+  auto lite = Must(OpenJobStore(dir.File("s.db"), &graph, SystemClock()));
+  ASSERT_NE(lite, nullptr);
+  EXPECT_FALSE(Must(lite->WaitForWork(10)));
 }
 
 std::string DialectName(const ::testing::TestParamInfo<SqlDialect>& info) {
