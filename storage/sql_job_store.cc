@@ -892,6 +892,7 @@ Result<CompleteStats> SqlJobStore<Db>::Complete(const std::vector<FinishedJob>& 
     if (graph) FM_RETURN_IF_ERROR(LockGraph());
     std::map<std::string, WorkerTally> per_worker;
     const int64_t now = Now();
+    done_in_txn_.clear();
     std::vector<bool> recorded(batch.size(), false);
     FM_RETURN_IF_ERROR(CompleteLeavesDone(batch, done, now, &recorded, &stats, &per_worker));
     for (size_t i = 0; i < batch.size(); ++i)
@@ -940,9 +941,9 @@ Status SqlJobStore<Db>::CompleteLeavesDone(const std::vector<FinishedJob>& batch
   std::vector<size_t> mine;
   for (const auto& [device, rows] : by_device) {
     FM_PREPARE(up, "UPDATE jobs SET state = " S_DONE ", finished_at = ?, device = ?,"
-                   " lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,"
-                   " suspect = 0, error_class = NULL, last_error = NULL WHERE id IN (" +
-                   Placeholders(rows.size()) + ")");
+                   " done_token = lease_token, lease_owner = NULL, lease_token = NULL,"
+                   " lease_expires_at = NULL, suspect = 0, error_class = NULL, last_error = NULL"
+                   " WHERE id IN (" + Placeholders(rows.size()) + ")");
     up.Bind(1, now).Bind(2, device);
     for (size_t k = 0; k < rows.size(); ++k) up.Bind(static_cast<int>(k + 3), batch[rows[k]].job_id);
     FM_RETURN_IF_ERROR(up.Run());
@@ -955,13 +956,15 @@ Status SqlJobStore<Db>::CompleteLeavesDone(const std::vector<FinishedJob>& batch
                       values + " ON CONFLICT (job_id) DO UPDATE SET device = excluded.device,"
                       " result = excluded.result, artifacts = excluded.artifacts,"
                       " created_at = excluded.created_at");
-  int p = 1;
-  for (size_t i : mine) {
-    res.Bind(p++, batch[i].job_id).Bind(p++, batch[i].outcome.device).Bind(p++, done[i].result)
-        .Bind(p++, done[i].artifacts).Bind(p++, now);
+  for (size_t k = 0; k < mine.size(); ++k) {
+    const size_t i = mine[k];
+    const int at = static_cast<int>(5 * k);
+    res.Bind(at + 1, batch[i].job_id).Bind(at + 2, batch[i].outcome.device)
+        .Bind(at + 3, done[i].result).Bind(at + 4, done[i].artifacts).Bind(at + 5, now);
   }
   FM_RETURN_IF_ERROR(res.Run());
   for (size_t i : mine) {
+    done_in_txn_.insert(batch[i].job_id);
     (*recorded)[i] = true;
     ++stats->done;
     ++(*per_worker)[held[batch[i].job_id].worker].done;
@@ -981,6 +984,17 @@ Status SqlJobStore<Db>::CompleteOne(const FinishedJob& f, const SerializedDone& 
   own.Bind(1, f.job_id).Bind(2, f.lease_token);
   FM_STEP(held, own.Step());
   if (!held) {
+    if (f.outcome.done() && done_in_txn_.count(f.job_id) == 0) {
+      // This very completion, committed once already (its reply was lost with the
+      // connection, and the transaction ran again): done, and its artifacts are the result's.
+      FM_PREPARE(mine, "SELECT 1 FROM jobs WHERE id = ? AND state = " S_DONE " AND done_token = ?");
+      mine.Bind(1, f.job_id).Bind(2, f.lease_token);
+      FM_STEP(replay, mine.Step());
+      if (replay) {
+        ++stats->done;
+        return Status::OK();
+      }
+    }
     ++stats->stale;
     stats->stale_jobs.push_back(f.job_id);
     return Status::OK();
@@ -1016,9 +1030,11 @@ template <class Db>
 Status SqlJobStore<Db>::RecordDone(const HeldJob& job, const Outcome& o, const SerializedDone& done,
                                   int64_t now) {
   FM_PREPARE(up, "UPDATE jobs SET state = " S_DONE ", finished_at = ?, device = ?,"
-                 " lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,"
-                 " suspect = 0, error_class = NULL, last_error = NULL WHERE id = ?");
+                 " done_token = lease_token, lease_owner = NULL, lease_token = NULL,"
+                 " lease_expires_at = NULL, suspect = 0, error_class = NULL, last_error = NULL"
+                 " WHERE id = ?");
   FM_RETURN_IF_ERROR(up.Bind(1, now).Bind(2, o.device).Bind(3, job.id).Run());
+  done_in_txn_.insert(job.id);
   FM_PREPARE(res, "INSERT INTO results (job_id, device, result, artifacts, created_at)"
                   " VALUES (?,?,?,?,?) ON CONFLICT (job_id) DO UPDATE SET"
                   " device = excluded.device, result = excluded.result,"

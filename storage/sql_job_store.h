@@ -144,6 +144,9 @@ class SqlJobStore : public JobStore {
   // cascade queries, which keeps completing a leaf stage's job to three statements.
   std::set<std::string> stages_with_dependants_;
   bool listening_ = false;  // PostgreSQL: LISTEN issued on this connection
+  // Jobs the Complete transaction in progress has recorded done: a second outcome for one of
+  // them is stale, not a replay of a commit whose reply was lost.
+  std::set<int64_t> done_in_txn_;
 };
 
 }  // namespace framemill

@@ -697,6 +697,30 @@ TEST_P(JobStoreTest, CompletingTheSameJobTwiceCountsTheSecondAsStale) {
   EXPECT_EQ(in_.Text("SELECT result FROM results"), "{\"n\":1}");
 }
 
+// A completion sent again because its commit's reply was lost (PostgreSQL restarting
+// mid-commit: the transaction runs again) is its own result, not a stale one: the worker
+// must not delete the artifacts the recorded result names.
+TEST_P(JobStoreTest, ACompletionSentAgainAfterItsCommitIsDoneNotStale) {
+  AddStage(Stage("a"));
+  Open();
+  Enqueue(Images(3), {"a"});
+  auto j = Claim("w", {"a"});
+  ASSERT_EQ(j.size(), 3u);
+  const std::vector<FinishedJob> batch = {Done(j[0], "{\"n\":1}"), Done(j[1]), Done(j[2])};
+  EXPECT_EQ(Complete(batch).done, 3);
+  CompleteStats again = Complete(batch);
+  EXPECT_EQ(again.done, 3);
+  EXPECT_EQ(again.stale, 0);
+  EXPECT_TRUE(again.stale_jobs.empty());
+  EXPECT_EQ(Count("results"), 3);
+  // Another holder's token is still refused.
+  FinishedJob other = Done(j[0], "{\"n\":2}");
+  other.lease_token += 1;
+  EXPECT_EQ(Complete({other}).stale, 1);
+  EXPECT_EQ(in_.Text("SELECT result FROM results WHERE job_id = " + std::to_string(j[0].id)),
+            "{\"n\":1}");
+}
+
 TEST_P(JobStoreTest, ReleaseReturnsJobsToPendingWithoutSpendingAnAttempt) {
   AddStage(Stage("a"));
   Open();
