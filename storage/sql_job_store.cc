@@ -59,18 +59,12 @@ template <class Db>
 struct Dialect;
 template <>
 struct Dialect<SqliteDb> {
-  // `+stage` keeps SQLite's planner on the partial claim index, walked in order.
-  static constexpr const char* kClaimStage = "+stage";
   // Writers are serialised by BEGIN IMMEDIATE: nothing to lock row by row.
   static constexpr const char* kForUpdate = "";
-  static constexpr const char* kSkipLocked = "";
 };
 template <>
 struct Dialect<PgDb> {
-  static constexpr const char* kClaimStage = "stage";
   static constexpr const char* kForUpdate = " FOR UPDATE";
-  // Claims pass over rows another claim holds instead of queueing behind it.
-  static constexpr const char* kSkipLocked = " FOR UPDATE SKIP LOCKED";
 };
 // What Notify says and WaitForWork listens for.
 constexpr char kWorkChannel[] = "framemill_work";
@@ -611,14 +605,8 @@ Result<int> SqlJobStore<Db>::RescueExpiredLocked(int64_t now) {
   static const std::string kSql = RescueSql(
       "lease_expires_at < ?1",
       "'worker ' || coalesce(lease_owner, '?') || ' stopped renewing its lease (crashed or hung)'");
-  if constexpr (std::is_same_v<Db, PgDb>) {
-    // Every claim comes here: look before taking the lock rescues need.
-    FM_PREPARE(any, "SELECT 1 FROM jobs WHERE state = " S_RUNNING " AND lease_expires_at < ? LIMIT 1");
-    any.Bind(1, now);
-    FM_STEP(expired, any.Step());
-    if (!expired) return 0;
-    FM_RETURN_IF_ERROR(LockGraph());
-  }
+  // PostgreSQL's claim looks for expired leases before it comes here (ClaimPg).
+  FM_RETURN_IF_ERROR(LockGraph());
   return RescueLocked(kSql, [](typename Db::Stmt&) {}, "lease_expired", now);
 }
 
@@ -707,9 +695,44 @@ template <class Db>
 Result<std::vector<ClaimedJob>> SqlJobStore<Db>::Claim(const std::string& worker,
                                                       const std::vector<std::string>& stages,
                                                       int limit, int64_t lease_ms) {
-  std::vector<ClaimedJob> out;
-  if (stages.empty() || limit <= 0) return out;
+  if (stages.empty() || limit <= 0) return std::vector<ClaimedJob>();
   if constexpr (std::is_same_v<Db, PgDb>) return ClaimPg(worker, stages, limit, lease_ms);
+  else return ClaimSqlite(worker, stages, limit, lease_ms);
+}
+
+template <class Db>
+int64_t SqlJobStore<Db>::NewLeaseToken() {
+  const int64_t token = static_cast<int64_t>(rng_() >> 1);
+  return token == 0 ? 1 : token;
+}
+
+template <class Db>
+ClaimedJob SqlJobStore<Db>::ClaimedRow(const Stmt& st, int64_t token) const {
+  ClaimedJob j;
+  j.id = st.Int(0);
+  j.item_id = st.Int(1);
+  j.stage = st.Text(2);
+  j.attempts = static_cast<int>(st.Int(3));
+  j.max_attempts = static_cast<int>(st.Int(4));
+  j.lease_token = token;
+  return j;
+}
+
+template <class Db>
+void SqlJobStore<Db>::SetItem(const Stmt& st, int col, ClaimedJob* j) const {
+  // A fetched URL item is its local file for every stage but the download itself.
+  const StageSpec* spec = graph_->Find(j->stage);
+  const bool downloads = spec != nullptr && spec->downloads;
+  j->source = st.IsNull(col + 1) || downloads ? st.Text(col) : st.Text(col + 1);
+  j->kind = static_cast<MediaKind>(st.Int(col + 2));
+  j->media_info = st.Text(col + 3);
+}
+
+template <class Db>
+Result<std::vector<ClaimedJob>> SqlJobStore<Db>::ClaimSqlite(const std::string& worker,
+                                                            const std::vector<std::string>& stages,
+                                                            int limit, int64_t lease_ms) {
+  std::vector<ClaimedJob> out;
   // Both claims lease what a subquery picks: pending, due, of these stages, in order.
   // Literal state and `+stage` so the planner walks the partial index in order and
   // stops after LIMIT rows, instead of sorting every pending job of the stages.
@@ -717,10 +740,9 @@ Result<std::vector<ClaimedJob>> SqlJobStore<Db>::Claim(const std::string& worker
       "UPDATE jobs SET state = " S_RUNNING ", lease_token = ?, lease_owner = ?,"
       " lease_expires_at = ?, attempts = attempts + 1, started_at = ?"
       " WHERE id IN (SELECT id FROM jobs WHERE state = " S_PENDING " AND next_run_at <= ?"
-      " AND " + std::string(Dialect<Db>::kClaimStage) + " IN (" + Placeholders(stages.size()) + ")";
+      " AND +stage IN (" + Placeholders(stages.size()) + ")";
   const std::string order = " ORDER BY priority DESC, id LIMIT ";
-  const std::string returning = std::string(Dialect<Db>::kSkipLocked) +
-                                ") RETURNING id, item_id, stage, attempts, max_attempts";
+  const std::string returning = ") RETURNING id, item_id, stage, attempts, max_attempts";
   // A suspect (its last worker died holding it) is claimed alone, ahead of others.
   const std::string suspect_sql = lease + " AND suspect = 1" + order + "1" + returning;
   const std::string sql = lease + order + "?" + returning;
@@ -729,8 +751,7 @@ Result<std::vector<ClaimedJob>> SqlJobStore<Db>::Claim(const std::string& worker
     const int64_t now = Now();
     auto rescued = RescueExpiredLocked(now);
     if (!rescued.ok()) return rescued.status();
-    int64_t token = static_cast<int64_t>(rng_() >> 1);
-    if (token == 0) token = 1;
+    const int64_t token = NewLeaseToken();
     auto claim = [&](const std::string& text, bool with_limit) -> Status {
       FM_PREPARE(up, text);
       int i = 1;
@@ -744,14 +765,7 @@ Result<std::vector<ClaimedJob>> SqlJobStore<Db>::Claim(const std::string& worker
       for (;;) {
         FM_STEP(row, up.Step());
         if (!row) break;
-        ClaimedJob j;
-        j.id = up.Int(0);
-        j.item_id = up.Int(1);
-        j.stage = up.Text(2);
-        j.attempts = static_cast<int>(up.Int(3));
-        j.max_attempts = static_cast<int>(up.Int(4));
-        j.lease_token = token;
-        out.push_back(std::move(j));
+        out.push_back(ClaimedRow(up, token));
       }
       return Status::OK();
     };
@@ -762,12 +776,7 @@ Result<std::vector<ClaimedJob>> SqlJobStore<Db>::Claim(const std::string& worker
       item.Bind(1, j.item_id);
       FM_STEP(row, item.Step());
       if (!row) return Status::Internal("job " + std::to_string(j.id) + " has no item");
-      // A fetched URL item is its local file for every stage but the download itself.
-      const StageSpec* spec = graph_->Find(j.stage);
-      const bool downloads = spec != nullptr && spec->downloads;
-      j.source = item.IsNull(1) || downloads ? item.Text(0) : item.Text(1);
-      j.kind = static_cast<MediaKind>(item.Int(2));
-      j.media_info = item.Text(3);
+      SetItem(item, 0, &j);
     }
     return Status::OK();
   });
@@ -824,8 +833,7 @@ Result<std::vector<ClaimedJob>> SqlJobStore<Db>::ClaimPg(const std::string& work
     if (!r.ok()) return r.status();
   }
   std::vector<ClaimedJob> out;
-  int64_t token = static_cast<int64_t>(rng_() >> 1);
-  if (token == 0) token = 1;
+  const int64_t token = NewLeaseToken();
   FM_RETURN_IF_ERROR(db_->Transaction(Db::TxnKind::kAutocommit, [&]() -> Status {
     out.clear();
     FM_PREPARE(up, sql);
@@ -835,19 +843,8 @@ Result<std::vector<ClaimedJob>> SqlJobStore<Db>::ClaimPg(const std::string& work
     for (;;) {
       FM_STEP(row, up.Step());
       if (!row) break;
-      ClaimedJob j;
-      j.id = up.Int(0);
-      j.item_id = up.Int(1);
-      j.stage = up.Text(2);
-      j.attempts = static_cast<int>(up.Int(3));
-      j.max_attempts = static_cast<int>(up.Int(4));
-      j.lease_token = token;
-      // A fetched URL item is its local file for every stage but the download itself.
-      const StageSpec* spec = graph_->Find(j.stage);
-      const bool downloads = spec != nullptr && spec->downloads;
-      j.source = up.IsNull(6) || downloads ? up.Text(5) : up.Text(6);
-      j.kind = static_cast<MediaKind>(up.Int(7));
-      j.media_info = up.Text(8);
+      ClaimedJob j = ClaimedRow(up, token);
+      SetItem(up, 5, &j);
       out.push_back(std::move(j));
     }
     return Status::OK();

@@ -75,6 +75,15 @@ class SqlJobStore : public JobStore {
   Result<std::vector<ClaimedJob>> ClaimPg(const std::string& worker,
                                           const std::vector<std::string>& stages, int limit,
                                           int64_t lease_ms);
+  Result<std::vector<ClaimedJob>> ClaimSqlite(const std::string& worker,
+                                              const std::vector<std::string>& stages, int limit,
+                                              int64_t lease_ms);
+  int64_t NewLeaseToken();
+  // A claim's row: id, item_id, stage, attempts, max_attempts in columns 0-4.
+  ClaimedJob ClaimedRow(const Stmt& st, int64_t token) const;
+  // The item's source (or fetched file), kind and media_info from columns col..col+3
+  // (source, fetched_path, kind, media_info).
+  void SetItem(const Stmt& st, int col, ClaimedJob* j) const;
   // PostgreSQL: after an enqueue that grew the jobs table by a tenth or more, ANALYZE it, so
   // the claim is not planned on statistics of a nearly empty table (it then sorted every
   // pending job: 3 ms at 10,000, and growing) until autovacuum comes round.

@@ -136,7 +136,9 @@ TEST(InpaintBinaryTest, OnADeviceThePatchSearchRunsThereAndTooLittleMemoryFallsB
     const auto r = nlohmann::json::parse(rows[0].substr(rows[0].find('|') + 1));
     EXPECT_EQ(r["method"], "exemplar");
     filled[tiny] = cv::imread(r["image"].get<std::string>());
-    if (tiny) EXPECT_GT(QueryInt(db, "SELECT sum(cpu_fallbacks) FROM workers"), 0);
+    if (tiny) {
+      EXPECT_GT(QueryInt(db, "SELECT sum(cpu_fallbacks) FROM workers"), 0);
+    }
   }
   EXPECT_EQ(device[0], "sim:0");
   EXPECT_EQ(device[1], "cpu");  // the finest level's search did not fit in 1 MiB

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/support/pg_server.h"
+#include "tests/support/store_checks.h"
 #include "tests/support/test_support.h"
 
 namespace framemill::testing {
@@ -198,18 +199,7 @@ TEST(PostgresCrashTest, FourMachinesKilledAtRandomAndAServerRestartLoseNothing) 
   EXPECT_EQ(final_run.exit_code, 0) << final_run.err;
 
   EXPECT_TRUE(restarted);
-  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM jobs"), kImages);
-  EXPECT_EQ(outstanding(), 0);
-  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM jobs WHERE state = 2"), kImages)
-      << ::testing::PrintToString(QueryRows(
-             db, "SELECT id, error_class, last_error, attempts FROM jobs WHERE state = 3"));
-  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM results"), kImages);
-  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM (SELECT job_id FROM results GROUP BY job_id"
-                         " HAVING count(*) > 1) t"), 0);
-  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM results r JOIN jobs j ON j.id = r.job_id"
-                         " WHERE j.state <> 2"), 0);
-  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM jobs WHERE attempts > max_attempts"), 0);
-  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM jobs WHERE lease_token IS NOT NULL"), 0);
+  ExpectEveryJobDoneOnce(db, kImages);
   const long long rescued =
       QueryInt(db, "SELECT count(*) FROM job_errors WHERE error_class = 'aborted'");
   EXPECT_GT(rescued, 0) << "no kill interrupted a claimed batch";

@@ -8,26 +8,12 @@
 
 #include "gpu/compute_backend.h"
 #include "gpu/ops.h"
+#include "tests/gpu/device/texture.h"
 
 namespace framemill::gpu {
 namespace {
 
-// Smoothed noise at several scales: texture everywhere, like a real scene's.
-cv::Mat Texture(cv::Size size, int seed) {
-  cv::Mat acc(size, CV_32F, cv::Scalar(0));
-  cv::RNG rng(seed);
-  for (int scale : {2, 6, 18}) {
-    cv::Mat noise(size.height / scale + 2, size.width / scale + 2, CV_32F);
-    rng.fill(noise, cv::RNG::UNIFORM, 0, 1);
-    cv::Mat up;
-    cv::resize(noise, up, size, 0, 0, cv::INTER_CUBIC);
-    acc += up;
-  }
-  cv::Mat out;
-  cv::normalize(acc, acc, 0, 255, cv::NORM_MINMAX);
-  acc.convertTo(out, CV_8U);
-  return out;
-}
+cv::Mat Texture(cv::Size size, int seed) { return MultiScaleTexture(size, seed, 1, {2, 6, 18}); }
 
 cv::Mat Moved(const cv::Mat& m, double dx, double dy, double zoom) {
   const cv::Point2f c(m.cols / 2.f, m.rows / 2.f);

@@ -7,25 +7,12 @@
 
 #include "gpu/compute_backend.h"
 #include "gpu/ops.h"
+#include "tests/gpu/device/texture.h"
 
 namespace framemill::gpu {
 namespace {
 
-cv::Mat Texture(cv::Size size, int seed) {
-  cv::Mat acc(size, CV_32FC3, cv::Scalar::all(0));
-  cv::RNG rng(seed);
-  for (int scale : {2, 7, 23}) {
-    cv::Mat noise(size.height / scale + 2, size.width / scale + 2, CV_32FC3);
-    rng.fill(noise, cv::RNG::UNIFORM, 0, 1);
-    cv::Mat up;
-    cv::resize(noise, up, size, 0, 0, cv::INTER_CUBIC);
-    acc += up;
-  }
-  cv::Mat out;
-  cv::normalize(acc, acc, 0, 255, cv::NORM_MINMAX);
-  acc.convertTo(out, CV_8UC3);
-  return out;
-}
+cv::Mat Texture(cv::Size size, int seed) { return MultiScaleTexture(size, seed, 3, {2, 7, 23}); }
 
 // A hole in the middle: active where patches touch it, sources where they do not, every
 // start the first source (the worst start there is).
