@@ -16,6 +16,12 @@ namespace framemill {
 
 namespace {
 void IgnoreNotice(void*, const char*) {}  // "relation already exists, skipping" and such
+
+std::string ConnectionError(pg_conn* conn) {
+  std::string why = conn ? PQerrorMessage(conn) : "out of memory";
+  while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
+  return why;
+}
 }  // namespace
 
 // ------------------------------------------------------------------ PgStmt
@@ -95,31 +101,33 @@ bool PgStmt::IsNull(int col) const { return PQgetisnull(res_, row_, col) != 0; }
 
 // ------------------------------------------------------------------ PgDb
 
+// One attempt is the connection and the session's settings: a server that restarts between
+// the two (a worker starting while PostgreSQL restarts) costs another attempt, not the worker.
 Result<std::unique_ptr<PgDb>> PgDb::Open(const std::string& uri, const PgOptions& options) {
   const std::string timeout = std::to_string(options.connect_timeout_s);
   const char* keys[] = {"dbname", "connect_timeout", "application_name", nullptr};
   const char* vals[] = {uri.c_str(), timeout.c_str(), "framemill", nullptr};
   const std::string display = RedactedUri(uri);
-  pg_conn* conn = PQconnectdbParams(keys, vals, /*expand_dbname=*/1);
   const auto give_up = std::chrono::steady_clock::now() +
                        std::chrono::milliseconds(options.connect_wait_ms);
-  for (int attempt = 0; PQstatus(conn) != CONNECTION_OK &&
-                        std::chrono::steady_clock::now() < give_up; ++attempt) {
+  for (int attempt = 0;; ++attempt) {
+    pg_conn* conn = PQconnectdbParams(keys, vals, /*expand_dbname=*/1);
+    Status failed;
+    if (conn != nullptr && PQstatus(conn) == CONNECTION_OK) {
+      PQsetNoticeProcessor(conn, IgnoreNotice, nullptr);
+      std::unique_ptr<PgDb> db(new PgDb(conn, uri, display, options));
+      failed = db->SetUpSession();
+      if (failed.ok()) return db;
+      if (!db->Broken() && !db->lost_) return failed;  // the server refused a setting
+    } else {
+      failed = Status::IOError("cannot connect to PostgreSQL at " + display + ": " +
+                               ConnectionError(conn));
+      if (conn) PQfinish(conn);
+    }
+    if (std::chrono::steady_clock::now() >= give_up) return failed;
     if (attempt == 0) spdlog::warn("cannot connect to PostgreSQL at {} yet; retrying", display);
     std::this_thread::sleep_for(std::chrono::milliseconds(std::min(1000, 50 << std::min(attempt, 5))));
-    PQfinish(conn);
-    conn = PQconnectdbParams(keys, vals, 1);
   }
-  if (conn == nullptr || PQstatus(conn) != CONNECTION_OK) {
-    std::string why = conn ? PQerrorMessage(conn) : "out of memory";
-    while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
-    if (conn) PQfinish(conn);
-    return Status::IOError("cannot connect to PostgreSQL at " + display + ": " + why);
-  }
-  PQsetNoticeProcessor(conn, IgnoreNotice, nullptr);
-  std::unique_ptr<PgDb> db(new PgDb(conn, uri, display, options));
-  FM_RETURN_IF_ERROR(db->SetUpSession());
-  return db;
 }
 
 PgDb::~PgDb() { PQfinish(conn_); }
@@ -217,11 +225,9 @@ Result<PgStmt> PgDb::Prepare(std::string_view sql) {
 Status PgDb::Reconnect() {
   PQreset(conn_);
   cache_.clear();  // the server forgot our prepared statements with the session
-  if (Broken()) {
-    std::string why = PQerrorMessage(conn_);
-    while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
-    return Status::IOError("cannot reconnect to PostgreSQL at " + display_ + ": " + why);
-  }
+  if (Broken())
+    return Status::IOError("cannot reconnect to PostgreSQL at " + display_ + ": " +
+                           ConnectionError(conn_));
   PQsetNoticeProcessor(conn_, IgnoreNotice, nullptr);
   FM_RETURN_IF_ERROR(SetUpSession());
   return listening_.empty() ? Status::OK() : Exec("LISTEN " + listening_);
@@ -229,9 +235,11 @@ Status PgDb::Reconnect() {
 
 Status PgDb::SetUpSession() {
   pg_result* res = PQexec(conn_, "SELECT current_setting('synchronous_commit')");
-  if (res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
-    synchronous_commit_ = PQgetvalue(res, 0, 0);
+  const bool read = res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1;
+  Status s = read ? Status::OK() : FromResult(res, "current_setting('synchronous_commit')");
+  if (read) synchronous_commit_ = PQgetvalue(res, 0, 0);
   PQclear(res);
+  FM_RETURN_IF_ERROR(s);
   // Short statements: a lock wait longer than this is a bug, not a busy queue.
   return Exec("SET lock_timeout = '60s'; SET idle_in_transaction_session_timeout = '10min';"
               " SET synchronous_commit = off");

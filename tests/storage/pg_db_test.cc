@@ -6,9 +6,17 @@
 
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "base/clock.h"
 #include "storage/migrations.h"
@@ -135,6 +143,101 @@ TEST(PgDbTest, AServerRestartCostsARetryNotTheTransaction) {
   PREPARE(n, db, "SELECT count(*) FROM r");
   ASSERT_TRUE(Must(n.Step()));
   EXPECT_EQ(n.Int(0), 2);
+}
+
+// A loopback relay to the test server that drops its first connection when the client
+// sends its first query, i.e. after the server accepted it: a server going down between
+// a worker's connect and its session settings, as a restart in the crash test did.
+class CutFirstQueryRelay {
+ public:
+  explicit CutFirstQueryRelay(int server_port) : server_port_(server_port) {
+    listen_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (::bind(listen_, reinterpret_cast<sockaddr*>(&a), len) != 0 || ::listen(listen_, 8) != 0 ||
+        ::getsockname(listen_, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+      throw std::runtime_error("relay: cannot listen");
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~CutFirstQueryRelay() {
+    stop_ = true;
+    thread_.join();
+    ::close(listen_);
+  }
+  int port() const { return port_; }
+  int connections() const { return connections_; }
+
+ private:
+  void Serve() {
+    while (!stop_) {
+      pollfd p{listen_, POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) continue;
+      const int client = ::accept(listen_, nullptr, nullptr);
+      if (client < 0) continue;
+      const int server = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      a.sin_port = htons(static_cast<uint16_t>(server_port_));
+      if (::connect(server, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0)
+        Relay(client, server, /*cut_at_query=*/connections_++ == 0);
+      ::close(server);
+      ::close(client);
+    }
+  }
+  void Relay(int client, int server, bool cut_at_query) {
+    char buf[65536];
+    while (!stop_) {
+      pollfd p[2] = {{client, POLLIN, 0}, {server, POLLIN, 0}};
+      if (::poll(p, 2, 50) <= 0) continue;
+      for (int i = 0; i < 2; ++i) {
+        if (p[i].revents == 0) continue;
+        const ssize_t n = ::read(p[i].fd, buf, sizeof buf);
+        if (n <= 0) return;
+        // The startup packet begins with its length (a zero byte); 'Q' is a query.
+        if (i == 0 && cut_at_query && buf[0] == 'Q') return;
+        if (::write(p[1 - i].fd, buf, static_cast<size_t>(n)) != n) return;
+      }
+    }
+  }
+
+  int server_port_, port_ = 0, listen_ = -1;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> connections_{0};
+  std::thread thread_;
+};
+
+// Open is one attempt for the connection and its session settings together: a server
+// lost between the two is waited for (connect_wait_ms), not reported as a broken store.
+TEST(PgDbTest, AConnectionLostDuringItsSessionSetUpIsOpenedAgain) {
+  PgServer* pg = Server();
+  ASSERT_NE(pg, nullptr);
+  const std::string uri = pg->CreateDatabase();
+  const std::string database = uri.substr(uri.rfind('/') + 1);
+  CutFirstQueryRelay relay(pg->port());
+  const std::string via = "postgresql://framemill@127.0.0.1:" + std::to_string(relay.port()) +
+                          "/" + database + "?sslmode=disable&gssencmode=disable";
+  PgOptions options;
+  options.connect_wait_ms = 10'000;
+  auto db = PgDb::Open(via, options);
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  EXPECT_EQ(relay.connections(), 2);
+  PREPARE(one, *db, "SELECT 1");
+  ASSERT_TRUE(Must(one.Step()));
+  EXPECT_EQ(one.Int(0), 1);
+  db->reset();
+
+  // Without the wait, the lost set-up is the answer, and it says what was lost.
+  CutFirstQueryRelay again(pg->port());
+  auto lost = PgDb::Open("postgresql://framemill@127.0.0.1:" + std::to_string(again.port()) +
+                         "/" + database + "?sslmode=disable&gssencmode=disable");
+  ASSERT_FALSE(lost.ok());
+  EXPECT_EQ(lost.status().code(), Status::Code::kIOError) << lost.status().ToString();
+  EXPECT_NE(lost.status().message().find("connection lost"), std::string::npos)
+      << lost.status().ToString();
 }
 
 TEST(PgDbTest, TheTransactionTimeIsTheServersClock) {
