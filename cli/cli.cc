@@ -36,6 +36,8 @@ void RunFlags(CLI::App* s, Flags& f) {
   s->add_option("--batch", f.batch, "jobs claimed per transaction (default 16)");
   s->add_option("--out", f.out, "artifact directory (FRAMEMILL_OUT)");
   s->add_flag("--forever", f.forever, "keep polling for new work instead of exiting");
+  s->add_flag("--fetch-models", f.fetch_models,
+              "install the models the stages need when they are missing, instead of stopping (exit 2)");
 }
 
 void StatusFlags(CLI::App* s, Flags& f) {
@@ -54,8 +56,17 @@ void RetryFlags(CLI::App* s, Flags& f) {
 void ExportFlags(CLI::App* s, Flags& f) {
   DbFlag(s, f);
   s->add_option("--stage", f.stage, "only this stage");
-  s->add_option("--format", f.format, "jsonl (default) or csv");
-  s->add_option("-o,--output", f.output, "write to FILE instead of standard output");
+  s->add_option("--format", f.format, "jsonl (default), csv, or webdataset (tar shards in -o DIR)");
+  s->add_option("-o,--output", f.output,
+                "write to FILE instead of standard output (webdataset: the shards' directory)");
+  s->add_option("--shard-size", f.shard_size, "webdataset: items per shard (default 1000)")
+      ->check(CLI::PositiveNumber);
+}
+
+void ReportFlags(CLI::App* s, Flags& f) {
+  DbFlag(s, f);
+  s->add_option("-o,--output", f.output, "the report's directory (default ./framemill-report)");
+  s->add_option("--limit", f.limit, "pages and pictures for the first N items only (default: all)");
 }
 
 void GcFlags(CLI::App* s, Flags& f) {
@@ -95,7 +106,10 @@ std::vector<Command> Commands() {
       {"run", "Work until nothing claimable is left (resumes earlier runs)", CmdRun, RunFlags},
       {"status", "Progress per stage, throughput, ETA, failures by class", CmdStatus, StatusFlags},
       {"retry", "Put failed jobs back to pending", CmdRetry, RetryFlags},
-      {"export", "Results of done jobs as JSON lines or CSV", CmdExport, ExportFlags},
+      {"export", "Results of done jobs as JSON lines or CSV, or WebDataset tar shards", CmdExport,
+       ExportFlags},
+      {"report", "A static HTML report: overview, item grid with overlays, clusters, failures",
+       CmdReport, ReportFlags},
       {"gc", "Remove old history: error records (each job keeps its latest), stopped workers, old runs",
        CmdGc, GcFlags},
       {"config", "The effective configuration and where each value came from", CmdConfig, JsonFlag},
@@ -126,6 +140,7 @@ int ParseError(CLI::App& app, const CLI::ParseError& e, const std::vector<Comman
 int RunCli(int argc, char** argv) {
   CLI::App app{"framemill: batch analysis of image and video datasets, resumable to the item"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", "framemill " FRAMEMILL_VERSION);
   Flags f;
   app.add_option("--config", f.config, "YAML config file (overrides FRAMEMILL_CONFIG)")
       ->configurable(false);

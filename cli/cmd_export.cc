@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "base/json_text.h"
+#include "outputs/result_json.h"
+#include "outputs/webdataset.h"
 
 namespace framemill {
 namespace {
@@ -63,15 +65,57 @@ class ExportSink {
   std::FILE* file_ = nullptr;
 };
 
+namespace {
+
+int ExportWebDataset(const Env& env, JobStore& store, const Flags& f) {
+  if (f.output.empty() || f.output == "-")
+    return UsageError("--format webdataset writes shards into a directory: give it with -o DIR");
+  if (!f.stage.empty())
+    return UsageError("--stage: a WebDataset sample carries all of its item's results; "
+                      "leave --stage out");
+  WebDatasetOptions o;
+  o.dir = f.output;
+  o.shard_size = f.shard_size;
+  o.path_map = PathMap::Parse(env.config.path_map).value();  // checked by LoadConfig
+  auto stats = WriteWebDataset(store, o);
+  if (!stats.ok()) {
+    if (stats.status().IsInvalidArgument()) return UsageError(stats.status().message());
+    std::fprintf(stderr, "framemill: export failed: %s (the shards renamed into place before "
+                 "it are complete; rerun to write them all)\n", stats.status().ToString().c_str());
+    return ToInt(ExitCode::kStoreFailed);
+  }
+  std::fprintf(stderr, "exported %lld item(s) into %lld shard(s) in %s (%.1f MB of media and JSON)",
+               static_cast<long long>(stats->items), static_cast<long long>(stats->shards),
+               f.output.c_str(), stats->bytes / 1e6);
+  if (stats->duplicates > 0)
+    std::fprintf(stderr, "; %lld item(s) with the same content as an earlier one, keyed <hash>_<id>",
+                 static_cast<long long>(stats->duplicates));
+  if (stats->stale_removed > 0)
+    std::fprintf(stderr, "; removed %lld shard(s) left by an earlier, longer export",
+                 static_cast<long long>(stats->stale_removed));
+  std::fprintf(stderr, "\n");
+  if (stats->left_out.empty()) return ToInt(ExitCode::kOk);
+  std::fprintf(stderr, "framemill: %zu item(s) left out (their media could not be read):\n",
+               stats->left_out.size());
+  for (size_t i = 0; i < stats->left_out.size() && i < 20; ++i)
+    std::fprintf(stderr, "  %s\n", JsonDump(nlohmann::json(stats->left_out[i])).c_str());
+  if (stats->left_out.size() > 20)
+    std::fprintf(stderr, "  ... and %zu more\n", stats->left_out.size() - 20);
+  return ToInt(ExitCode::kSomeFailed);
+}
+
+}  // namespace
+
 int CmdExport(const Flags& f) {
   auto env = Resolve(f);
   if (!env.ok()) return UsageError(env.status().message());
   if (Status st = CheckStoreExists(*env); !st.ok()) return UsageError(st.message());
-  if (f.format != "jsonl" && f.format != "csv")
-    return UsageError("--format: expected jsonl or csv, got '" + f.format + "'");
+  if (f.format != "jsonl" && f.format != "csv" && f.format != "webdataset")
+    return UsageError("--format: expected jsonl, csv or webdataset, got '" + f.format + "'");
   if (Status st = CheckStageFlag(*env, f.stage); !st.ok()) return UsageError(st.message());
   auto store = OpenStore(*env);
   if (!store.ok()) return StoreError(store.status());
+  if (f.format == "webdataset") return ExportWebDataset(*env, **store, f);
   ExportSink out(f.output);
   if (Status st = out.Open(); !st.ok()) return UsageError(st.message());
   Status written = f.format == "csv" ? out.Write("item,stage,device,attempts,result,artifacts\n")
@@ -88,10 +132,7 @@ int CmdExport(const Flags& f) {
     nlohmann::json j;
     SetBytesField(j, "item", r.source);
     j["stage"] = r.stage;
-    j["device"] = r.device;
-    j["attempts"] = r.attempts;
-    j["result"] = nlohmann::json::parse(r.result_json, nullptr, false);
-    j["artifacts"] = nlohmann::json::parse(r.artifacts_json, nullptr, false);
+    j.update(DoneResultJson(r.device, r.attempts, r.result_json, r.artifacts_json));
     return out.Write(JsonDump(j) + '\n');
   });
   if (s.ok()) s = out.Close();

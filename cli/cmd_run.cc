@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "cli/options.h"
+#include "cli/preflight.h"
 #include "fetch/fetcher.h"
 #include "scheduler/supervisor.h"
 
@@ -29,6 +30,11 @@ int CmdRun(const Flags& f) {
     Status tmp = fetch::RemoveStaleTempFiles(config.out, stale_s);
     if (!tmp.ok()) spdlog::warn("could not clean fetch temporaries: {}", tmp.ToString());
   }
+  PreflightOptions pre;
+  pre.fetch_models = f.fetch_models;
+  pre.forever = f.forever;
+  if (Status st = Preflight(*env, run_stages, pre); !st.ok())
+    return st.IsInvalidArgument() ? UsageError(st.message()) : StoreError(st);
   const ExitCode code =
       RunWorkers(ToRunOptions(config, run_stages, f.forever), *env->registry);
   if (code == ExitCode::kOk || code == ExitCode::kSomeFailed) {

@@ -21,8 +21,10 @@ namespace framemill {
 struct Flags {
   std::string config, db, out, stages, stage, format = "jsonl", output, error_class;
   std::optional<int> workers, batch, priority;
-  bool forever = false, json = false, failed = false, dry_run = false;
+  bool forever = false, json = false, failed = false, dry_run = false, fetch_models = false;
   int keep_days = 30, keep_runs = 10;  // gc
+  int64_t shard_size = 1000;           // export --format webdataset
+  int64_t limit = 0;                   // report
   std::vector<std::string> sources;
   // models / infer
   std::string models_action;  // "list" | "fetch"
@@ -56,6 +58,7 @@ int CmdRun(const Flags& f);
 int CmdStatus(const Flags& f);
 int CmdRetry(const Flags& f);
 int CmdExport(const Flags& f);
+int CmdReport(const Flags& f);
 int CmdGc(const Flags& f);
 int CmdConfig(const Flags& f);
 int CmdGpu(const Flags& f);

@@ -432,9 +432,21 @@ std::map<std::string, std::string> ProcessEnvironment() {
   return env;
 }
 
+// Models are large and the same for every dataset: fetched once per user, as the XDG base
+// directory convention places caches.
+std::string DefaultModelsDir(const std::map<std::string, std::string>& env) {
+  auto xdg = env.find("XDG_CACHE_HOME");
+  if (xdg != env.end() && !xdg->second.empty() && xdg->second[0] == '/')
+    return xdg->second + "/framemill/models";
+  auto home = env.find("HOME");
+  if (home != env.end() && !home->second.empty()) return home->second + "/.cache/framemill/models";
+  return "./framemill-models";
+}
+
 Result<Config> LoadConfig(const ConfigInputs& in) {
   Config c;
   c.workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  c.models = DefaultModelsDir(in.env);
   std::map<std::string, std::string> source;  // key -> where the value came from
 
   // The file: --config beats FRAMEMILL_CONFIG.

@@ -126,7 +126,8 @@ struct Config {
   // "canonical=local[;canonical=local]", checked when the configuration is read.
   std::string path_map;
   std::string out = "./framemill-out";
-  std::string models = "./framemill-models";
+  // Default: $XDG_CACHE_HOME/framemill/models, else ~/.cache/framemill/models.
+  std::string models;
   std::string config_file;  // empty: none
   int workers = 1;          // default: number of cores, filled at load
   std::string log_level = "info";

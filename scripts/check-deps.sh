@@ -32,6 +32,7 @@ ALLOWED = {
     "cluster": {"base", "gpu"},
     "stages": {"base", "media", "jobs", "gpu", "models", "fetch", "cluster"},
     "scheduler": {"base", "media", "jobs", "storage", "gpu", "models", "fetch", "cluster", "stages"},
+    "outputs": {"base", "media", "jobs", "storage"},
     "configs": {"base"},
 }
 PROJECT = set(ALLOWED) | {"cli", "tests", "bench"}

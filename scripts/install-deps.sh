@@ -12,6 +12,7 @@ pkgs=(
   python3-onnx python3-numpy python3-opencv
   libopencv-contrib-dev
   postgresql libpq-dev
+  libarchive-dev chromium help2man
 )
 missing=()
 # Node runs `npm pack` (model packages) and the TF.js reference in tests. Machines of this

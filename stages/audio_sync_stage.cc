@@ -457,6 +457,12 @@ AudioSyncStage::AudioSyncStage(std::shared_ptr<models::ModelCache> cache, AudioS
   spec_.videos = true;
 }
 
+std::vector<std::string> AudioSyncStage::Models() const {
+  std::vector<std::string> names = {options_.vad_model, options_.face_model};
+  if (!options_.mesh_model.empty()) names.push_back(options_.mesh_model);
+  return names;
+}
+
 std::vector<Outcome> AudioSyncStage::RunBatch(const std::vector<ClaimedJob>& jobs,
                                          const StageContext& ctx) {
   return RunEachJob(jobs, ctx, spec_.name, [&](const ClaimedJob& job) { return RunOne(job, ctx); });

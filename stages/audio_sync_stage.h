@@ -26,6 +26,7 @@ class AudioSyncStage : public Stage {
   const StageSpec& spec() const override { return spec_; }
   std::vector<Outcome> RunBatch(const std::vector<ClaimedJob>& jobs,
                                 const StageContext& ctx) override;
+  std::vector<std::string> Models() const override;
 
  private:
   Outcome RunOne(const ClaimedJob& job, const StageContext& ctx) const;

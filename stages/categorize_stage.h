@@ -18,8 +18,9 @@ class CategorizeStage : public ModelStage {
   CategorizeStage(std::shared_ptr<models::ModelCache> cache, ModelStageOptions frames,
                   CategorizeOptions options);
 
- protected:
   std::vector<std::string> Models() const override { return {kModel}; }
+
+ protected:
   Status Analyse(const ModelBatch& batch, const StageContext& ctx,
                  std::vector<FrameResult>* results, std::string* device) override;
   void Summarise(const std::vector<nlohmann::json>& frames, nlohmann::json* result) const override;

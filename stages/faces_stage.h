@@ -35,10 +35,11 @@ class FacesStage : public ModelStage {
   FacesStage(std::shared_ptr<models::ModelCache> cache, ModelStageOptions frames,
              FacesOptions options);
 
- protected:
   std::vector<std::string> Models() const override {
     return {kDetector, options_.embedding_model};
   }
+
+ protected:
   Status Analyse(const ModelBatch& batch, const StageContext& ctx,
                  std::vector<FrameResult>* results, std::string* device) override;
   void Summarise(const std::vector<nlohmann::json>& frames, nlohmann::json* result) const override;

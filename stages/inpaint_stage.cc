@@ -100,6 +100,15 @@ InpaintStage::InpaintStage(InpaintOptions options, const std::string& out_dir)
 
 InpaintStage::~InpaintStage() = default;
 
+Status InpaintStage::CheckSettings() const {
+  std::error_code ec;
+  if (!options_.masks.empty() && !fs::exists(options_.masks, ec))
+    return Status::InvalidArgument("inpaint.masks: " + options_.masks + " does not exist");
+  if (!options_.model.empty() && !fs::is_regular_file(options_.model, ec))
+    return Status::InvalidArgument("inpaint.model: " + options_.model + " is not a file");
+  return Status::OK();
+}
+
 std::vector<Outcome> InpaintStage::RunBatch(const std::vector<ClaimedJob>& jobs,
                                             const StageContext& ctx) {
   return RunEachJob(jobs, ctx, spec_.name, [&](const ClaimedJob& job) { return RunOne(job, ctx); });

@@ -29,6 +29,8 @@ class InpaintStage : public Stage {
   const StageSpec& spec() const override { return spec_; }
   std::vector<Outcome> RunBatch(const std::vector<ClaimedJob>& jobs,
                                 const StageContext& ctx) override;
+  // inpaint.masks and inpaint.model must name what is there.
+  Status CheckSettings() const override;
 
  private:
   struct Hole;

@@ -48,14 +48,14 @@ class ModelStage : public Stage {
   const StageSpec& spec() const override { return spec_; }
   std::vector<Outcome> RunBatch(const std::vector<ClaimedJob>& jobs,
                                 const StageContext& ctx) final;
+  // The models this stage runs, borrowed for each batch; a model that cannot be opened
+  // fails every job of the batch with its reason (how to install it).
+  std::vector<std::string> Models() const override = 0;
 
  protected:
   ModelStage(std::string name, std::shared_ptr<models::ModelCache> cache,
              ModelStageOptions options);
 
-  // The models this stage runs, borrowed for each batch; a model that cannot be opened
-  // fails every job of the batch with its reason (how to install it).
-  virtual std::vector<std::string> Models() const = 0;
   // Fills one result per frame and the device that ran them. An error fails every job
   // with a frame in the chunk (a model error is not one item's fault).
   virtual Status Analyse(const ModelBatch& batch, const StageContext& ctx,

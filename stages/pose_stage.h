@@ -23,8 +23,9 @@ class PoseStage : public ModelStage {
   PoseStage(std::shared_ptr<models::ModelCache> cache, ModelStageOptions frames,
             PoseOptions options);
 
- protected:
   std::vector<std::string> Models() const override { return {options_.model}; }
+
+ protected:
   Status Analyse(const ModelBatch& batch, const StageContext& ctx,
                  std::vector<FrameResult>* results, std::string* device) override;
   void Summarise(const std::vector<nlohmann::json>& frames, nlohmann::json* result) const override;

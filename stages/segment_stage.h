@@ -24,8 +24,9 @@ class SegmentStage : public ModelStage {
   // Where the mask of `job`'s item (frame -1 for an image) goes under this claim.
   std::string MaskPath(const ClaimedJob& job, int64_t frame) const;
 
- protected:
   std::vector<std::string> Models() const override { return {options_.model}; }
+
+ protected:
   Status Analyse(const ModelBatch& batch, const StageContext& ctx,
                  std::vector<FrameResult>* results, std::string* device) override;
   void Summarise(const std::vector<nlohmann::json>& frames, nlohmann::json* result) const override;

@@ -38,6 +38,12 @@ class Stage {
                                         const StageContext& ctx) = 0;
   // One job alone, on the CPU (tests and tools).
   Outcome Run(const ClaimedJob& job);
+  // The models it runs (as `framemill models list` names them): `run` checks they are
+  // installed before it claims anything, rather than failing every job.
+  virtual std::vector<std::string> Models() const { return {}; }
+  // Settings that cannot work whatever the item (a mask folder that is not there):
+  // InvalidArgument naming the key, checked by `run` before it claims anything.
+  virtual Status CheckSettings() const { return Status::OK(); }
 };
 
 // The loop of a stage that takes its jobs one at a time: `one` on each in turn until ctx

@@ -127,7 +127,7 @@ struct AudioSyncOptions {  // the audio_sync stage
 // Every stage's settings; the CLI fills them from the configuration.
 struct StageOptions {
   std::string out_dir = "./framemill-out";        // artifacts (`out`)
-  std::string models_dir = "./framemill-models";  // installed models (`models`)
+  std::string models_dir;  // installed models (`models`; configs/ gives the default)
   fetch::FetchOptions fetch;  // its out_dir is out_dir
   LightingOptions lighting;
   ModelStageOptions model_frames;

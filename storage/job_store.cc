@@ -4,6 +4,13 @@
 
 namespace framemill {
 
+Result<std::optional<RunRecord>> JobStore::LastRun() {
+  auto runs = Runs(1);
+  if (!runs.ok()) return runs.status();
+  if (runs->empty()) return std::optional<RunRecord>();
+  return std::optional<RunRecord>(runs->front());
+}
+
 bool IsPostgresUri(std::string_view db) {
   return db.rfind("postgresql://", 0) == 0 || db.rfind("postgres://", 0) == 0;
 }

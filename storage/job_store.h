@@ -100,6 +100,36 @@ struct RunRecord {
   int64_t id = 0, started_at = 0, finished_at = 0, jobs_done = 0, jobs_failed = 0;
   int workers = 0, exit_code = -1;
   int64_t oom_events = 0, cpu_fallbacks = 0;
+  std::string stages;
+};
+
+// One job of an item as the report and the WebDataset export read it.
+struct JobView {
+  int64_t id = 0;
+  std::string stage;
+  JobState state = JobState::kPending;
+  int64_t attempts = 0, started_at = 0, finished_at = 0;
+  std::string device, error_class, last_error;
+  std::string result_json, artifacts_json;  // empty unless done
+};
+
+// An item with every job it has (ordered by stage name).
+struct ItemView {
+  int64_t id = 0;
+  std::string source;  // the path or URL, as `export` names the item
+  MediaKind kind = MediaKind::kImage;
+  std::string content_hash, media_info;
+  std::string fetched_path;  // URL items: the downloaded file, once fetched
+  bool is_url = false;
+  std::vector<JobView> jobs;
+};
+
+// One failed attempt (job_errors), with its job's item and stage.
+struct ErrorRecord {
+  int64_t job_id = 0, attempt = 0, at = 0;
+  std::string source, stage, worker, error_class, message;
+  bool transient = false;
+  JobState job_state = JobState::kFailed;  // the job's state now
 };
 
 // A batch size the GPU batch tuner settled on (see gpu/batch_tuner.h).
@@ -186,7 +216,14 @@ class JobStore : public ResultReader {
   virtual Result<std::vector<StageCounts>> Counts(int64_t window_ms) = 0;
   virtual Result<int64_t> ItemCount() = 0;
   virtual Result<std::vector<ErrorClassCount>> FailuresByClass() = 0;
-  virtual Result<std::optional<RunRecord>> LastRun() = 0;
+  // The newest `limit` runs, newest first.
+  virtual Result<std::vector<RunRecord>> Runs(int limit) = 0;
+  Result<std::optional<RunRecord>> LastRun();
+  // Every item (the dataset item too) with its jobs and their results, in item order,
+  // read in pages each in its own read transaction as ForEachResult reads.
+  virtual Status ForEachItem(const std::function<Status(const ItemView&)>& fn) = 0;
+  // The newest `limit` failed attempts, newest first.
+  virtual Result<std::vector<ErrorRecord>> ErrorHistory(int64_t limit) = 0;
   // ForEachResult: see ResultReader.
 };
 

@@ -80,7 +80,13 @@ class JobStoreWrapper : public JobStore {
   Result<std::vector<ErrorClassCount>> FailuresByClass() override {
     return target_->FailuresByClass();
   }
-  Result<std::optional<RunRecord>> LastRun() override { return target_->LastRun(); }
+  Result<std::vector<RunRecord>> Runs(int limit) override { return target_->Runs(limit); }
+  Status ForEachItem(const std::function<Status(const ItemView&)>& fn) override {
+    return target_->ForEachItem(fn);
+  }
+  Result<std::vector<ErrorRecord>> ErrorHistory(int64_t limit) override {
+    return target_->ErrorHistory(limit);
+  }
   Result<bool> WaitForWork(int64_t ms) override { return target_->WaitForWork(ms); }
   Status ForEachResult(const std::string& stage,
                        const std::function<Status(const ExportRow&)>& fn) override {

@@ -1438,16 +1438,116 @@ Result<std::vector<ErrorClassCount>> SqlJobStore<Db>::FailuresByClass() {
 }
 
 template <class Db>
-Result<std::optional<RunRecord>> SqlJobStore<Db>::LastRun() {
-  std::optional<RunRecord> out;
+Result<std::vector<RunRecord>> SqlJobStore<Db>::Runs(int limit) {
+  std::vector<RunRecord> out;
   Status s = db_->Transaction(Db::TxnKind::kRead, [&]() -> Status {
+    out.clear();
     FM_PREPARE(q, "SELECT id, started_at, coalesce(finished_at, 0), jobs_done, jobs_failed,"
-                  " workers, coalesce(exit_code, -1), oom_events, cpu_fallbacks"
-                  " FROM runs ORDER BY id DESC LIMIT 1");
-    FM_STEP(row, q.Step());
-    if (row) {
-      out = RunRecord{q.Int(0), q.Int(1), q.Int(2), q.Int(3), q.Int(4),
-                      static_cast<int>(q.Int(5)), static_cast<int>(q.Int(6)), q.Int(7), q.Int(8)};
+                  " workers, coalesce(exit_code, -1), oom_events, cpu_fallbacks, stages"
+                  " FROM runs ORDER BY id DESC LIMIT ?");
+    q.Bind(1, static_cast<int64_t>(limit));
+    for (;;) {
+      FM_STEP(row, q.Step());
+      if (!row) break;
+      out.push_back(RunRecord{q.Int(0), q.Int(1), q.Int(2), q.Int(3), q.Int(4),
+                              static_cast<int>(q.Int(5)), static_cast<int>(q.Int(6)), q.Int(7),
+                              q.Int(8), q.Text(9)});
+    }
+    return Status::OK();
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+template <class Db>
+Status SqlJobStore<Db>::ForEachItem(const std::function<Status(const ItemView&)>& fn) {
+  // A page of items, then their jobs in the same snapshot.
+  const int64_t page_items = std::max(1, options_.export_page_rows / 8);
+  std::vector<ItemView> page;
+  int64_t after = 0;
+  do {
+    Status s = db_->Transaction(Db::TxnKind::kRead, [&]() -> Status {
+      page.clear();
+      FM_PREPARE(items, "SELECT id, source, kind, coalesce(content_hash, ''), media_info,"
+                        " coalesce(fetched_path, ''), is_url FROM items WHERE id > ?"
+                        " ORDER BY id LIMIT ?");
+      items.Bind(1, after).Bind(2, page_items);
+      for (;;) {
+        FM_STEP(row, items.Step());
+        if (!row) break;
+        ItemView v;
+        v.id = items.Int(0);
+        v.source = items.Text(1);
+        v.kind = static_cast<MediaKind>(items.Int(2));
+        v.content_hash = items.Text(3);
+        v.media_info = items.Text(4);
+        v.fetched_path = items.Text(5);
+        v.is_url = items.Int(6) != 0;
+        page.push_back(std::move(v));
+      }
+      if (page.empty()) return Status::OK();
+      FM_PREPARE(jobs, "SELECT j.item_id, j.id, j.stage, j.state, j.attempts,"
+                       " coalesce(j.started_at, 0), coalesce(j.finished_at, 0),"
+                       " coalesce(r.device, j.device, ''), coalesce(j.error_class, ''),"
+                       " coalesce(j.last_error, ''), coalesce(r.result, ''),"
+                       " coalesce(r.artifacts, '')"
+                       " FROM jobs j LEFT JOIN results r ON r.job_id = j.id"
+                       " WHERE j.item_id >= ? AND j.item_id <= ? ORDER BY j.item_id, j.stage");
+      jobs.Bind(1, page.front().id).Bind(2, page.back().id);
+      size_t at = 0;
+      for (;;) {
+        FM_STEP(row, jobs.Step());
+        if (!row) break;
+        while (at < page.size() && page[at].id < jobs.Int(0)) ++at;
+        if (at == page.size()) break;
+        JobView j;
+        j.id = jobs.Int(1);
+        j.stage = jobs.Text(2);
+        j.state = static_cast<JobState>(jobs.Int(3));
+        j.attempts = jobs.Int(4);
+        j.started_at = jobs.Int(5);
+        j.finished_at = jobs.Int(6);
+        j.device = jobs.Text(7);
+        j.error_class = jobs.Text(8);
+        j.last_error = jobs.Text(9);
+        j.result_json = jobs.Text(10);
+        j.artifacts_json = jobs.Text(11);
+        page[at].jobs.push_back(std::move(j));
+      }
+      after = page.back().id;
+      return Status::OK();
+    });
+    if (!s.ok()) return s;
+    for (const ItemView& v : page) FM_RETURN_IF_ERROR(fn(v));
+  } while (static_cast<int64_t>(page.size()) == page_items);
+  return Status::OK();
+}
+
+template <class Db>
+Result<std::vector<ErrorRecord>> SqlJobStore<Db>::ErrorHistory(int64_t limit) {
+  std::vector<ErrorRecord> out;
+  Status s = db_->Transaction(Db::TxnKind::kRead, [&]() -> Status {
+    out.clear();
+    FM_PREPARE(q, "SELECT e.job_id, e.attempt, e.at, i.source, j.stage, coalesce(e.worker, ''),"
+                  " e.error_class, e.message, e.transient, j.state"
+                  " FROM job_errors e JOIN jobs j ON j.id = e.job_id JOIN items i ON i.id = j.item_id"
+                  " ORDER BY e.at DESC, e.id DESC LIMIT ?");
+    q.Bind(1, limit);
+    for (;;) {
+      FM_STEP(row, q.Step());
+      if (!row) break;
+      ErrorRecord e;
+      e.job_id = q.Int(0);
+      e.attempt = q.Int(1);
+      e.at = q.Int(2);
+      e.source = q.Text(3);
+      e.stage = q.Text(4);
+      e.worker = q.Text(5);
+      e.error_class = q.Text(6);
+      e.message = q.Text(7);
+      e.transient = q.Int(8) != 0;
+      e.job_state = static_cast<JobState>(q.Int(9));
+      out.push_back(std::move(e));
     }
     return Status::OK();
   });

@@ -55,7 +55,9 @@ class SqlJobStore : public JobStore {
   Result<std::vector<StageCounts>> Counts(int64_t window_ms) override;
   Result<int64_t> ItemCount() override;
   Result<std::vector<ErrorClassCount>> FailuresByClass() override;
-  Result<std::optional<RunRecord>> LastRun() override;
+  Result<std::vector<RunRecord>> Runs(int limit) override;
+  Status ForEachItem(const std::function<Status(const ItemView&)>& fn) override;
+  Result<std::vector<ErrorRecord>> ErrorHistory(int64_t limit) override;
   Status ForEachResult(const std::string& stage,
                        const std::function<Status(const ExportRow&)>& fn) override;
   Result<std::optional<ExportRow>> ResultOf(int64_t item_id, const std::string& stage) override;

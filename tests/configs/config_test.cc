@@ -134,6 +134,22 @@ TEST(ConfigTest, MissingConfigFileIsAnError) {
   EXPECT_NE(c.status().message().find("FRAMEMILL_CONFIG"), std::string::npos);
 }
 
+// Models are fetched once per user (XDG cache), not once per project directory.
+TEST(ConfigTest, ModelsDefaultToTheUsersXdgCacheAndFramemillModelsWins) {
+  auto models = [](std::map<std::string, std::string> env) {
+    ConfigInputs in;
+    in.env = std::move(env);
+    auto c = LoadConfig(in);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? c->models : std::string();
+  };
+  EXPECT_EQ(models({{"XDG_CACHE_HOME", "/x/cache"}, {"HOME", "/home/u"}}), "/x/cache/framemill/models");
+  EXPECT_EQ(models({{"HOME", "/home/u"}}), "/home/u/.cache/framemill/models");
+  // The specification ignores a relative XDG_CACHE_HOME.
+  EXPECT_EQ(models({{"XDG_CACHE_HOME", "cache"}, {"HOME", "/home/u"}}), "/home/u/.cache/framemill/models");
+  EXPECT_EQ(models({{"HOME", "/home/u"}, {"FRAMEMILL_MODELS", "/m"}}), "/m");
+}
+
 // configs/default.yaml documents every setting with its real default.
 TEST(ConfigTest, DefaultYamlListsEverySettingWithItsDefault) {
   const std::string path = std::string(FRAMEMILL_SOURCE_DIR) + "/configs/default.yaml";

@@ -1321,6 +1321,77 @@ TEST_P(JobStoreTest, ForEachResultExportsDoneJobsWithTheirResults) {
   EXPECT_EQ(b, 2);
 }
 
+// The report and the WebDataset export read items whole: every item once, in item order
+// across pages, each with all its jobs (done ones with their result, failed ones with
+// their error), and the failed attempts newest first.
+TEST_P(JobStoreTest, ForEachItemGivesEveryItemWithAllItsJobsAcrossPages) {
+  AddStage(Stage("a"));
+  AddStage(Stage("b", {"a"}));
+  StoreOptions o;
+  o.export_page_rows = 8;  // one item a page
+  Open(o);
+  Enqueue({Image("/d/0.png", "h0"), Image("/d/1.png", "h1"), Video("/d/2.mp4", "h2")}, {"a", "b"});
+  auto a = Claim("w", {"a"});
+  ASSERT_EQ(a.size(), 3u);
+  FinishedJob c0 = Done(a[0], R"({"score":0.5})");
+  c0.outcome.device = "cuda:0";
+  c0.outcome.artifacts = {"/out/0.png"};
+  Complete({c0, Done(a[1]), Failed(a[2], Status::Corruption("bad bytes"), "decode")});
+
+  std::vector<ItemView> items;
+  FM_ASSERT_OK(store_->ForEachItem([&](const ItemView& v) {
+    items.push_back(v);
+    return Status::OK();
+  }));
+  ASSERT_EQ(items.size(), 3u);
+  EXPECT_EQ(items[0].source, "/d/0.png");
+  EXPECT_EQ(items[0].content_hash, "h0");
+  EXPECT_EQ(items[2].kind, MediaKind::kVideo);
+  EXPECT_EQ(items[2].media_info, R"({"format":"mp4"})");
+  for (const ItemView& v : items) {
+    ASSERT_EQ(v.jobs.size(), 2u) << v.source;
+    EXPECT_EQ(v.jobs[0].stage, "a");
+    EXPECT_EQ(v.jobs[1].stage, "b");
+  }
+  EXPECT_EQ(items[0].jobs[0].state, JobState::kDone);
+  EXPECT_EQ(items[0].jobs[0].device, "cuda:0");
+  EXPECT_EQ(items[0].jobs[0].result_json, R"({"score":0.5})");
+  EXPECT_EQ(items[0].jobs[0].artifacts_json, R"(["/out/0.png"])");
+  EXPECT_EQ(items[0].jobs[0].finished_at, clock_.NowMs());
+  EXPECT_EQ(items[0].jobs[1].state, JobState::kPending);
+  EXPECT_EQ(items[0].jobs[1].result_json, "");
+  EXPECT_EQ(items[2].jobs[0].state, JobState::kFailed);
+  EXPECT_EQ(items[2].jobs[0].error_class, "decode");
+  EXPECT_NE(items[2].jobs[0].last_error.find("bad bytes"), std::string::npos);
+  EXPECT_EQ(items[2].jobs[1].state, JobState::kFailed);  // its dependency failed
+
+  auto errors = Must(store_->ErrorHistory(10));
+  ASSERT_FALSE(errors.empty());
+  EXPECT_EQ(errors[0].source, "/d/2.mp4");
+  EXPECT_EQ(errors[0].stage, "a");
+  EXPECT_EQ(errors[0].error_class, "decode");
+  EXPECT_EQ(errors[0].attempt, 1);
+  EXPECT_EQ(errors[0].job_state, JobState::kFailed);
+  EXPECT_EQ(Must(store_->ErrorHistory(0)).size(), 0u);
+}
+
+TEST_P(JobStoreTest, RunsAreListedNewestFirstWithTheirStages) {
+  AddStage(Stage("a"));
+  Open();
+  const int64_t first = Must(store_->BeginRun(1, "a"));
+  FM_ASSERT_OK(store_->EndRun(first, 0));
+  const int64_t second = Must(store_->BeginRun(3, "a"));
+  auto runs = Must(store_->Runs(10));
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].id, second);
+  EXPECT_EQ(runs[0].workers, 3);
+  EXPECT_EQ(runs[0].finished_at, 0);  // still running
+  EXPECT_EQ(runs[0].stages, "a");
+  EXPECT_EQ(runs[1].id, first);
+  EXPECT_EQ(runs[1].exit_code, 0);
+  EXPECT_EQ(Must(store_->Runs(1)).size(), 1u);
+}
+
 // Export walks pages, each in its own read transaction: every row exactly once, in job
 // order, and between pages a writer can commit and a checkpoint can empty the WAL (one
 // read transaction over the whole export would pin it).

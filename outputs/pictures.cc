@@ -1,0 +1,187 @@
+#include "outputs/pictures.h"
+
+#include <sys/stat.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include "media/image.h"
+#include "media/video_reader.h"
+
+namespace framemill {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int64_t kMaxFramesDecoded = 20'000;  // a still or a face further in is left out
+
+std::string Hex(uint64_t h) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+
+cv::Mat Fit(const cv::Mat& m, int side, int interpolation = cv::INTER_AREA) {
+  const double s = std::min(1.0, static_cast<double>(side) / std::max(m.cols, m.rows));
+  if (s >= 1.0) return m;
+  cv::Mat out;
+  cv::resize(m, out, cv::Size(std::max(1, static_cast<int>(std::lround(m.cols * s))),
+                              std::max(1, static_cast<int>(std::lround(m.rows * s)))),
+             0, 0, interpolation);
+  return out;
+}
+
+// The frames of a video a request needs, decoded in one pass from the start.
+Status DecodeFrames(const std::string& path, const std::set<int64_t>& wanted,
+                    std::map<int64_t, cv::Mat>* frames) {
+  VideoReaderOptions o;
+  o.limits.max_frames = kMaxFramesDecoded;
+  auto reader = VideoReader::Open(path, o);
+  if (!reader.ok()) return reader.status();
+  const int64_t last = wanted.empty() ? 0 : *wanted.rbegin();
+  VideoFrame f;
+  cv::Mat latest;
+  for (;;) {
+    auto more = (*reader)->Next(&f);
+    if (!more.ok()) return more.status();
+    if (!*more) break;
+    latest = f.image;
+    if (wanted.count(f.index)) (*frames)[f.index] = f.image.clone();
+    if (f.index >= last) break;
+  }
+  // A still past the end (a damaged file): the last frame that decoded stands in.
+  for (int64_t w : wanted)
+    if (!frames->count(w) && !latest.empty()) (*frames)[w] = latest.clone();
+  return frames->empty() ? Status::Corruption("no frame of " + path + " decodes") : Status::OK();
+}
+
+}  // namespace
+
+PictureCache::PictureCache(std::string assets_dir, PathMap path_map)
+    : dir_(std::move(assets_dir)), path_map_(std::move(path_map)) {}
+
+std::string PictureCache::StillName(const ItemView& item, int64_t frame, int side) {
+  return "stills/" + item.content_hash + (frame >= 0 ? "-f" + std::to_string(frame) : "") + "-" +
+         std::to_string(side) + ".jpg";
+}
+
+std::string PictureCache::FaceName(const ItemView& item, const FaceCrop& face) {
+  char box[64];
+  std::snprintf(box, sizeof box, "%d_%d_%d_%d", static_cast<int>(face.box[0]),
+                static_cast<int>(face.box[1]), static_cast<int>(face.box[2]),
+                static_cast<int>(face.box[3]));
+  return "faces/" + item.content_hash + "-f" + std::to_string(face.frame) + "-" + box + ".jpg";
+}
+
+std::string PictureCache::ArtifactName(const std::string& path, int side, bool mask) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return "";
+  const std::string id = path + "|" + std::to_string(st.st_size) + "|" +
+                         std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
+  return std::string(mask ? "masks/" : "artifacts/") + Hex(XXH3_64bits(id.data(), id.size())) +
+         "-" + std::to_string(side) + (mask ? ".png" : ".jpg");
+}
+
+bool PictureCache::Have(const std::string& name) {
+  std::error_code ec;
+  if (!fs::exists(dir_ + "/" + name, ec)) return false;
+  ++reused_;
+  return true;
+}
+
+// Written under a temporary name and renamed: a page being viewed never shows half a file.
+Status PictureCache::Write(const std::string& name, const void* mat) {
+  const std::string path = dir_ + "/" + name;
+  std::error_code ec;
+  fs::create_directories(fs::path(path).parent_path(), ec);
+  const std::string ext = fs::path(name).extension().string();
+  const std::string temp = path + ".tmp" + ext;
+  const std::vector<int> params = ext == ".jpg" ? std::vector<int>{cv::IMWRITE_JPEG_QUALITY, 82}
+                                                : std::vector<int>{};
+  bool ok = false;
+  try {
+    ok = cv::imwrite(temp, *static_cast<const cv::Mat*>(mat), params);
+  } catch (const cv::Exception& e) {
+    return Status::IOError("cannot write " + temp + ": " + e.what());
+  }
+  if (!ok) return Status::IOError("cannot write " + temp);
+  fs::rename(temp, path, ec);
+  if (ec) return Status::IOError("cannot rename " + temp + ": " + ec.message());
+  ++made_;
+  return Status::OK();
+}
+
+Status PictureCache::Make(const ItemView& item, const PictureRequest& r) {
+  std::vector<int> sides;
+  for (int side : r.still_sides)
+    if (!Have(StillName(item, r.frame, side))) sides.push_back(side);
+  std::vector<FaceCrop> faces;
+  for (const FaceCrop& f : r.faces)
+    if (!Have(FaceName(item, f))) faces.push_back(f);
+  Status first_error;
+  if (!sides.empty() || !faces.empty()) {
+    const std::string path = path_map_.ToLocal(item.is_url ? item.fetched_path : item.source);
+    std::map<int64_t, cv::Mat> frames;  // -1: the image
+    if (item.kind == MediaKind::kVideo) {
+      std::set<int64_t> wanted;
+      if (!sides.empty()) wanted.insert(std::max<int64_t>(0, r.frame));
+      for (const FaceCrop& f : faces) wanted.insert(f.frame);
+      first_error = DecodeFrames(path, wanted, &frames);
+    } else {
+      auto image = DecodeImageFile(path, ImageLimits{});
+      if (image.ok()) frames[-1] = std::move(*image);
+      else first_error = image.status();
+    }
+    const int64_t still_frame = item.kind == MediaKind::kVideo ? std::max<int64_t>(0, r.frame) : -1;
+    if (auto it = frames.find(still_frame); it != frames.end()) {
+      for (int side : sides) {
+        const cv::Mat still = Fit(it->second, side);
+        FM_RETURN_IF_ERROR(Write(StillName(item, r.frame, side), &still));
+      }
+    }
+    for (const FaceCrop& f : faces) {
+      auto it = frames.find(item.kind == MediaKind::kVideo ? f.frame : -1);
+      if (it == frames.end()) continue;
+      const cv::Mat& m = it->second;
+      // The box and a quarter of it around, square, inside the picture.
+      const float cx = (f.box[0] + f.box[2]) / 2, cy = (f.box[1] + f.box[3]) / 2;
+      const float half = 0.625f * std::max(f.box[2] - f.box[0], f.box[3] - f.box[1]);
+      cv::Rect crop(static_cast<int>(cx - half), static_cast<int>(cy - half),
+                    static_cast<int>(2 * half), static_cast<int>(2 * half));
+      crop &= cv::Rect(0, 0, m.cols, m.rows);
+      if (crop.width < 2 || crop.height < 2) continue;
+      const cv::Mat face = Fit(m(crop), 128);
+      FM_RETURN_IF_ERROR(Write(FaceName(item, f), &face));
+    }
+  }
+  for (bool mask : {true, false}) {
+    for (const std::string& artifact : mask ? r.masks : r.images) {
+      const std::string name = ArtifactName(artifact, r.artifact_side, mask);
+      if (name.empty() || Have(name)) continue;
+      cv::Mat m = cv::imread(artifact, mask ? cv::IMREAD_GRAYSCALE : cv::IMREAD_COLOR);
+      if (m.empty()) {
+        if (first_error.ok()) first_error = Status::Corruption("cannot decode " + artifact);
+        continue;
+      }
+      m = Fit(m, r.artifact_side, mask ? cv::INTER_NEAREST : cv::INTER_AREA);
+      if (mask) {
+        // Inside: a translucent teal; outside: clear.
+        cv::Mat rgba(m.size(), CV_8UC4, cv::Scalar(200, 160, 0, 0));
+        rgba.setTo(cv::Scalar(200, 160, 0, 96), m > 0);
+        m = rgba;
+      }
+      FM_RETURN_IF_ERROR(Write(name, &m));
+    }
+  }
+  return first_error;
+}
+
+}  // namespace framemill
