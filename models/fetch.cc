@@ -348,7 +348,7 @@ Result<FetchReport> FetchModels(const FetchOptions& o) {
   std::string names;
   for (const std::string& n : to_convert) names += (names.empty() ? "" : ",") + n;
   const std::string converter = o.converter.empty() ? DefaultConverter() : o.converter;
-  Say(o, "converting " + std::to_string(to_convert.size()) + " model(s): " + names);
+  Say(o, "converting " + std::to_string(to_convert.size()) + " model(s) with " + converter + ": " + names);
   auto tc = std::chrono::steady_clock::now();
   auto child = RunChild({o.python, converter, "--packages", store.PackagesDir(), "--out",
                          store.dir(), "--only", names},

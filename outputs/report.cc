@@ -313,11 +313,13 @@ std::string OverlaySvg(const ItemView& item, const Analyses& a) {
     } else if (it->second.contains("objects")) {
       objects = &it->second["objects"];
     }
+    // Labels only where they stay readable; the boxes always.
     if (objects != nullptr && objects->is_array())
       for (const json& o : *objects) {
         const auto b = Box(o.value("box", json()));
         rect(b[0], b[1], b[2], b[3], "#fdb022", unit * 0.5);
-        label(b[0], b[1], o.value("label", std::string("?")) + " " + Num(NumberOr(o, "score", 0), 2), "#fdb022");
+        if (objects->size() <= 8)
+          label(b[0], b[1], o.value("label", std::string("?")) + " " + Num(NumberOr(o, "score", 0), 2), "#fdb022");
       }
   }
   // Pose skeletons.
@@ -360,7 +362,7 @@ std::string OverlaySvg(const ItemView& item, const Analyses& a) {
   for (const FaceRef& f : a.faces) {
     const std::string colour = ClusterColour(f.cluster);
     rect(f.box[0], f.box[1], f.box[2], f.box[3], colour, unit * 0.7);
-    label(f.box[0], f.box[1], f.cluster >= 0 ? "#" + std::to_string(f.cluster) : "face", colour);
+    if (a.faces.size() <= 8) label(f.box[0], f.box[1], f.cluster >= 0 ? "#" + std::to_string(f.cluster) : "face", colour);
   }
   s << "</svg>";
   return s.str();

@@ -9,7 +9,7 @@ trap 'rm -f "$inc"' EXIT
 {
   echo "[COMMANDS]"
   # The subcommands as CLI11 lists them under SUBCOMMANDS.
-  "$bin" --help | awk '/^SUBCOMMANDS:/ {on=1; next} on && /^  [a-z]/ {print $1}' |
+  "$bin" --help | awk '/^Subcommands:/ {on=1; next} on && /^  [a-z]/ {print $1}' |
     while read -r cmd; do
       echo ".SS $cmd"
       echo ".nf"

