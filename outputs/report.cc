@@ -154,6 +154,7 @@ th { background:#f2f4f7; font-weight:600; font-size:12px; } td.n, th.n { text-al
 .card .meta { padding:6px 8px; } .card .name { font-weight:600; overflow:hidden; text-overflow:ellipsis; white-space:nowrap; }
 .pic { position:relative; width:100%; background:#eaecf0; }
 .pic > img, .pic > svg { position:absolute; left:0; top:0; width:100%; height:100%; }
+.pic > img { object-fit:contain; }
 .pic .none { position:absolute; inset:0; display:flex; align-items:center; justify-content:center; color:var(--muted); font-size:12px; padding:8px; text-align:center; }
 .pager { margin:16px 0; display:flex; gap:6px; flex-wrap:wrap; } .pager a, .pager span { padding:3px 9px; border:1px solid var(--line); border-radius:5px; background:#fff; text-decoration:none; }
 .pager span.cur { background:#101828; color:#fff; }
@@ -688,7 +689,7 @@ class ReportWriter {
     std::error_code ec;
     const bool have_still =
         media_ok && fs::exists(o_.dir + "/assets/" + PictureCache::StillName(item, a.frame, o_.thumb_side), ec);
-    if (!made.ok()) {
+    if (!made.ok() && media_ok) {  // a URL not fetched yet has no picture, and no problem
       ++stats_.problem_count;
       if (stats_.problems.size() < 20) stats_.problems.push_back(item.source + ": " + made.message());
     }

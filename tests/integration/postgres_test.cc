@@ -80,6 +80,14 @@ TEST(PostgresBinaryTest, EveryCommandWorksAndGivesTheResultsSqliteGives) {
     EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM job_errors"), 2);
     auto gc = fm({"gc", "--dry-run"});
     EXPECT_EQ(gc.exit_code, 0) << gc.err;
+    const std::string tag = db.substr(0, 10) == "postgresql" ? "pg" : "lite";
+    auto report = fm({"report", "-o", dir / ("report-" + tag)});
+    ASSERT_EQ(report.exit_code, 0) << report.err;
+    EXPECT_NE(report.out.find("(7 item(s), 7 item page(s)"), std::string::npos) << report.out;
+    EXPECT_NE(ReadFile(dir / ("report-" + tag + "/failures.html")).find("broken.jpg"), std::string::npos);
+    auto shards = fm({"export", "--format", "webdataset", "-o", dir / ("wds-" + tag), "--shard-size", "4"});
+    ASSERT_EQ(shards.exit_code, 0) << shards.err;
+    EXPECT_NE(shards.err.find("exported 7 item(s) into 2 shard(s)"), std::string::npos) << shards.err;
   }
   ASSERT_EQ(exports.size(), 2u);
   EXPECT_EQ(ExportedResults(exports.begin()->second), ExportedResults(exports.rbegin()->second));
