@@ -27,13 +27,20 @@ TEST(ModelStageTest, SquareCropPadsOutsideTheImageWithBlack) {
   EXPECT_EQ(p.at<cv::Vec3b>(40, 0), cv::Vec3b(0, 0, 0));
 }
 
-// The real binary with a model directory that lacks the segmentation model: every
-// segment job fails once with the store's message, the other stages finish, exit 3.
-TEST(ModelStageTest, RunWithAMissingModelFailsThoseJobsAndExitsThree) {
+// The real binary with a segmentation model that `run`'s check sees installed (its
+// manifest) but that does not load (a missing one stops the run before it claims: the
+// PreflightTest): every segment job fails once with the model's error, the other stages
+// finish, exit 3.
+TEST(ModelStageTest, RunWithADamagedModelFailsThoseJobsAndExitsThree) {
   FM_REQUIRE_MODEL("movenet-multipose");  // pose's default model
+  FM_REQUIRE_MODEL("selfie");
   testing::TempDir dir;
-  fs::create_directory(dir / "models");
+  fs::create_directories(dir / "models/selfie");
   fs::create_directory_symlink(ModelsDir() + "/movenet-multipose", dir / "models/movenet-multipose");
+  fs::copy_file(ModelsDir() + "/selfie/manifest.json", dir / "models/selfie/manifest.json");
+  for (const auto& e : fs::directory_iterator(ModelsDir() + "/selfie"))
+    if (e.path().filename() != "manifest.json")
+      testing::WriteFile(dir / ("models/selfie/" + e.path().filename().string()), "damaged");
   const std::string media = dir / "media";
   fs::create_directory(media);
   for (const char* f : {"messi5.jpg", "basketball1.png", "fruits.jpg"})
@@ -58,8 +65,7 @@ TEST(ModelStageTest, RunWithAMissingModelFailsThoseJobsAndExitsThree) {
   auto rows = testing::QueryRows(db, "SELECT last_error || '|' || attempts FROM jobs WHERE stage = 'segment'");
   ASSERT_EQ(rows.size(), 3u);
   for (const std::string& r : rows) {
-    EXPECT_NE(r.find("model 'selfie' is not installed"), std::string::npos) << r;
-    EXPECT_NE(r.find("framemill models fetch"), std::string::npos) << r;
+    EXPECT_NE(r.find("model selfie: cannot load"), std::string::npos) << r;
     EXPECT_EQ(r.substr(r.rfind('|')), "|1") << r;  // permanent: not retried
   }
 }
