@@ -104,7 +104,7 @@ Status PictureCache::Write(const std::string& name, const void* mat) {
   fs::create_directories(fs::path(path).parent_path(), ec);
   const std::string ext = fs::path(name).extension().string();
   const std::string temp = path + ".tmp" + ext;
-  const std::vector<int> params = ext == ".jpg" ? std::vector<int>{cv::IMWRITE_JPEG_QUALITY, 82}
+  const std::vector<int> params = ext == ".jpg" ? std::vector<int>{cv::IMWRITE_JPEG_QUALITY, 75, cv::IMWRITE_JPEG_OPTIMIZE, 1}
                                                 : std::vector<int>{};
   bool ok = false;
   try {

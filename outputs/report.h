@@ -23,7 +23,7 @@ struct ReportOptions {
   int64_t limit = 0;             // items with pages and thumbnails (0: all); counts cover all
   int page_size = 120;           // cards per grid page
   int thumb_side = 320;          // the grid's pictures
-  int preview_side = 960;        // the item page's
+  int preview_side = 800;        // the item page's
   int max_faces_per_cluster = 120;
   PathMap path_map;              // where the store's canonical paths are on this machine
   int64_t now_ms = 0;            // the report's time (0: now)
