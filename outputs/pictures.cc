@@ -103,7 +103,8 @@ Status PictureCache::Write(const std::string& name, const void* mat) {
   std::error_code ec;
   fs::create_directories(fs::path(path).parent_path(), ec);
   const std::string ext = fs::path(name).extension().string();
-  const std::string temp = path + ".tmp" + ext;
+  // Two items of the same content may be written at once: each under its own name.
+  const std::string temp = path + ".tmp" + std::to_string(temp_++) + ext;
   const std::vector<int> params = ext == ".jpg" ? std::vector<int>{cv::IMWRITE_JPEG_QUALITY, 75, cv::IMWRITE_JPEG_OPTIMIZE, 1}
                                                 : std::vector<int>{};
   bool ok = false;

@@ -3,10 +3,12 @@
 // sizes, its face crops, and its image artifacts (segment masks as translucent overlays,
 // inpainted images). Each is named by what it shows (content hash, frame, box; an
 // artifact's path, size and mtime), so a report regenerated during a run decodes only
-// what is new. Not thread-safe: one report at a time per directory.
+// what is new. Make may run on several threads at once (for different items); one report
+// at a time per directory.
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -46,8 +48,8 @@ class PictureCache {
   // that cannot be decoded.
   Status Make(const ItemView& item, const PictureRequest& request);
 
-  int64_t made() const { return made_; }
-  int64_t reused() const { return reused_; }
+  int64_t made() const { return made_.load(); }
+  int64_t reused() const { return reused_.load(); }
 
  private:
   bool Have(const std::string& name);
@@ -55,7 +57,7 @@ class PictureCache {
 
   std::string dir_;
   PathMap path_map_;
-  int64_t made_ = 0, reused_ = 0;
+  std::atomic<int64_t> made_{0}, reused_{0}, temp_{0};
 };
 
 }  // namespace framemill

@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
+#include <tbb/parallel_for.h>
 
 #include "base/clock.h"
 #include "base/json_text.h"
@@ -623,6 +624,7 @@ class ReportWriter {
     shown_ = o_.limit > 0 ? std::min(*count, o_.limit) : *count;
     pages_ = std::max<int64_t>(1, (shown_ + o_.page_size - 1) / o_.page_size);
     FM_RETURN_IF_ERROR(store_.ForEachItem([&](const ItemView& item) { return OnItem(item); }));
+    FM_RETURN_IF_ERROR(ShowBatch());
     FM_RETURN_IF_ERROR(FlushGrid(true));
     FM_RETURN_IF_ERROR(WriteClusters());
     FM_RETURN_IF_ERROR(WriteFailures());
@@ -667,15 +669,20 @@ class ReportWriter {
   }
 
   Status OnItem(const ItemView& item) {
-    if (item.kind == MediaKind::kDataset) {
-      for (const JobView& j : item.jobs) Tally(item, j);
-      return Status::OK();
-    }
     for (const JobView& j : item.jobs) Tally(item, j);
+    if (item.kind == MediaKind::kDataset) return Status::OK();
     ++stats_.items;
     if (shown_done_ >= shown_) return Status::OK();
     ++shown_done_;
-    Analyses a = Analyse(item, cluster_of_);
+    batch_.push_back(item);
+    return batch_.size() == kBatch ? ShowBatch() : Status::OK();
+  }
+
+  static bool MediaOk(const ItemView& item) {
+    return !item.content_hash.empty() && (!item.is_url || !item.fetched_path.empty());
+  }
+
+  PictureRequest Request(const ItemView& item, const Analyses& a) const {
     PictureRequest req;
     req.frame = a.frame;
     req.still_sides = {o_.thumb_side, o_.preview_side};
@@ -684,8 +691,39 @@ class ReportWriter {
         req.faces.push_back({f.frame, f.box});
     if (!a.mask.empty()) req.masks.push_back(o_.path_map.ToLocal(a.mask));
     if (!a.inpainted.empty()) req.images.push_back(o_.path_map.ToLocal(a.inpainted));
-    const bool media_ok = item.content_hash.size() > 0 && (!item.is_url || !item.fetched_path.empty());
-    Status made = media_ok ? pictures_.Make(item, req) : Status::NotFound("not fetched yet");
+    return req;
+  }
+
+  // Decoding and encoding pictures is most of a first report: a batch's are made on every
+  // core, then its pages are written in item order.
+  Status ShowBatch() {
+    std::vector<Analyses> analyses;
+    analyses.reserve(batch_.size());
+    std::vector<PictureRequest> requests;
+    for (const ItemView& item : batch_) {
+      analyses.push_back(Analyse(item, cluster_of_));
+      requests.push_back(Request(item, analyses.back()));
+    }
+    std::vector<Status> made(batch_.size());
+    tbb::parallel_for(size_t{0}, batch_.size(), [&](size_t i) {
+      if (!MediaOk(batch_[i])) {
+        made[i] = Status::NotFound("not fetched yet");
+        return;
+      }
+      try {
+        made[i] = pictures_.Make(batch_[i], requests[i]);
+      } catch (const std::exception& e) {  // OpenCV throws on what it cannot handle
+        made[i] = Status::Corruption(std::string("making its pictures: ") + e.what());
+      }
+    });
+    for (size_t i = 0; i < batch_.size(); ++i) FM_RETURN_IF_ERROR(Show(batch_[i], analyses[i], made[i]));
+    batch_.clear();
+    return Status::OK();
+  }
+
+  // The item's page and its card on the grid.
+  Status Show(const ItemView& item, Analyses& a, const Status& made) {
+    const bool media_ok = MediaOk(item);
     std::error_code ec;
     const bool have_still =
         media_ok && fs::exists(o_.dir + "/assets/" + PictureCache::StillName(item, a.frame, o_.thumb_side), ec);
@@ -999,6 +1037,8 @@ class ReportWriter {
   std::vector<int64_t> finished_;
   std::map<std::pair<std::string, std::string>, FailureExample> failures_;
   std::vector<FailedJob> failed_jobs_;
+  static constexpr size_t kBatch = 64;
+  std::vector<ItemView> batch_;  // shown items whose pictures are made together
   std::string grid_;
   int64_t in_grid_ = 0, grid_page_ = 0;
   std::set<std::string> written_items_, written_grid_, written_clusters_;
