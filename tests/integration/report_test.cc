@@ -229,7 +229,7 @@ TEST_F(ReportBinaryTest, AKilledExportLeavesOnlyWholeShards) {
 TEST_F(ReportBinaryTest, ARunInProgressShowsAsSuch) {
   const pid_t run = StartProcess({FRAMEMILL_BIN, "run", "--forever", "--workers", "1"}, env_, dir_->path(),
                                  *dir_ / "forever.log");
-  for (int i = 0; i < 200 && QueryInt(*dir_ / "fm.db", "SELECT count(*) FROM runs WHERE finished_at IS NULL") == 0; ++i)
+  for (int i = 0; i < 600 && QueryInt(*dir_ / "fm.db", "SELECT count(*) FROM runs WHERE finished_at IS NULL") == 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   auto during = Fm({"report", "-o", *dir_ / "live"});
   ::kill(run, SIGINT);

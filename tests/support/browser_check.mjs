@@ -15,7 +15,7 @@ const [outDir, ...urls] = process.argv.slice(2);
 const chromium = process.env.CHROMIUM || 'chromium';
 const browser = spawn(chromium, [
   '--headless=new', '--no-sandbox', '--disable-gpu', '--no-first-run', '--hide-scrollbars',
-  '--allow-file-access-from-files', '--remote-debugging-pipe', 'about:blank',
+  '--allow-file-access-from-files', '--disable-dev-shm-usage', '--remote-debugging-pipe', 'about:blank',
 ], { stdio: ['ignore', 'ignore', 'pipe', 'pipe', 'pipe'] });
 let stderr = '';
 browser.stderr.on('data', (d) => { stderr += d; });
