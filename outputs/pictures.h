@@ -24,6 +24,9 @@ struct FaceCrop {
   std::array<float, 4> box{};  // x1, y1, x2, y2 in source pixels
 };
 
+// The longest side of masks and inpainted images as the pages show them.
+inline constexpr int kArtifactSide = 720;
+
 // What one item's pages show; names are relative to the assets directory.
 struct PictureRequest {
   int64_t frame = -1;                  // video: the frame of the still
@@ -31,11 +34,12 @@ struct PictureRequest {
   std::vector<FaceCrop> faces;
   std::vector<std::string> masks;      // mask artifacts (8-bit, non-zero = inside)
   std::vector<std::string> images;     // other image artifacts (inpainted)
-  int artifact_side = 720;
+  int artifact_side = kArtifactSide;
 };
 
 class PictureCache {
  public:
+
   PictureCache(std::string assets_dir, PathMap path_map);
 
   static std::string StillName(const ItemView& item, int64_t frame, int side);

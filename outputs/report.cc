@@ -402,7 +402,7 @@ std::string Picture(const ItemView& item, const Analyses& a, int side, const std
     out += "<img " + std::string(lazy ? "loading=\"lazy\" " : "") + "src=\"" + prefix + "assets/" +
            PictureCache::StillName(item, a.frame, side) + "\" alt=\"" + Esc(BaseName(item.source)) + "\">";
     if (!a.mask.empty()) {
-      const std::string mask = PictureCache::ArtifactName(a.mask, 720, true);
+      const std::string mask = PictureCache::ArtifactName(a.mask, kArtifactSide, true);
       if (!mask.empty())
         out += "<img " + std::string(lazy ? "loading=\"lazy\" " : "") + "src=\"" + prefix + "assets/" + mask +
                "\" alt=\"segment mask\">";
@@ -789,6 +789,60 @@ class ReportWriter {
     }
   }
 
+  // The inpainted image beside the original it was made from.
+  std::string InpaintFigure(const ItemView& item, const Analyses& a, bool have_still) const {
+    const std::string name = PictureCache::ArtifactName(a.inpainted, kArtifactSide, false);
+    if (a.inpainted.empty() || name.empty() || !have_still) return "";
+    const json& r = a.results.at("inpaint");
+    auto figure = [](const std::string& src, const std::string& caption) {
+      return "<figure style=\"margin:0;flex:1\"><img style=\"width:100%\" src=\"../assets/" + src + "\" alt=\"" +
+             caption + "\"><figcaption class=\"small muted\">" + caption + "</figcaption></figure>";
+    };
+    return "<h2>Inpainted</h2><div style=\"display:flex;gap:10px\">" +
+           figure(PictureCache::StillName(item, a.frame, o_.preview_side), "original") +
+           figure(name, Esc(r.value("method", std::string())) + ", hole " +
+                            Num(100 * NumberOr(r, "mask_coverage", 0), 1) + "%") + "</div>";
+  }
+
+  // The item's face crops, each linked to its identity cluster.
+  std::string FacesPanel(const ItemView& item, const Analyses& a) const {
+    if (a.all_faces.empty()) return "";
+    std::string s = "<div class=\"panel\"><b>Faces</b> <span class=\"small muted\">" +
+                    std::to_string(a.all_faces.size()) + "</span><div class=\"faces\">";
+    std::error_code ec;
+    int shown = 0;
+    for (const FaceRef& f : a.all_faces) {
+      const std::string crop = PictureCache::FaceName(item, {f.frame, f.box});
+      if (!fs::exists(o_.dir + "/assets/" + crop, ec) || ++shown > 60) continue;
+      const std::string img = "<img src=\"../assets/" + crop + "\" alt=\"face\" style=\"border-color:" + ClusterColour(f.cluster) + "\">";
+      if (f.cluster >= 0)
+        s += "<a href=\"../clusters/" + std::to_string(f.cluster) + ".html\">" + img + "#" + std::to_string(f.cluster) + "</a>";
+      else
+        s += "<div>" + img + (f.frame >= 0 ? "f" + std::to_string(f.frame) : "unclustered") + "</div>";
+    }
+    return s + "</div></div>";
+  }
+
+  // Every stage's state and raw result (long ones cut: `export` has them whole).
+  static std::string StagesPanel(const ItemView& item) {
+    std::string s = "<div class=\"panel\"><b>Every stage</b>";
+    for (const JobView& j : item.jobs) {
+      s += std::string("<details><summary><span class=\"chip ") + StateName(j.state) + "\">" + StateName(j.state) +
+           "</span> " + Esc(j.stage) + (j.device.empty() ? "" : " <span class=\"small muted\">on " + Esc(j.device) + "</span>") +
+           "</summary>";
+      if (j.state == JobState::kDone) {
+        std::string text = JsonDump(json::parse(j.result_json, nullptr, false), 1);
+        if (text.size() > 16000)
+          text = text.substr(0, 16000) + "\n… (" + Int(static_cast<int64_t>(j.result_json.size())) + " bytes: see `framemill export`)";
+        s += "<pre>" + Esc(text) + "</pre>";
+      } else if (!j.last_error.empty()) {
+        s += "<div class=\"small\">" + Esc(j.error_class) + ": " + Esc(j.last_error) + "</div>";
+      }
+      s += "</details>";
+    }
+    return s + "</div>";
+  }
+
   Status WriteItemPage(const ItemView& item, const Analyses& a, bool have_still, const Status& made) {
     std::ostringstream s;
     s << Header(BaseName(item.source), "../", now_) << "<h1>" << Esc(BaseName(item.source)) << "</h1>"
@@ -799,51 +853,12 @@ class ReportWriter {
     if (item.kind == MediaKind::kVideo) s << "<div class=\"small muted\">frame " << a.frame << "</div>";
     s << "<div class=\"legend small\"><span><i style=\"background:#fdb022\"></i>objects</span>"
       << "<span><i style=\"background:#32d583\"></i>pose</span><span><i style=\"background:#00a0c8\"></i>segment mask</span>"
-      << "<span><i style=\"background:#e6194b\"></i>faces (colour: identity cluster)</span></div>";
-    if (!a.inpainted.empty()) {
-      const std::string name = PictureCache::ArtifactName(a.inpainted, 720, false);
-      if (!name.empty() && have_still)
-        s << "<h2>Inpainted</h2><div style=\"display:flex;gap:10px\"><figure style=\"margin:0;flex:1\"><img style=\"width:100%\" src=\"../assets/"
-          << PictureCache::StillName(item, a.frame, o_.preview_side) << "\" alt=\"original\"><figcaption class=\"small muted\">original</figcaption></figure>"
-          << "<figure style=\"margin:0;flex:1\"><img style=\"width:100%\" src=\"../assets/" << name
-          << "\" alt=\"inpainted\"><figcaption class=\"small muted\">"
-          << Esc(a.results.at("inpaint").value("method", std::string())) << ", hole "
-          << Num(100 * NumberOr(a.results.at("inpaint"), "mask_coverage", 0), 1) << "%</figcaption></figure></div>";
-    }
-    s << "</div><div>";
-    if (!a.all_faces.empty()) {
-      s << "<div class=\"panel\"><b>Faces</b> <span class=\"small muted\">" << a.all_faces.size() << "</span><div class=\"faces\">";
-      std::error_code ec;
-      int shown = 0;
-      for (const FaceRef& f : a.all_faces) {
-        const std::string crop = PictureCache::FaceName(item, {f.frame, f.box});
-        if (!fs::exists(o_.dir + "/assets/" + crop, ec) || ++shown > 60) continue;
-        const std::string img = "<img src=\"../assets/" + crop + "\" alt=\"face\" style=\"border-color:" + ClusterColour(f.cluster) + "\">";
-        if (f.cluster >= 0)
-          s << "<a href=\"../clusters/" << f.cluster << ".html\">" << img << "#" << f.cluster << "</a>";
-        else
-          s << "<div>" << img << (f.frame >= 0 ? "f" + std::to_string(f.frame) : "unclustered") << "</div>";
-      }
-      s << "</div></div>";
-    }
+      << "<span><i style=\"background:#e6194b\"></i>faces (colour: identity cluster)</span></div>"
+      << InpaintFigure(item, a, have_still) << "</div><div>" << FacesPanel(item, a);
     if (auto it = a.results.find("lighting"); it != a.results.end()) s << LightingPanel(it->second);
     if (auto it = a.results.find("motion"); it != a.results.end()) s << MotionPanel(it->second, o_.path_map);
     if (auto it = a.results.find("audio_sync"); it != a.results.end()) s << AudioSyncPanel(it->second, o_.path_map);
-    s << "<div class=\"panel\"><b>Every stage</b>";
-    for (const JobView& j : item.jobs) {
-      s << "<details><summary><span class=\"chip " << StateName(j.state) << "\">" << StateName(j.state) << "</span> "
-        << Esc(j.stage) << (j.device.empty() ? "" : " <span class=\"small muted\">on " + Esc(j.device) + "</span>")
-        << "</summary>";
-      if (j.state == JobState::kDone) {
-        std::string text = JsonDump(json::parse(j.result_json, nullptr, false), 1);
-        if (text.size() > 16000) text = text.substr(0, 16000) + "\n… (" + Int(static_cast<int64_t>(j.result_json.size())) + " bytes: see `framemill export`)";
-        s << "<pre>" << Esc(text) << "</pre>";
-      } else if (!j.last_error.empty()) {
-        s << "<div class=\"small\">" << Esc(j.error_class) << ": " << Esc(j.last_error) << "</div>";
-      }
-      s << "</details>";
-    }
-    s << "</div></div></div>" << kFooter;
+    s << StagesPanel(item) << "</div></div>" << kFooter;
     const std::string name = std::to_string(item.id) + ".html";
     written_items_.insert(name);
     ++stats_.item_pages;
@@ -954,6 +969,55 @@ class ReportWriter {
     return s.str();
   }
 
+  std::string StagesTable() const {
+    std::ostringstream s;
+    s << "<h2>Stages</h2><table><tr><th>stage</th><th class=\"n\">done</th><th class=\"n\">failed</th><th class=\"n\">skipped</th>"
+      << "<th class=\"n\">pending</th><th class=\"n\">waiting</th><th class=\"n\">running</th><th>progress</th></tr>";
+    for (const auto& [stage, c] : stage_) {
+      const int64_t all = std::max<int64_t>(1, c[0] + c[1] + c[2] + c[3] + c[4] + c[5]);
+      s << "<tr><td>" << Esc(stage) << "</td>";
+      for (int k : {2, 3, 4, 0, 5, 1}) s << "<td class=\"n\">" << Int(c[k]) << "</td>";
+      s << "<td><div class=\"bar\">";
+      for (int k : {2, 4, 3, 1, 0, 5})
+        if (c[k] > 0) s << "<span class=\"" << kStates[k] << "\" style=\"width:" << Num(100.0 * c[k] / all, 2) << "%\" title=\"" << kStates[k] << " " << c[k] << "\"></span>";
+      s << "</div></td></tr>";
+    }
+    s << "</table><div class=\"legend small\" style=\"margin-top:4px\">";
+    for (int k : {2, 4, 3, 1, 0, 5}) s << "<span><i class=\"" << kStates[k] << "\"></i>" << kStates[k] << "</span>";
+    return s.str() + "</div>";
+  }
+
+  std::string FailuresTable() const {
+    std::ostringstream s;
+    s << "<h2>Failures by class</h2><table><tr><th>stage</th><th>class</th><th class=\"n\">jobs</th><th>example</th><th>items</th></tr>";
+    std::vector<std::pair<std::pair<std::string, std::string>, const FailureExample*>> fails;
+    for (const auto& [k, f] : failures_) fails.push_back({k, &f});
+    std::sort(fails.begin(), fails.end(), [](const auto& a, const auto& b) { return a.second->count > b.second->count; });
+    for (const auto& [k, f] : fails) {
+      s << "<tr><td>" << Esc(k.first) << "</td><td>" << Esc(k.second) << "</td><td class=\"n\">" << Int(f->count)
+        << "</td><td class=\"small\">" << Esc(f->example_message.substr(0, 300)) << "</td><td class=\"small\">";
+      for (const auto& [name, id] : f->items)
+        s << (written_items_.count(std::to_string(id) + ".html") ? "<a href=\"items/" + std::to_string(id) + ".html\">" + Esc(name) + "</a> " : Esc(name) + " ");
+      s << "</td></tr>";
+    }
+    if (fails.empty()) s << "<tr><td colspan=\"5\" class=\"muted\">no failures</td></tr>";
+    return s.str() + "</table>";
+  }
+
+  static std::string RunsTable(const std::vector<RunRecord>& runs) {
+    std::ostringstream s;
+    s << "<h2>Runs</h2><table><tr><th class=\"n\">run</th><th>started</th><th>took</th><th class=\"n\">workers</th>"
+      << "<th>stages</th><th class=\"n\">done</th><th class=\"n\">failed</th><th class=\"n\">GPU OOM</th><th class=\"n\">CPU fallbacks</th><th>exit</th></tr>";
+    for (const RunRecord& r : runs)
+      s << "<tr><td class=\"n\">" << r.id << "</td><td class=\"small\">" << Time(r.started_at) << "</td><td>"
+        << (r.finished_at ? Duration(r.finished_at - r.started_at) : "running") << "</td><td class=\"n\">" << r.workers
+        << "</td><td class=\"small\">" << Esc(r.stages) << "</td><td class=\"n\">" << Int(r.jobs_done) << "</td><td class=\"n\">"
+        << Int(r.jobs_failed) << "</td><td class=\"n\">" << Int(r.oom_events) << "</td><td class=\"n\">" << Int(r.cpu_fallbacks)
+        << "</td><td>" << (r.finished_at ? std::to_string(r.exit_code) : "<span class=\"chip running\">in progress</span>") << "</td></tr>";
+    if (runs.empty()) s << "<tr><td colspan=\"10\" class=\"muted\">no runs yet</td></tr>";
+    return s.str() + "</table>";
+  }
+
   Status WriteIndex() {
     auto runs = store_.Runs(30);
     if (!runs.ok()) return runs.status();
@@ -970,48 +1034,18 @@ class ReportWriter {
       s << "<div class=\"banner\"><b>A run is in progress</b>: " << Int(totals[1]) << " job(s) running, "
         << Int(totals[0] + totals[5]) << " waiting their turn. This report is a snapshot of " << Time(now_)
         << "; run <code>framemill report</code> again to refresh it.</div>";
-    s << "<div class=\"kpis\"><div class=\"kpi\"><div class=\"v\">" << Int(stats_.items) << "</div><div class=\"l\">items</div></div>"
-      << "<div class=\"kpi\"><div class=\"v\">" << Int(jobs) << "</div><div class=\"l\">jobs</div></div>"
-      << "<div class=\"kpi\"><div class=\"v\">" << (jobs ? Num(100.0 * finished / jobs, 1) : "0") << "%</div><div class=\"l\">finished</div></div>"
-      << "<div class=\"kpi\"><div class=\"v\">" << Int(totals[3]) << "</div><div class=\"l\"><a href=\"failures.html\">failed</a></div></div>"
-      << "<div class=\"kpi\"><div class=\"v\">" << clusters_.size() << "</div><div class=\"l\"><a href=\"clusters/index.html\">identity clusters</a></div></div>"
-      << "<div class=\"kpi\"><div class=\"v\">" << Int(shown_) << "</div><div class=\"l\"><a href=\"grid/1.html\">items to browse</a></div></div></div>";
-    s << "<h2>Stages</h2><table><tr><th>stage</th><th class=\"n\">done</th><th class=\"n\">failed</th><th class=\"n\">skipped</th>"
-      << "<th class=\"n\">pending</th><th class=\"n\">waiting</th><th class=\"n\">running</th><th>progress</th></tr>";
-    for (const auto& [stage, c] : stage_) {
-      const int64_t all = std::max<int64_t>(1, c[0] + c[1] + c[2] + c[3] + c[4] + c[5]);
-      s << "<tr><td>" << Esc(stage) << "</td>";
-      for (int k : {2, 3, 4, 0, 5, 1}) s << "<td class=\"n\">" << Int(c[k]) << "</td>";
-      s << "<td><div class=\"bar\">";
-      for (int k : {2, 4, 3, 1, 0, 5})
-        if (c[k] > 0) s << "<span class=\"" << kStates[k] << "\" style=\"width:" << Num(100.0 * c[k] / all, 2) << "%\" title=\"" << kStates[k] << " " << c[k] << "\"></span>";
-      s << "</div></td></tr>";
-    }
-    s << "</table><div class=\"legend small\" style=\"margin-top:4px\">";
-    for (int k : {2, 4, 3, 1, 0, 5}) s << "<span><i class=\"" << kStates[k] << "\"></i>" << kStates[k] << "</span>";
-    s << "</div><h2>Throughput</h2>" << ThroughputChart();
-    s << "<h2>Failures by class</h2><table><tr><th>stage</th><th>class</th><th class=\"n\">jobs</th><th>example</th><th>items</th></tr>";
-    std::vector<std::pair<std::pair<std::string, std::string>, const FailureExample*>> fails;
-    for (const auto& [k, f] : failures_) fails.push_back({k, &f});
-    std::sort(fails.begin(), fails.end(), [](const auto& a, const auto& b) { return a.second->count > b.second->count; });
-    for (const auto& [k, f] : fails) {
-      s << "<tr><td>" << Esc(k.first) << "</td><td>" << Esc(k.second) << "</td><td class=\"n\">" << Int(f->count)
-        << "</td><td class=\"small\">" << Esc(f->example_message.substr(0, 300)) << "</td><td class=\"small\">";
-      for (const auto& [name, id] : f->items)
-        s << (written_items_.count(std::to_string(id) + ".html") ? "<a href=\"items/" + std::to_string(id) + ".html\">" + Esc(name) + "</a> " : Esc(name) + " ");
-      s << "</td></tr>";
-    }
-    if (fails.empty()) s << "<tr><td colspan=\"5\" class=\"muted\">no failures</td></tr>";
-    s << "</table><h2>Runs</h2><table><tr><th class=\"n\">run</th><th>started</th><th>took</th><th class=\"n\">workers</th>"
-      << "<th>stages</th><th class=\"n\">done</th><th class=\"n\">failed</th><th class=\"n\">GPU OOM</th><th class=\"n\">CPU fallbacks</th><th>exit</th></tr>";
-    for (const RunRecord& r : *runs)
-      s << "<tr><td class=\"n\">" << r.id << "</td><td class=\"small\">" << Time(r.started_at) << "</td><td>"
-        << (r.finished_at ? Duration(r.finished_at - r.started_at) : "running") << "</td><td class=\"n\">" << r.workers
-        << "</td><td class=\"small\">" << Esc(r.stages) << "</td><td class=\"n\">" << Int(r.jobs_done) << "</td><td class=\"n\">"
-        << Int(r.jobs_failed) << "</td><td class=\"n\">" << Int(r.oom_events) << "</td><td class=\"n\">" << Int(r.cpu_fallbacks)
-        << "</td><td>" << (r.finished_at ? std::to_string(r.exit_code) : "<span class=\"chip running\">in progress</span>") << "</td></tr>";
-    if (runs->empty()) s << "<tr><td colspan=\"10\" class=\"muted\">no runs yet</td></tr>";
-    s << "</table>" << kFooter;
+    auto kpi = [&](const std::string& value, const std::string& label) {
+      s << "<div class=\"kpi\"><div class=\"v\">" << value << "</div><div class=\"l\">" << label << "</div></div>";
+    };
+    s << "<div class=\"kpis\">";
+    kpi(Int(stats_.items), "items");
+    kpi(Int(jobs), "jobs");
+    kpi((jobs ? Num(100.0 * finished / jobs, 1) : "0") + "%", "finished");
+    kpi(Int(totals[3]), "<a href=\"failures.html\">failed</a>");
+    kpi(std::to_string(clusters_.size()), "<a href=\"clusters/index.html\">identity clusters</a>");
+    kpi(Int(shown_), "<a href=\"grid/1.html\">items to browse</a>");
+    s << "</div>" << StagesTable() << "<h2>Throughput</h2>" << ThroughputChart() << FailuresTable() << RunsTable(*runs)
+      << kFooter;
     const std::string text = s.str();
     stats_.index_bytes = static_cast<int64_t>(text.size());
     return WriteFileAtomically(o_.dir + "/index.html", text, &stats_.total_bytes);
