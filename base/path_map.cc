@@ -43,28 +43,22 @@ bool PathMap::Replace(const std::string& path, const std::string& from, const st
   return true;
 }
 
-std::string PathMap::ToLocal(const std::string& canonical) const {
-  const std::pair<std::string, std::string>* best = nullptr;
-  std::string out, candidate;
-  for (const auto& r : rules_)
-    if ((best == nullptr || r.first.size() > best->first.size()) &&
-        Replace(canonical, r.first, r.second, &candidate)) {
-      best = &r;
+std::string PathMap::Map(const std::string& path, bool to_local) const {
+  size_t best = 0;  // the longest matching prefix so far
+  std::string out = path, candidate;
+  for (const auto& [canonical, local] : rules_) {
+    const std::string& from = to_local ? canonical : local;
+    if ((best == 0 || from.size() > best) &&
+        Replace(path, from, to_local ? local : canonical, &candidate)) {
+      best = from.size();
       out = candidate;
     }
-  return best ? out : canonical;
+  }
+  return out;
 }
 
-std::string PathMap::ToCanonical(const std::string& local) const {
-  const std::pair<std::string, std::string>* best = nullptr;
-  std::string out, candidate;
-  for (const auto& r : rules_)
-    if ((best == nullptr || r.second.size() > best->second.size()) &&
-        Replace(local, r.second, r.first, &candidate)) {
-      best = &r;
-      out = candidate;
-    }
-  return best ? out : local;
-}
+std::string PathMap::ToLocal(const std::string& canonical) const { return Map(canonical, true); }
+
+std::string PathMap::ToCanonical(const std::string& local) const { return Map(local, false); }
 
 }  // namespace framemill

@@ -28,6 +28,8 @@ class PathMap {
  private:
   static bool Replace(const std::string& path, const std::string& from, const std::string& to,
                       std::string* out);
+  // The rule whose side (canonical, or local) is the longest prefix of `path`, applied.
+  std::string Map(const std::string& path, bool to_local) const;
   std::vector<std::pair<std::string, std::string>> rules_;  // (canonical, local)
 };
 

@@ -76,7 +76,7 @@ int ExportWebDataset(const Env& env, JobStore& store, const Flags& f) {
   WebDatasetOptions o;
   o.dir = f.output;
   o.shard_size = f.shard_size;
-  o.path_map = PathMap::Parse(env.config.path_map).value();  // checked by LoadConfig
+  o.path_map = env.config.paths;
   auto stats = WriteWebDataset(store, o);
   if (!stats.ok()) {
     if (stats.status().IsInvalidArgument()) return UsageError(stats.status().message());

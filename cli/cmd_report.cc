@@ -18,7 +18,7 @@ int CmdReport(const Flags& f) {
   ReportOptions o;
   o.dir = f.output.empty() ? "framemill-report" : f.output;
   o.limit = f.limit;
-  o.path_map = PathMap::Parse(env->config.path_map).value();  // checked by LoadConfig
+  o.path_map = env->config.paths;
   const auto t0 = std::chrono::steady_clock::now();
   auto stats = WriteReport(**store, o);
   if (!stats.ok()) {

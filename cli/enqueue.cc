@@ -14,6 +14,7 @@
 
 #include "base/json_text.h"
 #include "cli/url_list.h"
+#include "media/content_hash.h"
 #include "media/sniff.h"
 
 namespace framemill {
@@ -62,12 +63,10 @@ void ReadAndClassify(Candidate& c) {
     c.skip_reason = "unreadable";
     return;
   }
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
   c.item.source = c.source;
   c.item.size = total;
   c.item.mtime_ns = c.mtime_ns;
-  c.item.content_hash = hex;
+  c.item.content_hash = ContentHashHex(h);
   nlohmann::json info = nlohmann::json::object();
   auto sniffed = SniffMedia(head);
   if (sniffed) {

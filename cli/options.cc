@@ -109,7 +109,7 @@ RunOptions ToRunOptions(const Config& c, const std::vector<std::string>& stages,
   w.retry.base_delay_ms = c.run.retry_base_ms;
   w.retry.max_delay_ms = c.run.retry_max_ms;
   w.forever = forever;
-  w.path_map = PathMap::Parse(c.path_map).value();  // checked by LoadConfig
+  w.path_map = c.paths;
   w.horizon_ms = c.run.horizon_ms;
   w.budget.batch_ms = c.run.batch_budget_ms;
   w.budget.job_ms = c.run.job_budget_ms;
@@ -125,7 +125,7 @@ EnqueueOptions ToEnqueueOptions(const Config& c, const std::vector<std::string>&
   o.stages = stages;
   o.priority = c.priority;
   o.max_attempts = c.run.max_attempts;
-  o.path_map = PathMap::Parse(c.path_map).value();  // checked by LoadConfig
+  o.path_map = c.paths;
   return o;
 }
 

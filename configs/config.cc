@@ -1,7 +1,5 @@
 #include "configs/config.h"
 
-#include "base/path_map.h"
-
 #include "base/operations.h"
 
 #include <yaml-cpp/yaml.h>
@@ -503,8 +501,10 @@ Result<Config> LoadConfig(const ConfigInputs& in) {
   }
   if (c.run.retry_max_ms < c.run.retry_base_ms)
     return Status::InvalidArgument("run.retry_max_ms must be at least run.retry_base_ms");
-  if (auto m = PathMap::Parse(c.path_map); !m.ok())
-    return Status::InvalidArgument("path_map (FRAMEMILL_PATH_MAP): " + m.status().message());
+  auto paths = PathMap::Parse(c.path_map);
+  if (!paths.ok())
+    return Status::InvalidArgument("path_map (FRAMEMILL_PATH_MAP): " + paths.status().message());
+  c.paths = std::move(paths).value();
   return c;
 }
 

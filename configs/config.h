@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "base/path_map.h"
 #include "base/status.h"
 
 namespace framemill {
@@ -123,8 +124,9 @@ struct GpuConfig {
 struct Config {
   std::string db = "./framemill.db";
   // Where the shared store's canonical paths are on this machine (FRAMEMILL_PATH_MAP):
-  // "canonical=local[;canonical=local]", checked when the configuration is read.
+  // "canonical=local[;canonical=local]", parsed (into `paths`) when the configuration is read.
   std::string path_map;
+  PathMap paths;
   std::string out = "./framemill-out";
   // Default: $XDG_CACHE_HOME/framemill/models, else ~/.cache/framemill/models.
   std::string models;

@@ -1,7 +1,6 @@
 #include "outputs/pictures.h"
 
 #include <sys/stat.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <cmath>
@@ -13,6 +12,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "media/content_hash.h"
 #include "media/image.h"
 #include "media/video_reader.h"
 
@@ -22,12 +22,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr int64_t kMaxFramesDecoded = 20'000;  // a still or a face further in is left out
-
-std::string Hex(uint64_t h) {
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-  return hex;
-}
 
 cv::Mat Fit(const cv::Mat& m, int side, int interpolation = cv::INTER_AREA) {
   const double s = std::min(1.0, static_cast<double>(side) / std::max(m.cols, m.rows));
@@ -86,13 +80,17 @@ std::string PictureCache::ArtifactName(const std::string& path, int side, bool m
   if (::stat(path.c_str(), &st) != 0) return "";
   const std::string id = path + "|" + std::to_string(st.st_size) + "|" +
                          std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
-  return std::string(mask ? "masks/" : "artifacts/") + Hex(XXH3_64bits(id.data(), id.size())) +
+  return std::string(mask ? "masks/" : "artifacts/") + ContentHashOf(id) +
          "-" + std::to_string(side) + (mask ? ".png" : ".jpg");
 }
 
-bool PictureCache::Have(const std::string& name) {
+bool PictureCache::Exists(const std::string& name) const {
   std::error_code ec;
-  if (!fs::exists(dir_ + "/" + name, ec)) return false;
+  return fs::exists(dir_ + "/" + name, ec);
+}
+
+bool PictureCache::Have(const std::string& name) {
+  if (!Exists(name)) return false;
   ++reused_;
   return true;
 }

@@ -52,11 +52,14 @@ class PictureCache {
   // that cannot be decoded.
   Status Make(const ItemView& item, const PictureRequest& request);
 
+  // Whether the picture `name` (as the names above give it) is there.
+  bool Exists(const std::string& name) const;
+
   int64_t made() const { return made_.load(); }
   int64_t reused() const { return reused_.load(); }
 
  private:
-  bool Have(const std::string& name);
+  bool Have(const std::string& name);  // Exists, counted as reused
   Status Write(const std::string& name, const void* mat);  // cv::Mat
 
   std::string dir_;

@@ -689,8 +689,8 @@ class ReportWriter {
     for (const FaceRef& f : a.all_faces)
       if (item.kind == MediaKind::kImage || crop_wanted_.count({item.source, f.frame, f.index}))
         req.faces.push_back({f.frame, f.box});
-    if (!a.mask.empty()) req.masks.push_back(o_.path_map.ToLocal(a.mask));
-    if (!a.inpainted.empty()) req.images.push_back(o_.path_map.ToLocal(a.inpainted));
+    if (!a.mask.empty()) req.masks.push_back(a.mask);
+    if (!a.inpainted.empty()) req.images.push_back(a.inpainted);
     return req;
   }
 
@@ -701,8 +701,12 @@ class ReportWriter {
     analyses.reserve(batch_.size());
     std::vector<PictureRequest> requests;
     for (const ItemView& item : batch_) {
-      analyses.push_back(Analyse(item, cluster_of_));
-      requests.push_back(Request(item, analyses.back()));
+      Analyses a = Analyse(item, cluster_of_);
+      // The artifacts as this machine sees them, for the pictures and the pages alike.
+      if (!a.mask.empty()) a.mask = o_.path_map.ToLocal(a.mask);
+      if (!a.inpainted.empty()) a.inpainted = o_.path_map.ToLocal(a.inpainted);
+      requests.push_back(Request(item, a));
+      analyses.push_back(std::move(a));
     }
     std::vector<Status> made(batch_.size());
     tbb::parallel_for(size_t{0}, batch_.size(), [&](size_t i) {
@@ -722,24 +726,19 @@ class ReportWriter {
   }
 
   // The item's page and its card on the grid.
-  Status Show(const ItemView& item, Analyses& a, const Status& made) {
+  Status Show(const ItemView& item, const Analyses& a, const Status& made) {
     const bool media_ok = MediaOk(item);
-    std::error_code ec;
-    const bool have_still =
-        media_ok && fs::exists(o_.dir + "/assets/" + PictureCache::StillName(item, a.frame, o_.thumb_side), ec);
+    const bool have_still = media_ok && pictures_.Exists(PictureCache::StillName(item, a.frame, o_.thumb_side));
     if (!made.ok() && media_ok) {  // a URL not fetched yet has no picture, and no problem
       ++stats_.problem_count;
       if (stats_.problems.size() < 20) stats_.problems.push_back(item.source + ": " + made.message());
     }
-    // Make paths local for the page (masks and artifacts were asked for by local path).
-    if (!a.mask.empty()) a.mask = o_.path_map.ToLocal(a.mask);
-    if (!a.inpainted.empty()) a.inpainted = o_.path_map.ToLocal(a.inpainted);
     const std::string page = std::to_string(item.id) + ".html";
     for (const FaceRef& f : a.all_faces) {
       auto c = cluster_index_.find(f.cluster);
       if (c == cluster_index_.end() || !crop_wanted_.count({item.source, f.frame, f.index})) continue;
       const std::string crop = PictureCache::FaceName(item, {f.frame, f.box});
-      if (!fs::exists(o_.dir + "/assets/" + crop, ec)) continue;
+      if (!pictures_.Exists(crop)) continue;
       ClusterInfo& info = clusters_[c->second];
       if (representative_.count({item.source, f.frame, f.index})) info.representative = crop;
       info.members.push_back({crop, page, BaseName(item.source), f.frame});
@@ -809,11 +808,10 @@ class ReportWriter {
     if (a.all_faces.empty()) return "";
     std::string s = "<div class=\"panel\"><b>Faces</b> <span class=\"small muted\">" +
                     std::to_string(a.all_faces.size()) + "</span><div class=\"faces\">";
-    std::error_code ec;
     int shown = 0;
     for (const FaceRef& f : a.all_faces) {
       const std::string crop = PictureCache::FaceName(item, {f.frame, f.box});
-      if (!fs::exists(o_.dir + "/assets/" + crop, ec) || ++shown > 60) continue;
+      if (!pictures_.Exists(crop) || ++shown > 60) continue;
       const std::string img = "<img src=\"../assets/" + crop + "\" alt=\"face\" style=\"border-color:" + ClusterColour(f.cluster) + "\">";
       if (f.cluster >= 0)
         s += "<a href=\"../clusters/" + std::to_string(f.cluster) + ".html\">" + img + "#" + std::to_string(f.cluster) + "</a>";

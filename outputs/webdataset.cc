@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <cctype>
@@ -17,6 +16,7 @@
 #include <unordered_set>
 
 #include "base/json_text.h"
+#include "media/content_hash.h"
 #include "outputs/result_json.h"
 
 namespace framemill {
@@ -52,9 +52,7 @@ Status ReadMedia(const std::string& path, const std::string& content_hash, std::
   const bool failed = std::ferror(f) != 0;
   std::fclose(f);
   if (failed) return Status::IOError("cannot read " + path);
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx",
-                static_cast<unsigned long long>(XXH3_64bits(bytes->data(), bytes->size())));
+  const std::string hex = ContentHashOf(*bytes);
   if (!content_hash.empty() && content_hash != hex)
     return Status::Corruption(path + " changed since it was analysed (content hash " + hex +
                               ", the store has " + content_hash + "); enqueue it again");

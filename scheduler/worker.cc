@@ -203,8 +203,7 @@ Status Worker::Localize(std::vector<ClaimedJob>* jobs) {
   *jobs = std::move(kept);
   if (missing.empty()) return Status::OK();
   if (Status s = Record(missing); !s.ok()) {
-    std::vector<ClaimedJob> all = *jobs;
-    (void)store_->Release(all);
+    (void)store_->Release(*jobs);
     return s;
   }
   return Status::OK();

@@ -66,6 +66,9 @@ template <>
 struct Dialect<PgDb> {
   static constexpr const char* kForUpdate = " FOR UPDATE";
 };
+// PostgreSQL: the claim's time, ?1 in ms, or the server's clock when ?1 is NULL
+// (StoreOptions::server_time).
+constexpr char kPgClaimNow[] = "coalesce(?1::int8, (extract(epoch from now()) * 1000)::int8)";
 // What Notify says and WaitForWork listens for.
 constexpr char kWorkChannel[] = "framemill_work";
 // The advisory lock key of LockGraph ("fmgraph").
@@ -803,7 +806,7 @@ Result<std::vector<ClaimedJob>> SqlJobStore<Db>::ClaimPg(const std::string& work
   // enqueue (which made it sort every pending job of the stage: 3 ms at 10,000).
   const std::string kStage = "(stage || '')";
   const std::string sql =
-      "WITH t AS (SELECT coalesce(?1::int8, (extract(epoch from now()) * 1000)::int8) AS now),"
+      "WITH t AS (SELECT " + std::string(kPgClaimNow) + " AS now),"
       " s AS (SELECT id FROM jobs WHERE state = " S_PENDING " AND suspect = 1 AND next_run_at <= " +
       now + " AND " + kStage + " IN (" + in + ") ORDER BY priority DESC, id LIMIT 1"
       " FOR UPDATE SKIP LOCKED),"
@@ -821,8 +824,8 @@ Result<std::vector<ClaimedJob>> SqlJobStore<Db>::ClaimPg(const std::string& work
   };
   bool expired = false;
   FM_RETURN_IF_ERROR(db_->Transaction(Db::TxnKind::kAutocommit, [&]() -> Status {
-    FM_PREPARE(any, "SELECT 1 FROM jobs WHERE state = " S_RUNNING " AND lease_expires_at <"
-                    " coalesce(?1::int8, (extract(epoch from now()) * 1000)::int8) LIMIT 1");
+    FM_PREPARE(any, "SELECT 1 FROM jobs WHERE state = " S_RUNNING " AND lease_expires_at < " +
+                        std::string(kPgClaimNow) + " LIMIT 1");
     bind_now(any);
     FM_STEP(row, any.Step());
     expired = row;

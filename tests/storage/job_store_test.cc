@@ -1784,18 +1784,24 @@ TEST_P(UrlItemTest, ATypedErrorClassAndRetryAfterReachTheStoreAndTheMessageIsKep
   EXPECT_EQ(in_.Text("SELECT error_class FROM job_errors WHERE attempt = 2"), "busy");
 }
 
+// A new database on the test's PostgreSQL server, and a graph of one stage, "a".
+void PgDatabaseWithStageA(StageGraph* graph, std::string* uri) {
+  std::string why;
+  auto* pg = framemill::testing::PgServer::Shared(&why);
+  ASSERT_NE(pg, nullptr) << why;
+  StageSpec spec;
+  spec.name = "a";
+  ASSERT_TRUE(graph->Add(spec, &why)) << why;
+  *uri = pg->CreateDatabase();
+}
+
 // On PostgreSQL leases are timed by the server (StoreOptions::server_time): a worker whose
 // clock runs ten minutes ahead sees the other worker's lease as live and leaves it. The
 // same worker timing by its own clock would rescue (steal) it: what server time prevents.
 TEST(PgServerTimeTest, AWorkerWhoseClockIsMinutesAheadCannotStealALiveLease) {
-  std::string why;
-  auto* pg = framemill::testing::PgServer::Shared(&why);
-  ASSERT_NE(pg, nullptr) << why;
   StageGraph graph;
-  StageSpec spec;
-  spec.name = "a";
-  ASSERT_TRUE(graph.Add(spec, &why)) << why;
-  const std::string uri = pg->CreateDatabase();
+  std::string uri;
+  ASSERT_NO_FATAL_FAILURE(PgDatabaseWithStageA(&graph, &uri));
   ManualClock right(SystemClock()->NowMs());
   ManualClock ahead(SystemClock()->NowMs() + 10 * 60'000);
   auto holder = Must(OpenJobStore(uri, &graph, &right));
@@ -1828,14 +1834,9 @@ TEST(PgServerTimeTest, AWorkerWhoseClockIsMinutesAheadCannotStealALiveLease) {
 // An idle worker waits on LISTEN: an enqueue through another connection (another machine)
 // wakes it at once instead of after its poll. SQLite cannot be woken: it sleeps it out.
 TEST(PgNotifyTest, AnIdleWorkerIsWokenByAnEnqueueElsewhere) {
-  std::string why;
-  auto* pg = framemill::testing::PgServer::Shared(&why);
-  ASSERT_NE(pg, nullptr) << why;
   StageGraph graph;
-  StageSpec spec;
-  spec.name = "a";
-  ASSERT_TRUE(graph.Add(spec, &why)) << why;
-  const std::string uri = pg->CreateDatabase();
+  std::string uri;
+  ASSERT_NO_FATAL_FAILURE(PgDatabaseWithStageA(&graph, &uri));
   auto waiter = Must(OpenJobStore(uri, &graph, SystemClock()));
   auto other = Must(OpenJobStore(uri, &graph, SystemClock()));
   ASSERT_TRUE(waiter && other);
