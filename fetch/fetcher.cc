@@ -25,6 +25,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "media/content_hash.h"
 #include "media/sniff.h"
 
 namespace framemill::fetch {
@@ -466,14 +467,8 @@ struct Fetcher::Impl {
              Status::Unsupported("not an image or video: the first bytes match no known "
                                  "format" + where));
       } else {
-        XXH128_canonical_t c;
-        XXH128_canonicalFromHash(&c, XXH3_128bits_digest(t->xxh));
-        static const char* kHex = "0123456789abcdef";
-        std::string hex(32, '0');
-        for (int i = 0; i < 16; ++i) {
-          hex[2 * i] = kHex[c.digest[i] >> 4];
-          hex[2 * i + 1] = kHex[c.digest[i] & 15];
-        }
+        const XXH128_hash_t digest = XXH3_128bits_digest(t->xxh);
+        const std::string hex = ContentHash128Hex(digest.high64, digest.low64);
         std::string target = ContentPath(opt.out_dir, hex, t->kind->format);
         Status s = Publish(t, target);
         if (s.ok()) {

@@ -52,10 +52,9 @@ Status ReadMedia(const std::string& path, const std::string& content_hash, std::
   const bool failed = std::ferror(f) != 0;
   std::fclose(f);
   if (failed) return Status::IOError("cannot read " + path);
-  const std::string hex = ContentHashOf(*bytes);
-  if (!content_hash.empty() && content_hash != hex)
-    return Status::Corruption(path + " changed since it was analysed (content hash " + hex +
-                              ", the store has " + content_hash + "); enqueue it again");
+  if (!content_hash.empty() && !ContentHashMatches(*bytes, content_hash))
+    return Status::Corruption(path + " changed since it was analysed (its content hash is not "
+                              "the store's " + content_hash + "); enqueue it again");
   return Status::OK();
 }
 

@@ -8,6 +8,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <signal.h>
+#include <xxhash.h>
 #include <sys/resource.h>
 
 #include <filesystem>
@@ -191,6 +192,49 @@ TEST_F(WebDatasetTest, AFailedWriteLeavesNoHalfShard) {
       60);
   EXPECT_EQ(rc, 0);
   EXPECT_TRUE(Shards(out).empty()) << Shards(out).front();
+}
+
+// A URL item's media is the file its download wrote, whose content hash the fetcher made
+// (xxh3-128, not enqueue's xxh3-64): the shard holds it, under that hash as its key.
+TEST(WebDatasetUrlTest, AFetchedUrlItemIsWrittenFromItsDownloadedFile) {
+  TempDir dir;
+  const std::string file = MakeRealImages(dir / "fetched", 1, 120)[0];
+  const std::string bytes = ReadFile(file);
+  XXH128_canonical_t c;
+  XXH128_canonicalFromHash(&c, XXH3_128bits(bytes.data(), bytes.size()));
+  std::string hash;
+  for (unsigned char b : c.digest) hash += "0123456789abcdef"[b >> 4], hash += "0123456789abcdef"[b & 15];
+  StageGraph graph;
+  std::string err;
+  StageSpec fetch;
+  fetch.name = "fetch";
+  fetch.downloads = true;
+  ASSERT_TRUE(graph.Add(fetch, &err)) << err;
+  auto store = OpenJobStore(dir / "fm.db", &graph, SystemClock());
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  NewItem url;
+  url.source = "http://example.test/a.jpg";
+  url.is_url = true;
+  EnqueueOptions o;
+  o.stages = {"fetch"};
+  ASSERT_TRUE((*store)->Enqueue({url}, o).ok());
+  auto jobs = (*store)->Claim("w", {"fetch"}, 1, 60'000);
+  ASSERT_TRUE(jobs.ok() && jobs->size() == 1u);
+  Outcome done = Outcome::Done({{"content_hash", hash}});
+  done.fetched = FetchedFile{file, MediaKind::kImage, hash, static_cast<int64_t>(bytes.size()), {{"format", "jpeg"}}};
+  ASSERT_TRUE((*store)->Complete({FinishedJob((*jobs)[0].id, (*jobs)[0].lease_token, done)}).ok());
+
+  WebDatasetOptions w;
+  w.dir = dir / "wds";
+  auto s = WriteWebDataset(**store, w);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_TRUE(s->left_out.empty()) << s->left_out.front();
+  ASSERT_EQ(s->items, 1);
+  auto members = ReadTar(dir / "wds/shard-000000.tar");
+  ASSERT_EQ(members.size(), 2u);
+  EXPECT_EQ(members[0].first, hash + ".jpg");
+  EXPECT_EQ(members[0].second, bytes);
+  EXPECT_EQ(json::parse(members[1].second)["item"], url.source);
 }
 
 TEST_F(WebDatasetTest, BadOptionsAreRefused) {
