@@ -9,7 +9,6 @@
 #include <map>
 #include <set>
 #include <sstream>
-#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 #include <tbb/parallel_for.h>
@@ -198,7 +197,6 @@ struct FaceRef {
 
 // What the report knows of one item from its results.
 struct Analyses {
-  std::map<std::string, const JobView*> jobs;
   std::map<std::string, json> results;  // done stages
   double width = 0, height = 0;         // source pixels
   int64_t frame = -1;                   // video: the still's frame
@@ -230,7 +228,6 @@ std::array<float, 4> Box(const json& b) {
 Analyses Analyse(const ItemView& item, const std::map<ClusterKey, int64_t>& clusters) {
   Analyses a;
   for (const JobView& j : item.jobs) {
-    a.jobs[j.stage] = &j;
     if (j.state != JobState::kDone) continue;
     json r = json::parse(j.result_json, nullptr, false);
     if (r.is_discarded() || !r.is_object()) continue;
