@@ -23,23 +23,6 @@ namespace fs = std::filesystem;
 
 constexpr int kImages = 8;
 
-// Whether pid is a live process (a zombie left for an init that does not reap counts
-// as dead).
-bool Alive(pid_t pid) {
-  std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
-  size_t paren = stat.rfind(')');
-  if (stat.empty() || paren == std::string::npos || paren + 2 >= stat.size()) return false;
-  char state = stat[paren + 2];
-  return state != 'Z' && state != 'X';
-}
-
-// Whether pid is stopped (SIGSTOP has taken effect on every thread it reports on).
-bool Stopped(pid_t pid) {
-  std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
-  size_t paren = stat.rfind(')');
-  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'T';
-}
-
 class CliTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -479,7 +462,11 @@ class CliSignalTest : public CliTest {
     pid_t sup = StartRunAndWaitForProgress(20);
     ASSERT_GT(sup, 0);
     auto workers = ChildPids(sup);
+    // The signal lands while jobs are in hand, whatever this machine's speed: the run is
+    // frozen holding leases, signalled, then let go.
+    ASSERT_TRUE(FreezeWithLeasesInHand(sup));
     ASSERT_EQ(kill(sup, sig), 0);
+    SignalTree(sup, SIGCONT);
     int code = WaitProcess(sup);
     EXPECT_EQ(code, 130) << ReadFile(log_);
     // The workers stopped too (none was left behind holding leases).
@@ -501,22 +488,13 @@ class CliSignalTest : public CliTest {
     EXPECT_EQ(Int("SELECT count(*) FROM job_errors"), 0);
   }
 
-  // Stops every worker with SIGSTOP at a moment when some job is leased; tries again
-  // (after SIGCONT) when they were caught between batches. The leases cannot change
-  // while the workers are stopped: their heartbeats are stopped with them.
-  bool FreezeWithLeasesInHand(const std::vector<pid_t>& workers) {
-    for (int attempt = 0; attempt < 200; ++attempt) {
-      for (pid_t w : workers) kill(w, SIGSTOP);
-      auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-      for (pid_t w : workers)
-        while (!Stopped(w) && std::chrono::steady_clock::now() < deadline)
-          std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      if (Int("SELECT count(*) FROM jobs WHERE state = 1 AND lease_token IS NOT NULL") > 0)
-        return true;
-      for (pid_t w : workers) kill(w, SIGCONT);
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    return false;
+  // Stops the run (supervisor and workers) with SIGSTOP at a moment when its workers
+  // hold leases (FreezeHoldingLeases), then lets the supervisor go on alone.
+  bool FreezeWithLeasesInHand(pid_t sup) {
+    long long held = 0;
+    if (!FreezeHoldingLeases(db_, sup, &held)) return false;
+    kill(sup, SIGCONT);
+    return true;
   }
 
   static TempDir* media_dir_;
@@ -539,7 +517,7 @@ TEST_F(CliSignalTest, SecondSigintStopsAtOnceAndExpiredLeasesAreRescuedByTheReru
   // Freeze the workers while they hold leases. Otherwise a worker on a loaded machine
   // may finish and release its batch between the two signals, and the case under test
   // (leases left behind by killed workers) would not happen at all.
-  ASSERT_TRUE(FreezeWithLeasesInHand(workers));
+  ASSERT_TRUE(FreezeWithLeasesInHand(sup));
   ASSERT_EQ(kill(sup, SIGINT), 0);
   ASSERT_TRUE(WaitUntilDelivered(sup, SIGINT));
   ASSERT_EQ(kill(sup, SIGINT), 0);

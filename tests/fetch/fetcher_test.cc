@@ -273,7 +273,9 @@ TEST_F(FetcherTest, TransientFailuresAreClassifiedAndSucceedOnRetry) {
   EXPECT_GT(r[2].retry_after_ms, 20000);  // an HTTP date 30 s ahead
   EXPECT_LE(r[2].retry_after_ms, 31000);
   EXPECT_EQ(r[3].bytes, 1000);  // what arrived before the cut
-  EXPECT_LT(secs, 5.0) << "the total timeout (1.5 s) did not end /slow (10 s)";
+  // /slow answers after 10 s: ending sooner shows the total timeout (1.5 s) cut it. The
+  // margin is for a loaded machine, not a measurement.
+  EXPECT_LT(secs, 9.0) << "the total timeout (1.5 s) did not end /slow (10 s)";
   EXPECT_GE(r[4].seconds, 1.4);
 
   auto again = f.FetchAll({urls[0], urls[1]});
@@ -299,7 +301,9 @@ TEST_F(FetcherTest, ASlowTransferDoesNotHoldOthersToTheSameHost) {
     EXPECT_STREQ(FailureClassName(r[0].failure), "timeout") << r[0].status.ToString();
     for (int i : {1, 2}) {
       EXPECT_TRUE(r[i].status.ok()) << "round " << round << ": " << r[i].status.ToString();
-      EXPECT_LT(r[i].seconds, 1.0) << "waited behind /drip";
+      // Finished before the drip ran out of time: not parked behind it (an ordering, not a
+      // duration a loaded machine could stretch).
+      EXPECT_LT(r[i].seconds, r[0].seconds) << "waited behind /drip";
     }
   }
 }

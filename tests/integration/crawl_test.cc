@@ -12,6 +12,7 @@
 #include <set>
 #include <thread>
 
+#include "tests/support/chaos.h"
 #include "tests/support/fault_server.h"
 #include "tests/support/test_support.h"
 
@@ -47,24 +48,31 @@ TEST(CrawlTest, SigkillMidCrawlThenRerunFetchesEveryUrlOnceAndStoresEachContentO
   ASSERT_EQ(QueryInt(db, "SELECT count(*) FROM jobs WHERE stage = 'fetch'"), kUrls);
   ASSERT_EQ(QueryInt(db, "SELECT count(*) FROM jobs WHERE stage = 'lighting' AND state = 5"), kUrls);
 
-  std::mt19937 rng(std::random_device{}());
+  // Each kill comes once the crawl has made progress since the last one (an event, not a
+  // guess at this machine's speed), plus a seeded random delay; the run is frozen before it
+  // is killed, so the count read then is what the kill interrupted.
+  std::mt19937 rng(ChaosSeed());
   const std::string run_log = dir / "run.log";
+  auto fetched = [&] {
+    return QueryInt(db, "SELECT count(*) FROM jobs WHERE stage = 'fetch' AND state = 2");
+  };
   int kills_mid_crawl = 0;  // kills that landed after some fetching and before the end
   long long before = 0;
   for (int round = 0; round < 4; ++round) {
     pid_t sup = StartProcess({FRAMEMILL_BIN, "run", "--workers", "2"}, env, dir.path(), run_log);
+    ASSERT_TRUE(WaitUntil([&] { return fetched() > before || !Alive(sup); }, 120))
+        << ReadFile(run_log);
     std::this_thread::sleep_for(
-        std::chrono::milliseconds(std::uniform_int_distribution<int>(400, 1200)(rng)));
-    for (pid_t k : ChildPids(sup)) kill(k, SIGKILL);
-    kill(sup, SIGKILL);
+        std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 100)(rng)));
+    ASSERT_TRUE(FreezeTree(sup));
+    const long long now = fetched();
+    SignalTree(sup, SIGKILL);
     WaitProcess(sup);
-    long long fetched = QueryInt(db, "SELECT count(*) FROM jobs WHERE stage = 'fetch' AND state = 2");
-    std::printf("round %d: killed with %lld of %d URLs fetched\n", round, fetched, kUrls);
-    if (fetched >= kUrls) break;
-    if (fetched > before) ++kills_mid_crawl;
-    before = fetched;
+    std::printf("round %d: killed with %lld of %d URLs fetched\n", round, now, kUrls);
+    if (now >= kUrls) break;
+    if (now > before) ++kills_mid_crawl;
+    before = now;
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   auto final_run = RunProcess({FRAMEMILL_BIN, "run", "--workers", "2"}, env, dir.path(), 300);
   EXPECT_EQ(final_run.exit_code, 0) << final_run.err;
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -19,6 +19,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/videoio.hpp>
 
+#include "base/clock.h"
 #include "cluster/metrics.h"
 #include "models/decode.h"
 #include "scheduler/supervisor.h"
@@ -168,6 +169,29 @@ class ManyFacesStage : public Stage {
   std::vector<std::vector<float>> centres_;
 };
 
+// The real clustering stage, except that the first time it runs it says so (a file) once
+// the clusters are computed and then holds its outcome back until it is killed: the kill
+// lands, for certain, between the work and its commit.
+class HeldClustersStage : public Stage {
+ public:
+  HeldClustersStage(std::unique_ptr<Stage> real, std::string marker)
+      : real_(std::move(real)), marker_(std::move(marker)) {}
+  const StageSpec& spec() const override { return real_->spec(); }
+  std::vector<Outcome> RunBatch(const std::vector<ClaimedJob>& jobs,
+                                const StageContext& ctx) override {
+    std::vector<Outcome> out = real_->RunBatch(jobs, ctx);
+    if (!fs::exists(marker_)) {
+      WriteFile(marker_, "computed");
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+    return out;
+  }
+
+ private:
+  std::unique_ptr<Stage> real_;
+  std::string marker_;
+};
+
 TEST(FaceClustersCrashTest, ARerunAfterAKillInTheMiddleOfClusteringLeavesExactlyOneResult) {
   TempDir dir;
   StageRegistry registry;
@@ -175,7 +199,9 @@ TEST(FaceClustersCrashTest, ARerunAfterAKillInTheMiddleOfClusteringLeavesExactly
   ASSERT_TRUE(registry.Add(std::make_unique<ManyFacesStage>(), &err)) << err;
   FaceClustersOptions fo;
   fo.exact_up_to = 1'000'000;  // the exact graph: seconds on 20,000 faces
-  ASSERT_TRUE(registry.Add(std::make_unique<FaceClustersStage>(fo), &err)) << err;
+  const std::string marker = dir / "clustered";
+  ASSERT_TRUE(registry.Add(std::make_unique<HeldClustersStage>(
+                               std::make_unique<FaceClustersStage>(fo), marker), &err)) << err;
   const std::string db = dir / "fm.db";
   {
     auto store = OpenJobStore(db, &registry.graph(), SystemClock());
@@ -199,27 +225,24 @@ TEST(FaceClustersCrashTest, ARerunAfterAKillInTheMiddleOfClusteringLeavesExactly
   options.worker.lease_ms = 2000;
   options.worker.poll_ms = 20;
   const std::string state = "SELECT state FROM jobs WHERE stage = 'face_clusters'";
-  // Kill the run (supervisor and worker) once the clustering job is running.
+  // Kill the run (supervisor and worker) once the clustering is computed, not committed.
   bool killed_mid = false;
   int code = RunInChild([&] { return ToInt(RunWorkers(options, registry)); }, 300, nullptr,
                         [&](pid_t child) {
-                          for (int i = 0; i < 6000; ++i) {
-                            if (QueryInt(db, state) == 1) {
-                              std::this_thread::sleep_for(std::chrono::milliseconds(300));
-                              if (QueryInt(db, state) == 1) {
-                                for (pid_t w : ChildPids(child)) kill(w, SIGKILL);
-                                kill(child, SIGKILL);
-                                killed_mid = true;
-                              }
-                              return;
-                            }
-                            std::this_thread::sleep_for(std::chrono::milliseconds(10));
-                          }
+                          if (!WaitUntil([&] { return fs::exists(marker); }, 240)) return;
+                          EXPECT_EQ(QueryInt(db, state), 1);
+                          SignalTree(child, SIGKILL);
+                          killed_mid = true;
                         });
-  ASSERT_TRUE(killed_mid) << "the clustering finished before it could be killed (exit " << code << ")";
+  ASSERT_TRUE(killed_mid) << "the clustering never ran (exit " << code << ")";
   EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM results r JOIN jobs j ON j.id = r.job_id"
                          " WHERE j.stage = 'face_clusters'"), 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(2100));  // its lease runs out
+  // The rerun finds the job still leased to the dead worker; it is rescued once its lease
+  // has run out (by the wall clock the store uses).
+  EXPECT_TRUE(WaitUntil([&] {
+    return QueryInt(db, "SELECT lease_expires_at FROM jobs WHERE stage = 'face_clusters'") <
+           SystemClock()->NowMs();
+  }));
   EXPECT_EQ(RunInChild([&] { return ToInt(RunWorkers(options, registry)); }, 300), 0);
   EXPECT_EQ(QueryInt(db, state), 2);
   EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM results r JOIN jobs j ON j.id = r.job_id"

@@ -22,6 +22,7 @@
 #include <opencv2/videoio.hpp>
 
 #include "tests/support/fault_server.h"
+#include "tests/support/chaos.h"
 #include "tests/support/test_support.h"
 
 namespace framemill::testing {
@@ -261,7 +262,7 @@ TEST(HostileTest, AFullDiskStopsTheRunOnceWithExit4AndARerunFinishesEverything) 
 TEST(HostileTest, SupervisorKilledWhileStatusReadsLeavesAnIntactStoreAndWorkersOwnLocks) {
   TempDir dir;
   const std::string media = dir / "media";
-  MakeRealImages(media, 400, 160);
+  MakeRealImages(media, 400, 640);  // work for the four rounds of kills
   const std::string db = dir / "fm.db";
   std::map<std::string, std::string> env = {{"FRAMEMILL_DB", db},
                                             {"FRAMEMILL_STAGES", "lighting"},
@@ -272,25 +273,21 @@ TEST(HostileTest, SupervisorKilledWhileStatusReadsLeavesAnIntactStoreAndWorkersO
   std::thread status_loop([&] {
     while (reading) RunProcess({FRAMEMILL_BIN, "status", "--json"}, env, dir.path(), 30);
   });
-  std::mt19937 rng(7);
+  std::mt19937 rng(ChaosSeed());
   bool saw_worker_locks = false;
+  int kills = 0;
   for (int round = 0; round < 4; ++round) {
     pid_t sup = StartProcess({FRAMEMILL_BIN, "run", "--workers", "2", "--batch", "8"}, env,
                              dir.path(), dir / "run.log");
     std::vector<pid_t> workers;
-    for (int i = 0; i < 200 && workers.size() < 2; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      workers = ChildPids(sup);
-    }
     // Each worker opened its own connection after the fork, so the kernel lists, under
     // its own pid, the shared lock on byte 128 of the WAL index that SQLite takes when a
     // connection opens and holds until it closes (POSIX locks are not inherited across
-    // fork: a connection opened before the fork never has it in the child). Looked for
-    // until the kill, which comes at a random moment: on a loaded machine a worker may
-    // not have opened its store yet at the first look.
-    const auto kill_at = std::chrono::steady_clock::now() +
-        std::chrono::milliseconds(std::uniform_int_distribution<int>(200, 600)(rng));
-    do {
+    // fork: a connection opened before the fork never has it in the child). Waited for
+    // (the event, not a guess at how long a loaded machine takes to start two workers),
+    // then the kill comes at a seeded random moment.
+    auto both_hold_their_lock = [&] {
+      workers = ChildPids(sup);
       std::istringstream locks(ReadFile("/proc/locks"));
       std::set<pid_t> open_here;
       for (std::string line; std::getline(locks, line);)
@@ -298,22 +295,32 @@ TEST(HostileTest, SupervisorKilledWhileStatusReadsLeavesAnIntactStoreAndWorkersO
           if (line.find(" " + std::to_string(w) + " ") != std::string::npos &&
               line.size() > 8 && line.compare(line.size() - 8, 8, " 128 128") == 0)
             open_here.insert(w);
-      if (workers.size() == 2 && open_here.size() == 2) saw_worker_locks = true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    } while (std::chrono::steady_clock::now() < kill_at);
+      return workers.size() == 2 && open_here.size() == 2;
+    };
+    bool held = false;
+    WaitUntil([&] { return (held = both_hold_their_lock()) || !Alive(sup); });
+    if (!held) {  // the work ran out before this round's kill: nothing is left to test
+      WaitProcess(sup);
+      break;
+    }
+    saw_worker_locks = true;
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 400)(rng)));
     kill(sup, SIGKILL);  // the supervisor only: its workers must notice and stop
     WaitProcess(sup);
-    for (int i = 0; i < 300; ++i) {
-      bool any = false;
-      for (pid_t w : workers) any |= kill(w, 0) == 0;
-      if (!any) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    for (pid_t w : workers) EXPECT_NE(kill(w, 0), 0) << "worker " << w << " outlived its supervisor";
+    ++kills;
+    // They finish the job in hand and go: waited for, up to a minute.
+    WaitUntil([&] {
+      for (pid_t w : workers)
+        if (Alive(w)) return false;
+      return true;
+    });
+    for (pid_t w : workers) EXPECT_FALSE(Alive(w)) << "worker " << w << " outlived its supervisor";
     EXPECT_EQ(Integrity(db), "ok");
   }
   reading = false;
   status_loop.join();
+  std::printf("[hostile] %d supervisor kill(s) mid-run\n", kills);
   EXPECT_TRUE(saw_worker_locks) << ReadFile("/proc/locks");
   auto final_run = RunProcess({FRAMEMILL_BIN, "run", "--workers", "2"}, env, dir.path(), 300);
   EXPECT_EQ(final_run.exit_code, 0) << final_run.err;
@@ -339,7 +346,10 @@ TEST(HostileTest, SighupStopsARunGracefullyAndWorkersIgnoreSigpipe) {
     workers = ChildPids(sup);
   }
   ASSERT_EQ(workers.size(), 2u);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // A worker sets its signal dispositions before it opens the store, so once each one
+  // holds a lease its mask is final (a fixed sleep raced a loaded machine).
+  for (pid_t w : workers)
+    ASSERT_TRUE(WaitUntil([&] { return LeasesHeldBy(db, w) > 0; })) << ReadFile(dir / "run.log");
   for (pid_t w : workers) {
     const std::string st = ReadFile("/proc/" + std::to_string(w) + "/status");
     auto at = st.find("SigIgn:");

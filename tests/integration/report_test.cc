@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/support/model_test_support.h"
+#include "tests/support/chaos.h"
 #include "tests/support/test_support.h"
 
 namespace framemill::testing {
@@ -198,7 +199,7 @@ print(json.dumps({"samples": samples, "exts": sorted(set(seen.values()))}))
 // Killed at random moments, an export leaves only whole shards, each a tar GNU tar reads
 // with both members of each of its items; the next export completes the set.
 TEST_F(ReportBinaryTest, AKilledExportLeavesOnlyWholeShards) {
-  std::mt19937 rng(17);
+  std::mt19937 rng(ChaosSeed());
   const std::string out = *dir_ / "killed";
   for (int round = 0; round < 6; ++round) {
     const pid_t pid = StartProcess({FRAMEMILL_BIN, "export", "--format", "webdataset", "-o", out, "--shard-size", "1"},

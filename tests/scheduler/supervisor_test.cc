@@ -101,8 +101,10 @@ TEST_F(SupervisorTest, AHungStageIsKilledAndItsJobFailsByItselfWithTheReason) {
   std::vector<std::string> sources = {"/d/hang.png"};
   for (int i = 0; i < 10; ++i) sources.push_back("/d/ok-" + std::to_string(i) + ".png");
   Enqueue(sources, 2);
-  options_.worker.budget.batch_ms = 300;
-  options_.worker.budget.job_ms = 100;
+  // Budgets a trivial batch cannot miss on a loaded machine (4 s for a batch of four; a
+  // budget of 0.7 s could be reached by a worker merely waiting for a core).
+  options_.worker.budget.batch_ms = 2000;
+  options_.worker.budget.job_ms = 500;
 
   EXPECT_EQ(Run(60), ToInt(ExitCode::kSomeFailed));
 

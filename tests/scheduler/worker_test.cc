@@ -561,30 +561,42 @@ TEST_F(WorkerTest, LostLeaseMakesTheFirstWorkersResultsStaleAndEachJobHasOneResu
 }
 
 TEST_F(WorkerTest, HeartbeatsKeepTheLeaseWhileAJobRunsLongerThanTheLease) {
-  // The control for the test above: the same set-up with heartbeats working. A's
-  // first job takes several lease lengths; B polls all along but never gets a job.
+  // The control for the test above: the same set-up with heartbeats working. The stores'
+  // clock is a ManualClock that moves a third of a lease only after a heartbeat was seen:
+  // A's first job lasts three lease lengths on it, and B, polling all along, never gets a
+  // job. The heartbeat thread's own wall-clock period then only sets the test's pace, so
+  // a loaded machine cannot make it fail (with real time it raced 300 ms heartbeats
+  // against a 900 ms lease under ctest -j2).
   const int64_t lease = 900;
   const int n = 4;
-  auto store_a = Open(SystemClock());
-  auto hb_real = Open(SystemClock());
-  auto store_b = Open(SystemClock());
+  ManualClock clock;
+  auto store_a = Open(&clock);
+  auto hb_real = Open(&clock);
+  auto store_b = Open(&clock);
   ASSERT_NE(store_a, nullptr);
   ASSERT_NE(hb_real, nullptr);
   ASSERT_NE(store_b, nullptr);
   EnqueueImages(*store_a, n);
   FaultyJobStore hb_a(hb_real.get());  // counts, forwards
 
-  Worker b(store_b.get(), nullptr, &registry_, SystemClock(), Options("B", n, lease), &stop_);
+  Worker b(store_b.get(), nullptr, &registry_, &clock, Options("B", n, lease), &stop_);
   std::unique_ptr<WorkerThread> b_thread;
   stage_->OnRun([&](const ClaimedJob&) {
     if (t_worker != "A" || b_thread) return;
     b_thread = std::make_unique<WorkerThread>(&b, "B");
-    // Stay "busy" for about three lease lengths, by the wall clock.
-    std::this_thread::sleep_for(std::chrono::milliseconds(3 * lease));
+    // A heartbeat seen, then a third of a lease passes: a lease renewed at time t is never
+    // looked at past t + 2/3 lease (the next step waits for the next heartbeat's call,
+    // which comes after this one's write).
+    for (int step = 0; step < 9; ++step) {
+      const int seen = hb_a.heartbeat_calls.load();
+      ASSERT_TRUE(WaitUntil([&] { return hb_a.heartbeat_calls.load() > seen; }))
+          << "no heartbeat in 60 s";
+      clock.Advance(lease / 3);
+    }
   });
 
   t_worker = "A";
-  Worker a(store_a.get(), &hb_a, &registry_, SystemClock(), Options("A", n, lease), &stop_);
+  Worker a(store_a.get(), &hb_a, &registry_, &clock, Options("A", n, lease), &stop_);
   Status sa = a.Run();
   t_worker = "?";
   ASSERT_NE(b_thread, nullptr);
@@ -593,7 +605,7 @@ TEST_F(WorkerTest, HeartbeatsKeepTheLeaseWhileAJobRunsLongerThanTheLease) {
   stage_->OnRun(nullptr);
 
   ASSERT_TRUE(sa.ok()) << sa.ToString();
-  EXPECT_GE(hb_a.heartbeat_calls.load(), 2);
+  EXPECT_GE(hb_a.heartbeat_calls.load(), 9);
   EXPECT_EQ(a.stats().done, n);
   EXPECT_EQ(a.stats().stale, 0);
   EXPECT_EQ(b.stats().done, 0);

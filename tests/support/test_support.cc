@@ -147,6 +147,48 @@ std::vector<pid_t> ChildPids(pid_t pid) {
   return out;
 }
 
+namespace {
+char ProcState(pid_t pid) {
+  const std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+  const size_t paren = stat.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= stat.size()) return 'X';
+  return stat[paren + 2];
+}
+}  // namespace
+
+bool Alive(pid_t pid) {
+  const char state = ProcState(pid);
+  return state != 'Z' && state != 'X';
+}
+
+bool Stopped(pid_t pid) { return ProcState(pid) == 'T'; }
+
+void SignalTree(pid_t pid, int sig) {
+  for (pid_t child : ChildPids(pid)) kill(child, sig);
+  kill(pid, sig);
+}
+
+bool FreezeTree(pid_t pid) {
+  std::vector<pid_t> tree = ChildPids(pid);
+  tree.push_back(pid);
+  for (pid_t p : tree) kill(p, SIGSTOP);
+  return WaitUntil([&] {
+    for (pid_t p : tree)
+      if (Alive(p) && !Stopped(p)) return false;
+    return true;
+  }, 30);
+}
+
+bool WaitUntil(const std::function<bool()>& done, double timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  for (;;) {
+    if (done()) return true;
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
 const char* FramemillBin() {
   static const std::string bin = [] {
     const char* e = std::getenv("FRAMEMILL_TEST_BIN");
@@ -270,6 +312,22 @@ long long QueryInt(const std::string& db, const std::string& sql) {
   auto rows = QueryRows(db, sql);
   if (rows.empty()) throw std::runtime_error("no rows: " + sql);
   return std::stoll(rows[0]);
+}
+
+long long LeasesHeldBy(const std::string& db, pid_t pid) {
+  std::string pids = std::to_string(pid);
+  for (pid_t child : ChildPids(pid)) pids += "," + std::to_string(child);
+  return QueryInt(db, "SELECT count(*) FROM jobs WHERE state = 1 AND lease_owner IN"
+                      " (SELECT id FROM workers WHERE pid IN (" + pids + "))");
+}
+
+bool FreezeHoldingLeases(const std::string& db, pid_t pid, long long* held, double timeout_s) {
+  return WaitUntil([&] {
+    if (LeasesHeldBy(db, pid) == 0) return false;
+    if (FreezeTree(pid) && (*held = LeasesHeldBy(db, pid)) > 0) return true;
+    SignalTree(pid, SIGCONT);
+    return false;
+  }, timeout_s);
 }
 
 std::vector<cv::Mat> FilmPhoto(const cv::Mat& photo, const SyntheticCamera& cam, cv::Size view,

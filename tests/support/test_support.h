@@ -55,6 +55,19 @@ int RunInChild(const std::function<int()>& fn, int timeout_s, pid_t* child = nul
                const std::function<void(pid_t)>& meanwhile = nullptr);
 // Direct children of pid (from /proc).
 std::vector<pid_t> ChildPids(pid_t pid);
+// Whether pid is a live process (a zombie left for an init that does not reap counts as
+// dead); whether it is stopped (SIGSTOP has taken effect).
+bool Alive(pid_t pid);
+bool Stopped(pid_t pid);
+// Sends sig to pid's direct children first (a run's workers), then to pid.
+void SignalTree(pid_t pid, int sig);
+// SIGSTOPs pid and its direct children and waits (up to 30 s) until the kernel shows
+// every one stopped: from then on nothing they hold can change, heartbeats included.
+bool FreezeTree(pid_t pid);
+// Asks `done` every 10 ms until it holds or timeout_s passes; whether it held. For
+// waiting on an event (a lease taken, a line logged), with a timeout that only a
+// broken program reaches, never for letting time pass.
+bool WaitUntil(const std::function<bool()>& done, double timeout_s = 60);
 
 // Path of the sample data shipped by Debian's opencv-doc.
 std::string SampleData(const std::string& name);
@@ -82,6 +95,14 @@ void WriteFile(const std::string& path, const std::string& bytes);
 
 // One integer from a query on the SQLite file at db.
 long long QueryInt(const std::string& db, const std::string& sql);
+// Jobs leased now (state 1) to the workers of process pid: pid itself or its direct
+// children (`run`'s supervisor and its workers). SQLite file or PostgreSQL URI.
+long long LeasesHeldBy(const std::string& db, pid_t pid);
+// Freezes pid and its children (FreezeTree) at a moment they hold leases, trying again
+// after a SIGCONT when they were caught between batches; the leases cannot change while
+// they are stopped. Sets *held to their number; false when none was caught in timeout_s.
+bool FreezeHoldingLeases(const std::string& db, pid_t pid, long long* held,
+                         double timeout_s = 60);
 // Rows of a query as strings, columns joined by '|'.
 std::vector<std::string> QueryRows(const std::string& db, const std::string& sql);
 
