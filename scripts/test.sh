@@ -2,8 +2,9 @@
 # Checks the include rules between folders (scripts/check-deps.sh, with its self-test),
 # builds framemill and runs every test (unit and end-to-end) with ctest. Where nvcc is
 # present the default build includes CUDA and also links a CPU-only variant of the binary
-# and the tests from the same objects (nothing outside gpu/ depends on CUDA), so both
-# variants pass the whole suite from one compile.
+# and the tests from the same objects (nothing outside gpu/ depends on CUDA); the suites
+# whose outcome the device choice can change run against both (CMakeLists.txt,
+# FRAMEMILL_CPU_VARIANT_SUITES), every other test once.
 # Device tests skip, with the reason, where no NVIDIA GPU is visible.
 #
 # The model tests need the real models and reference outputs: this fetches the pinned
@@ -36,7 +37,8 @@ echo "== converter tests =="
 /usr/bin/python3 tools/models/test_convert.py
 # Where nvcc is present the build holds two variants of the binary and the tests, linked from
 # the same objects: the CUDA one and the CPU-only one (framemill_cpu, tests named cpu_only.*,
-# run against framemill_cpu); nothing outside gpu/ depends on CUDA, so one compile serves both.
+# run against framemill_cpu, for the suites the device choice can change); nothing outside
+# gpu/ depends on CUDA, so one compile serves both.
 (cd build && ctest --output-on-failure -j2 --timeout 900)
 if [ -x build/framemill_cpu ]; then
   # The CPU-only configuration itself (-DFRAMEMILL_CUDA=OFF) must configure: its binary is
