@@ -37,7 +37,9 @@ Result<Env> Resolve(const Flags& f) {
   Env env;
   env.config = std::move(cfg).value();
   SetUpLogging(env.config.log_level);
-  env.registry = MakeDefaultRegistry(ToStageOptions(env.config));
+  auto registry = MakeDefaultRegistry(ToStageOptions(env.config));
+  if (!registry.ok()) return registry.status();
+  env.registry = std::move(registry).value();
   return env;
 }
 

@@ -10,7 +10,9 @@
 #include <cstring>
 #include <condition_variable>
 #include <cstdio>
+#include <exception>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 namespace framemill {
@@ -239,9 +241,7 @@ std::vector<FinishedJob> Worker::RunStages(const std::vector<ClaimedJob>& jobs) 
     Stage* stage = registry_->Find(group.front().stage);
     std::vector<Outcome> outs;
     if (stage != nullptr) {
-      PostDeadline(options_.budget.For(group));
-      outs = stage->RunBatch(group, ctx);
-      PostDeadline(0);
+      outs = CallStage(stage, group, ctx);
     } else {
       outs.assign(group.size(), Outcome::Failed(Status::Unsupported(
                                     "stage " + group.front().stage + " is not in this build")));
@@ -252,6 +252,49 @@ std::vector<FinishedJob> Worker::RunStages(const std::vector<ClaimedJob>& jobs) 
     if (outs.size() < group.size()) break;  // stopped inside the group
   }
   return finished;
+}
+
+namespace {
+// A stage's batch, or what it threw (nullopt, with *what set).
+std::optional<std::vector<Outcome>> RunGuarded(Stage* stage, const std::vector<ClaimedJob>& jobs,
+                                               const StageContext& ctx, std::string* what) {
+  try {
+    return stage->RunBatch(jobs, ctx);
+  } catch (const std::exception& e) {
+    *what = e.what();
+  } catch (...) {
+    *what = "an exception that is not a std::exception";
+  }
+  return std::nullopt;
+}
+}  // namespace
+
+// A throw from any stage fails the jobs it took down, with the reason (transient: the
+// retry policy decides), instead of ending the worker. Which job of a batch threw is not
+// known, so each then runs again alone: only the one that throws again fails.
+std::vector<Outcome> Worker::CallStage(Stage* stage, const std::vector<ClaimedJob>& group,
+                                       const StageContext& ctx) {
+  std::string what;
+  PostDeadline(options_.budget.For(group));
+  auto outs = RunGuarded(stage, group, ctx, &what);
+  PostDeadline(0);
+  if (outs) return std::move(*outs);
+  auto thrown = [&] {
+    spdlog::warn("stage {} threw: {}", stage->spec().name, what);
+    return Outcome::Failed(Status::Internal("stage " + stage->spec().name + " threw: " + what));
+  };
+  if (group.size() == 1) return {thrown()};
+  std::vector<Outcome> each;
+  for (const ClaimedJob& job : group) {
+    const std::vector<ClaimedJob> one{job};
+    PostDeadline(options_.budget.For(one));
+    auto out = RunGuarded(stage, one, ctx, &what);
+    PostDeadline(0);
+    if (!out) each.push_back(thrown());
+    else if (out->empty()) break;  // stopped
+    else each.push_back(std::move(out->front()));
+  }
+  return each;
 }
 
 void Worker::PostDeadline(int64_t budget_ms) {

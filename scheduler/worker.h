@@ -97,6 +97,9 @@ class Worker {
   // Runs the batch's stages, a run of equal stages at a time, until done or stopped:
   // the finished prefix of `jobs`, each with its retry decision.
   std::vector<FinishedJob> RunStages(const std::vector<ClaimedJob>& jobs);
+  // The one exception boundary between the worker and a stage (below).
+  std::vector<Outcome> CallStage(Stage* stage, const std::vector<ClaimedJob>& group,
+                                 const StageContext& ctx);
   FinishedJob Finish(const ClaimedJob& job, Outcome outcome);
   void PostDeadline(int64_t budget_ms);
   Status Record(const std::vector<FinishedJob>& finished);

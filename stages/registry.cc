@@ -26,26 +26,37 @@ Stage* StageRegistry::Find(const std::string& name) const {
   return nullptr;
 }
 
-std::unique_ptr<StageRegistry> MakeDefaultRegistry(const StageOptions& o) {
-  auto r = std::make_unique<StageRegistry>();
-  std::string error;
+Status AddAll(StageRegistry* registry, std::vector<std::unique_ptr<Stage>> stages) {
+  for (auto& stage : stages) {
+    const std::string name = stage->spec().name;
+    std::string error;
+    if (!registry->Add(std::move(stage), &error))
+      return Status::Internal("stage " + name + " cannot be registered: " + error);
+  }
+  return Status::OK();
+}
+
+Result<std::unique_ptr<StageRegistry>> MakeDefaultRegistry(const StageOptions& o) {
   // URL items only (the store gives it no job on a local file); every media stage of a
   // URL item waits on it.
   fetch::FetchOptions fetch = o.fetch;
   fetch.out_dir = o.out_dir;
-  r->Add(std::make_unique<FetchStage>(fetch), &error);
-  r->Add(std::make_unique<LightingStage>(o.lighting), &error);
-  r->Add(std::make_unique<MotionStage>(o.motion, o.out_dir), &error);
   // One cache for the process: stages that share a model share its opened instances.
   // Nothing is opened until a stage first runs.
   auto cache = std::make_shared<models::ModelCache>(o.models_dir);
-  r->Add(std::make_unique<CategorizeStage>(cache, o.model_frames, o.categorize), &error);
-  r->Add(std::make_unique<FacesStage>(cache, o.model_frames, o.faces), &error);
-  r->Add(std::make_unique<FaceClustersStage>(o.face_clusters), &error);
-  r->Add(std::make_unique<PoseStage>(cache, o.model_frames, o.pose), &error);
-  r->Add(std::make_unique<SegmentStage>(cache, o.model_frames, o.segment, o.out_dir), &error);
-  r->Add(std::make_unique<InpaintStage>(o.inpaint, o.out_dir), &error);
-  r->Add(std::make_unique<AudioSyncStage>(cache, o.audio_sync, o.out_dir), &error);
+  std::vector<std::unique_ptr<Stage>> stages;
+  stages.push_back(std::make_unique<FetchStage>(fetch));
+  stages.push_back(std::make_unique<LightingStage>(o.lighting));
+  stages.push_back(std::make_unique<MotionStage>(o.motion, o.out_dir));
+  stages.push_back(std::make_unique<CategorizeStage>(cache, o.model_frames, o.categorize));
+  stages.push_back(std::make_unique<FacesStage>(cache, o.model_frames, o.faces));
+  stages.push_back(std::make_unique<FaceClustersStage>(o.face_clusters));
+  stages.push_back(std::make_unique<PoseStage>(cache, o.model_frames, o.pose));
+  stages.push_back(std::make_unique<SegmentStage>(cache, o.model_frames, o.segment, o.out_dir));
+  stages.push_back(std::make_unique<InpaintStage>(o.inpaint, o.out_dir));
+  stages.push_back(std::make_unique<AudioSyncStage>(cache, o.audio_sync, o.out_dir));
+  auto r = std::make_unique<StageRegistry>();
+  FM_RETURN_IF_ERROR(AddAll(r.get(), std::move(stages)));
   return r;
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "jobs/stage_graph.h"
 #include "stages/stage.h"
 #include "stages/stage_options.h"
@@ -25,7 +26,13 @@ class StageRegistry {
   std::vector<std::unique_ptr<Stage>> stages_;
 };
 
-// Every stage of this build. The neural stages share one model cache.
-std::unique_ptr<StageRegistry> MakeDefaultRegistry(const StageOptions& options);
+// Adds each stage in order (a dependency before the stages that need it). The first that
+// cannot be added stops it: an error naming that stage and why.
+Status AddAll(StageRegistry* registry, std::vector<std::unique_ptr<Stage>> stages);
+
+// Every stage of this build. The neural stages share one model cache. A stage that cannot
+// be registered is a broken build: start-up stops with the reason (it used to be left out
+// silently, so `--stages` then called it unknown).
+Result<std::unique_ptr<StageRegistry>> MakeDefaultRegistry(const StageOptions& options);
 
 }  // namespace framemill

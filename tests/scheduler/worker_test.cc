@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <stdexcept>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -275,6 +276,32 @@ TEST_F(WorkerTest, DrainsADependentStageOnlyAfterItsDependencyIsDone) {
     ASSERT_TRUE(probe_seq.count(item)) << "item " << item;
     EXPECT_GT(seq, probe_seq[item]) << "item " << item;
   }
+}
+
+// One exception boundary at the worker's call to a stage: a throw fails, with the reason,
+// only the job that threw (its batch-mates run again alone and finish), and the worker goes on.
+TEST_F(WorkerTest, AStageThatThrowsFailsOnlyTheJobThatThrewWithTheReasonAndTheWorkerGoesOn) {
+  max_attempts_ = 1;
+  ManualClock clock;
+  auto store = Open(&clock);
+  ASSERT_NE(store, nullptr);
+  EnqueueImages(*store, 5);
+  stage_->OnRun([](const ClaimedJob& job) {
+    if (job.source == Source(2)) throw std::runtime_error("boom in the stage");
+  });
+  Worker worker(store.get(), nullptr, &registry_, &clock, Options("w1", 5), &stop_);
+  Status s = worker.Run();
+  stage_->OnRun(nullptr);
+
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(JobsInState(kDone), 4);
+  EXPECT_EQ(JobsInState(kFailed), 1);
+  EXPECT_EQ(JobRow(2), "3|1|internal");
+  const auto why = QueryRows(db_, "SELECT last_error FROM jobs WHERE state = 3");
+  ASSERT_EQ(why.size(), 1u);
+  EXPECT_NE(why[0].find("stage probe threw: boom in the stage"), std::string::npos) << why[0];
+  EXPECT_EQ(Int("SELECT count(*) FROM results"), 4);
+  EXPECT_EQ(DuplicatedResults(), 0);
 }
 
 TEST_F(WorkerTest, WaitsForAJobInBackoffRatherThanReturningAndAStopEndsTheWait) {
