@@ -12,6 +12,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "base/atomic_file.h"
 #include "media/content_hash.h"
 #include "media/image.h"
 #include "media/video_reader.h"
@@ -112,8 +113,7 @@ Status PictureCache::Write(const std::string& name, const void* mat) {
     return Status::IOError("cannot write " + temp + ": " + e.what());
   }
   if (!ok) return Status::IOError("cannot write " + temp);
-  fs::rename(temp, path, ec);
-  if (ec) return Status::IOError("cannot rename " + temp + ": " + ec.message());
+  FM_RETURN_IF_ERROR(RenameIntoPlace(temp, path));
   ++made_;
   return Status::OK();
 }

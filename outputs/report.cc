@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <tbb/parallel_for.h>
 
+#include "base/atomic_file.h"
 #include "base/clock.h"
 #include "base/json_text.h"
 #include "jobs/job.h"
@@ -94,18 +95,9 @@ double NumberOr(const json& j, const char* key, double fallback) {
 
 // ------------------------------------------------------------------ files
 
-Status WriteFileAtomically(const std::string& path, const std::string& text, int64_t* bytes) {
-  std::error_code ec;
-  fs::create_directories(fs::path(path).parent_path(), ec);
-  const std::string temp = path + ".tmp";
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.close();
-    if (!out) return Status::IOError("cannot write " + temp);
-  }
-  fs::rename(temp, path, ec);
-  if (ec) return Status::IOError("cannot rename " + temp + ": " + ec.message());
+// A page, whole or absent (base/atomic_file.h); its size is added to *bytes.
+Status WritePage(const std::string& path, const std::string& text, int64_t* bytes) {
+  FM_RETURN_IF_ERROR(WriteFileAtomically(path, text));
   if (bytes) *bytes += static_cast<int64_t>(text.size());
   return Status::OK();
 }
@@ -614,7 +606,7 @@ class ReportWriter {
     std::error_code ec;
     fs::create_directories(o_.dir + "/assets", ec);
     if (ec) return Status::InvalidArgument("-o: cannot make " + o_.dir + ": " + ec.message());
-    FM_RETURN_IF_ERROR(WriteFileAtomically(o_.dir + "/assets/style.css", kStyle, &stats_.total_bytes));
+    FM_RETURN_IF_ERROR(WritePage(o_.dir + "/assets/style.css", kStyle, &stats_.total_bytes));
     FM_RETURN_IF_ERROR(LoadClusters());
     auto count = store_.ItemCount();
     if (!count.ok()) return count.status();
@@ -857,7 +849,7 @@ class ReportWriter {
     const std::string name = std::to_string(item.id) + ".html";
     written_items_.insert(name);
     ++stats_.item_pages;
-    return WriteFileAtomically(o_.dir + "/items/" + name, s.str(), &stats_.total_bytes);
+    return WritePage(o_.dir + "/items/" + name, s.str(), &stats_.total_bytes);
   }
 
   Status FlushGrid(bool last) {
@@ -873,7 +865,7 @@ class ReportWriter {
     grid_.clear();
     in_grid_ = 0;
     ++stats_.grid_pages;
-    return WriteFileAtomically(o_.dir + "/grid/" + name, s.str(), &stats_.total_bytes);
+    return WritePage(o_.dir + "/grid/" + name, s.str(), &stats_.total_bytes);
   }
 
   Status WriteClusters() {
@@ -898,13 +890,13 @@ class ReportWriter {
       p << "</div>" << kFooter;
       const std::string name = std::to_string(c.id) + ".html";
       written_clusters_.insert(name);
-      FM_RETURN_IF_ERROR(WriteFileAtomically(o_.dir + "/clusters/" + name, p.str(), &stats_.total_bytes));
+      FM_RETURN_IF_ERROR(WritePage(o_.dir + "/clusters/" + name, p.str(), &stats_.total_bytes));
     }
     if (clusters_.empty()) idx << "<div class=\"muted\">No clusters yet: the face_clusters stage has no result.</div>";
     idx << "</div>" << kFooter;
     written_clusters_.insert("index.html");
     stats_.clusters = static_cast<int64_t>(clusters_.size());
-    return WriteFileAtomically(o_.dir + "/clusters/index.html", idx.str(), &stats_.total_bytes);
+    return WritePage(o_.dir + "/clusters/index.html", idx.str(), &stats_.total_bytes);
   }
 
   Status WriteFailures() {
@@ -936,7 +928,7 @@ class ReportWriter {
         << Esc(e.worker) << "</td><td class=\"small\">" << Esc(e.message) << "</td></tr>";
     if (history->empty()) s << "<tr><td colspan=\"9\" class=\"muted\">none</td></tr>";
     s << "</table>" << kFooter;
-    return WriteFileAtomically(o_.dir + "/failures.html", s.str(), &stats_.total_bytes);
+    return WritePage(o_.dir + "/failures.html", s.str(), &stats_.total_bytes);
   }
 
   std::string ThroughputChart() {
@@ -1043,7 +1035,7 @@ class ReportWriter {
       << kFooter;
     const std::string text = s.str();
     stats_.index_bytes = static_cast<int64_t>(text.size());
-    return WriteFileAtomically(o_.dir + "/index.html", text, &stats_.total_bytes);
+    return WritePage(o_.dir + "/index.html", text, &stats_.total_bytes);
   }
 
   struct FailedJob {

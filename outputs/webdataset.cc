@@ -15,6 +15,7 @@
 #include <memory>
 #include <unordered_set>
 
+#include "base/atomic_file.h"
 #include "base/json_text.h"
 #include "media/content_hash.h"
 #include "outputs/result_json.h"
@@ -108,8 +109,7 @@ class Shard {
       return Status::IOError("writing " + temp_ + ": " + std::strerror(errno));
     }
     fd_ = -1;
-    if (std::rename(temp_.c_str(), final_.c_str()) != 0)
-      return Status::IOError("cannot rename " + temp_ + " to " + final_ + ": " + std::strerror(errno));
+    FM_RETURN_IF_ERROR(RenameIntoPlace(temp_, final_));
     finished_ = true;
     return Status::OK();
   }

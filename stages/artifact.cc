@@ -4,7 +4,8 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
+
+#include "base/atomic_file.h"
 
 namespace framemill {
 
@@ -30,27 +31,8 @@ std::string ArtifactPath(const std::string& dir, const ClaimedJob& job, int64_t 
 }
 
 Status WriteArtifact(const std::string& path, std::string_view bytes) {
-  std::error_code ec;
-  const fs::path parent = fs::path(path).parent_path();
-  fs::create_directories(parent, ec);
-  if (ec) return Status::IOError("cannot create " + parent.string() + ": " + ec.message());
-  const std::string tmp = path + ".tmp" + std::to_string(getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    f.flush();
-    if (!f) {
-      f.close();
-      fs::remove(tmp, ec);
-      return Status::IOError("cannot write " + tmp);
-    }
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    return Status::IOError("cannot rename an artifact to " + path + ": " + ec.message());
-  }
-  return Status::OK();
+  // Two workers (a stale one and its rescuer) may write the same name: each its own temporary.
+  return WriteFileAtomically(path, bytes, std::to_string(getpid()));
 }
 
 }  // namespace framemill
