@@ -17,6 +17,7 @@
 #include "base/clock.h"
 #include "base/json_text.h"
 #include "jobs/job.h"
+#include "jobs/stage_names.h"
 #include "outputs/pictures.h"
 
 namespace framemill {
@@ -238,7 +239,7 @@ Analyses Analyse(const ItemView& item, const std::map<ClusterKey, int64_t>& clus
   };
   if (video) {
     a.frame = 0;
-    for (const char* s : {"faces", "segment", "categorize"})
+    for (const char* s : {stage_names::kFaces, stage_names::kSegment, stage_names::kCategorize})
       if (const json* f = frame_list(s)) {
         a.frame = static_cast<int64_t>(NumberOr((*f)[0], "frame", 0));
         break;
@@ -255,23 +256,23 @@ Analyses Analyse(const ItemView& item, const std::map<ClusterKey, int64_t>& clus
       if (!video || frame == a.frame) a.faces.push_back(f);
     }
   };
-  if (auto it = a.results.find("faces"); it != a.results.end()) {
+  if (auto it = a.results.find(stage_names::kFaces); it != a.results.end()) {
     if (video) {
-      if (const json* frames = frame_list("faces"))
+      if (const json* frames = frame_list(stage_names::kFaces))
         for (const json& f : *frames) add_faces(f.value("faces", json()), static_cast<int64_t>(NumberOr(f, "frame", -1)));
     } else {
       add_faces(it->second.value("faces", json()), -1);
     }
   }
-  if (auto it = a.results.find("segment"); it != a.results.end()) {
+  if (auto it = a.results.find(stage_names::kSegment); it != a.results.end()) {
     if (!video && it->second.value("mask", json()).is_string() && NumberOr(it->second, "coverage", 0) > 0)
       a.mask = it->second["mask"].get<std::string>();
-    if (const json* frames = video ? frame_list("segment") : nullptr)
+    if (const json* frames = video ? frame_list(stage_names::kSegment) : nullptr)
       for (const json& f : *frames)
         if (static_cast<int64_t>(NumberOr(f, "frame", -2)) == a.frame && f.value("mask", json()).is_string())
           a.mask = f["mask"].get<std::string>();
   }
-  if (auto it = a.results.find("inpaint"); it != a.results.end() && it->second.value("image", json()).is_string())
+  if (auto it = a.results.find(stage_names::kInpaint); it != a.results.end() && it->second.value("image", json()).is_string())
     a.inpainted = it->second["image"].get<std::string>();
   return a;
 }
@@ -295,7 +296,7 @@ std::string OverlaySvg(const ItemView& item, const Analyses& a) {
       << "\" stroke-width=\"" << Num(width) << "\"/>";
   };
   // Objects (categorize), at the still.
-  if (auto it = a.results.find("categorize"); it != a.results.end()) {
+  if (auto it = a.results.find(stage_names::kCategorize); it != a.results.end()) {
     const json* objects = nullptr;
     if (item.kind == MediaKind::kVideo) {
       if (it->second.value("frames", json()).is_array())
@@ -329,7 +330,7 @@ std::string OverlaySvg(const ItemView& item, const Analyses& a) {
         s << "<circle cx=\"" << Num(p[0]) << "\" cy=\"" << Num(p[1]) << "\" r=\"" << Num(unit * 0.7)
           << "\" fill=\"#fff\" stroke=\"#039855\" stroke-width=\"" << Num(unit * 0.25) << "\"/>";
   };
-  if (auto it = a.results.find("pose"); it != a.results.end()) {
+  if (auto it = a.results.find(stage_names::kPose); it != a.results.end()) {
     if (item.kind == MediaKind::kVideo) {
       if (it->second.value("tracks", json()).is_array())
         for (const json& t : it->second["tracks"])
@@ -629,7 +630,7 @@ class ReportWriter {
  private:
   // The face_clusters result: who is in which cluster, largest first.
   Status LoadClusters() {
-    Status read = store_.ForEachResult("face_clusters", [&](const ExportRow& row) -> Status {
+    Status read = store_.ForEachResult(stage_names::kFaceClusters, [&](const ExportRow& row) -> Status {
       json j = json::parse(row.result_json, nullptr, false);
       if (!j.is_object() || !j.value("clusters", json()).is_array()) return Status::OK();
       for (const json& c : j["clusters"]) {
@@ -744,16 +745,16 @@ class ReportWriter {
   // One figure or two a card can show in a line.
   static std::string CardLine(const ItemView& item, const Analyses& a) {
     std::vector<std::string> bits;
-    if (auto it = a.results.find("categorize"); it != a.results.end()) {
+    if (auto it = a.results.find(stage_names::kCategorize); it != a.results.end()) {
       const json& c = it->second.value("categories", json::array());
       if (c.is_array() && !c.empty() && c[0].is_object()) bits.push_back(Esc(c[0].value("label", std::string())));
     }
     if (!a.all_faces.empty()) bits.push_back(std::to_string(a.faces.size()) + " face(s)");
-    if (auto it = a.results.find("lighting"); it != a.results.end())
+    if (auto it = a.results.find(stage_names::kLighting); it != a.results.end())
       bits.push_back(Num(NumberOr(it->second, "color_temperature_k", 0), 0) + " K");
-    if (auto it = a.results.find("motion"); it != a.results.end())
+    if (auto it = a.results.find(stage_names::kMotion); it != a.results.end())
       bits.push_back(Esc(it->second.value("camera", json::object()).value("label", std::string())));
-    if (auto it = a.results.find("audio_sync"); it != a.results.end())
+    if (auto it = a.results.find(stage_names::kAudioSync); it != a.results.end())
       bits.push_back("AV " + Num(NumberOr(it->second, "offset_ms", 0), 0) + " ms");
     std::string out;
     for (const auto& b : bits) out += (out.empty() ? "" : " · ") + b;
@@ -781,7 +782,7 @@ class ReportWriter {
   std::string InpaintFigure(const ItemView& item, const Analyses& a, bool have_still) const {
     const std::string name = PictureCache::ArtifactName(a.inpainted, kArtifactSide, false);
     if (a.inpainted.empty() || name.empty() || !have_still) return "";
-    const json& r = a.results.at("inpaint");
+    const json& r = a.results.at(stage_names::kInpaint);
     auto figure = [](const std::string& src, const std::string& caption) {
       return "<figure style=\"margin:0;flex:1\"><img style=\"width:100%\" src=\"../assets/" + src + "\" alt=\"" +
              caption + "\"><figcaption class=\"small muted\">" + caption + "</figcaption></figure>";
@@ -842,9 +843,9 @@ class ReportWriter {
       << "<span><i style=\"background:#32d583\"></i>pose</span><span><i style=\"background:#00a0c8\"></i>segment mask</span>"
       << "<span><i style=\"background:#e6194b\"></i>faces (colour: identity cluster)</span></div>"
       << InpaintFigure(item, a, have_still) << "</div><div>" << FacesPanel(item, a);
-    if (auto it = a.results.find("lighting"); it != a.results.end()) s << LightingPanel(it->second);
-    if (auto it = a.results.find("motion"); it != a.results.end()) s << MotionPanel(it->second, o_.path_map);
-    if (auto it = a.results.find("audio_sync"); it != a.results.end()) s << AudioSyncPanel(it->second, o_.path_map);
+    if (auto it = a.results.find(stage_names::kLighting); it != a.results.end()) s << LightingPanel(it->second);
+    if (auto it = a.results.find(stage_names::kMotion); it != a.results.end()) s << MotionPanel(it->second, o_.path_map);
+    if (auto it = a.results.find(stage_names::kAudioSync); it != a.results.end()) s << AudioSyncPanel(it->second, o_.path_map);
     s << StagesPanel(item) << "</div></div>" << kFooter;
     const std::string name = std::to_string(item.id) + ".html";
     written_items_.insert(name);

@@ -8,6 +8,7 @@
 
 #include <opencv2/imgproc.hpp>
 
+#include "jobs/stage_names.h"
 #include "media/audio_reader.h"
 #include "media/video_reader.h"
 #include "models/decode.h"
@@ -451,8 +452,8 @@ nlohmann::json ResultJson(const Sound& sound, const VisualSeries& visual, double
 AudioSyncStage::AudioSyncStage(std::shared_ptr<models::ModelCache> cache, AudioSyncOptions options,
                                const std::string& out_dir)
     : cache_(std::move(cache)), options_(std::move(options)),
-      series_dir_(ArtifactDir(out_dir, "audio_sync")) {
-  spec_.name = "audio_sync";
+      series_dir_(ArtifactDir(out_dir, stage_names::kAudioSync)) {
+  spec_.name = stage_names::kAudioSync;
   spec_.images = false;  // a still image has no sound: its job is skipped with the reason
   spec_.videos = true;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "jobs/stage_names.h"
 #include "models/decode.h"
 
 namespace framemill {
@@ -42,7 +43,7 @@ nlohmann::json FrameResultOf(const std::string& model, const std::vector<models:
 
 CategorizeStage::CategorizeStage(std::shared_ptr<models::ModelCache> cache,
                                  ModelStageOptions frames, CategorizeOptions options)
-    : ModelStage("categorize", std::move(cache), frames), options_(options) {}
+    : ModelStage(stage_names::kCategorize, std::move(cache), frames), options_(options) {}
 
 Status CategorizeStage::Analyse(const ModelBatch& batch, const StageContext& ctx,
                                 std::vector<FrameResult>* results, std::string* device) {

@@ -9,6 +9,7 @@
 #include "cluster/cluster.h"
 #include "cluster/stable_ids.h"
 #include "gpu/ops.h"
+#include "jobs/stage_names.h"
 
 namespace framemill {
 namespace {
@@ -159,7 +160,7 @@ std::vector<std::vector<size_t>> LinkTracks(const std::vector<FaceRef>& faces,
 
 FaceClustersStage::FaceClustersStage(FaceClustersOptions options) : options_(std::move(options)) {
   spec_.name = kName;
-  spec_.deps = {"faces"};
+  spec_.deps = {stage_names::kFaces};
   spec_.dataset_level = true;
 }
 
@@ -285,7 +286,7 @@ Outcome FaceClustersStage::RunOne(const StageContext& ctx) const {
   std::vector<FaceRef> faces;
   int64_t unreadable = 0;
   std::string example;
-  s = ctx.results->ForEachResult("faces", [&](const ExportRow& r) {
+  s = ctx.results->ForEachResult(stage_names::kFaces, [&](const ExportRow& r) {
     Status p = ParseFacesResult(r.source, r.result_json, &faces);
     if (!p.ok() && unreadable++ == 0) example = r.source + ": " + std::string(p.message());
     return Status::OK();

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "stages/stage.h"
+#include "jobs/stage_names.h"
 #include "stages/stage_options.h"
 
 namespace framemill {
@@ -41,7 +42,7 @@ std::vector<std::vector<size_t>> LinkTracks(const std::vector<FaceRef>& faces,
 
 class FaceClustersStage : public Stage {
  public:
-  static constexpr const char* kName = "face_clusters";
+  static constexpr const char* kName = stage_names::kFaceClusters;
   explicit FaceClustersStage(FaceClustersOptions options);
   const StageSpec& spec() const override { return spec_; }
   std::vector<Outcome> RunBatch(const std::vector<ClaimedJob>& jobs,

@@ -5,6 +5,8 @@
 
 #include <opencv2/imgproc.hpp>
 
+#include "jobs/stage_names.h"
+
 namespace framemill {
 namespace {
 
@@ -48,7 +50,7 @@ cv::Mat FaceCrop(const cv::Mat& image, const models::FaceBox& f, float scale) {
 
 FacesStage::FacesStage(std::shared_ptr<models::ModelCache> cache, ModelStageOptions frames,
                        FacesOptions options)
-    : ModelStage("faces", std::move(cache), frames), options_(std::move(options)) {}
+    : ModelStage(stage_names::kFaces, std::move(cache), frames), options_(std::move(options)) {}
 
 std::vector<FacesStage::FrameFaces> FacesStage::PlanFrames(const ModelBatch& batch,
                                                           int input_side,

@@ -16,13 +16,14 @@
 #include <thread>
 
 #include "fetch/fetcher.h"
+#include "jobs/stage_names.h"
 #include "stages/stage.h"
 
 namespace framemill {
 
 class FetchStage : public Stage {
  public:
-  static constexpr const char* kName = "fetch";
+  static constexpr const char* kName = stage_names::kFetch;
 
   // Downloads land under options.out_dir/fetched/.
   explicit FetchStage(fetch::FetchOptions options);

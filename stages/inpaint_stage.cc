@@ -8,6 +8,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "gpu/ops.h"
+#include "jobs/stage_names.h"
 #include "media/image.h"
 #include "stages/artifact.h"
 #include "stages/inpaint_fill.h"
@@ -89,13 +90,13 @@ struct InpaintStage::Network {
 };
 
 InpaintStage::InpaintStage(InpaintOptions options, const std::string& out_dir)
-    : options_(std::move(options)), image_dir_(ArtifactDir(out_dir, "inpaint")) {
+    : options_(std::move(options)), image_dir_(ArtifactDir(out_dir, stage_names::kInpaint)) {
   if (options_.masks != "segment") options_.masks = AbsolutePath(options_.masks);
   if (!options_.model.empty()) options_.model = AbsolutePath(options_.model);
-  spec_.name = "inpaint";
+  spec_.name = stage_names::kInpaint;
   spec_.images = true;
   spec_.videos = false;  // video keyframes are not inpainted: their jobs are skipped
-  if (options_.masks == "segment") spec_.deps = {"segment"};
+  if (options_.masks == "segment") spec_.deps = {stage_names::kSegment};
 }
 
 InpaintStage::~InpaintStage() = default;
@@ -141,7 +142,7 @@ Result<InpaintStage::Hole> InpaintStage::FindHole(const ClaimedJob& job, const S
   }
   if (ctx.results == nullptr)
     return Status::Internal("inpaint needs the store's results to read segment's mask");
-  auto row = ctx.results->ResultOf(job.item_id, "segment");
+  auto row = ctx.results->ResultOf(job.item_id, stage_names::kSegment);
   if (!row.ok()) return row.status();
   if (!row->has_value()) return Status::Aborted("the segment job of this item is not done");
   auto seg = nlohmann::json::parse((*row)->result_json, nullptr, false);

@@ -4,6 +4,7 @@
 
 #include "base/clock.h"
 #include "gpu/compute_backend.h"
+#include "jobs/stage_names.h"
 #include "media/video.h"
 #include "stages/lighting_analysis.h"
 
@@ -47,7 +48,7 @@ Status Decode(const ClaimedJob& job, const LightingOptions& opt, std::vector<Fra
 }  // namespace
 
 LightingStage::LightingStage(LightingOptions options) : options_(options) {
-  spec_.name = "lighting";
+  spec_.name = stage_names::kLighting;
   spec_.images = true;
   spec_.videos = true;
 }

@@ -2,6 +2,7 @@
 
 
 #include "gpu/ops.h"
+#include "jobs/stage_names.h"
 #include "media/video_reader.h"
 #include "stages/artifact.h"
 #include "stages/motion_analysis.h"
@@ -45,8 +46,8 @@ FlowFn DeviceFlow(gpu::OomLadder& ladder, std::string* device) {
 }  // namespace
 
 MotionStage::MotionStage(MotionOptions options, const std::string& out_dir)
-    : options_(std::move(options)), series_dir_(ArtifactDir(out_dir, "motion")) {
-  spec_.name = "motion";
+    : options_(std::move(options)), series_dir_(ArtifactDir(out_dir, stage_names::kMotion)) {
+  spec_.name = stage_names::kMotion;
   spec_.images = false;  // a still image has no motion: its job is skipped with the reason
   spec_.videos = true;
 }

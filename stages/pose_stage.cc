@@ -6,6 +6,7 @@
 
 #include <opencv2/imgproc.hpp>
 
+#include "jobs/stage_names.h"
 #include "stages/motion_analysis.h"
 
 namespace framemill {
@@ -148,7 +149,7 @@ ModelStageOptions VideoFrames(ModelStageOptions frames, const PoseOptions& o) {
 
 PoseStage::PoseStage(std::shared_ptr<models::ModelCache> cache, ModelStageOptions frames,
                      PoseOptions options)
-    : ModelStage("pose", std::move(cache), VideoFrames(frames, options)),
+    : ModelStage(stage_names::kPose, std::move(cache), VideoFrames(frames, options)),
       options_(std::move(options)) {}
 
 void PoseStage::AddCamera(const ModelBatch& batch, std::vector<FrameResult>* results) const {

@@ -2,6 +2,7 @@
 
 #include <opencv2/imgcodecs.hpp>
 
+#include "jobs/stage_names.h"
 #include "models/decode.h"
 #include "stages/artifact.h"
 
@@ -19,8 +20,8 @@ Status WritePng(const cv::Mat& mask, const std::string& path) {
 
 SegmentStage::SegmentStage(std::shared_ptr<models::ModelCache> cache, ModelStageOptions frames,
                            SegmentOptions options, const std::string& out_dir)
-    : ModelStage("segment", std::move(cache), frames), options_(std::move(options)) {
-  mask_dir_ = ArtifactDir(out_dir, "segment");
+    : ModelStage(stage_names::kSegment, std::move(cache), frames), options_(std::move(options)) {
+  mask_dir_ = ArtifactDir(out_dir, stage_names::kSegment);
 }
 
 std::string SegmentStage::MaskPath(const ClaimedJob& job, int64_t frame) const {
