@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/json_text.h"
+#include "jobs/first_state.h"
 #include "storage/migrations.h"
 #include "storage/pg_db.h"
 #include "storage/sqlite_db.h"
@@ -227,7 +228,6 @@ Status SqlJobStore<Db>::InsertJobsForItem(int64_t item_id, MediaKind kind,
   const StageSpec* downloader = is_url ? graph_->Downloader() : nullptr;
   int64_t fetch_id = 0;
   int fetch_state = kPending;
-  bool kind_known = true;
   if (is_url) {
     if (downloader == nullptr)
       return Status::InvalidArgument(
@@ -240,7 +240,6 @@ Status SqlJobStore<Db>::InsertJobsForItem(int64_t item_id, MediaKind kind,
     auto id = JobState_(item_id, downloader->name, &fetch_state);
     if (!id.ok()) return id.status();
     fetch_id = *id;
-    kind_known = fetch_state == kDone;
   }
   for (const std::string& name : options.stages) {
     const StageSpec* spec = graph_->Find(name);
@@ -248,35 +247,21 @@ Status SqlJobStore<Db>::InsertJobsForItem(int64_t item_id, MediaKind kind,
     if (spec->dataset_level || spec->downloads) continue;  // downloads: URL items, above
     // Dependencies come earlier in options.stages (dependency order), so they exist.
     std::vector<std::pair<int64_t, int>> deps;
-    std::string reason, error_class;
-    int state = spec->deps.empty() && !is_url ? kPending : kWaiting;
-    if (is_url) {
-      deps.emplace_back(fetch_id, fetch_state);
-      if (fetch_state == kSkipped || fetch_state == kFailed) {
-        state = kSkipped;
-        error_class = "fetch_failed";
-        reason = "the fetch of this URL failed";
-      }
-    }
+    std::vector<DependencyNow> now_in;
+    if (is_url) deps.emplace_back(fetch_id, fetch_state);
     for (const std::string& d : spec->deps) {
       int dep_state = 0;
       auto dep_id = JobState_(item_id, d, &dep_state);
       if (!dep_id.ok()) return dep_id.status();
       deps.emplace_back(*dep_id, dep_state);
-      if (state != kSkipped && (dep_state == kSkipped || dep_state == kFailed)) {
-        state = dep_state == kSkipped ? kSkipped : kFailed;
-        error_class = state == kSkipped ? "not_applicable" : "dependency_failed";
-        reason = "dependency " + d + (dep_state == kSkipped ? " was skipped" : " failed");
-      }
+      now_in.push_back({d, static_cast<JobState>(dep_state)});
     }
-    if (kind_known && !spec->AppliesTo(kind)) {
-      state = kSkipped;
-      error_class = "not_applicable";
-      reason = name + " does not apply to " + std::string(MediaKindName(kind)) + " items";
-    }
-    if (state == kWaiting &&
-        std::all_of(deps.begin(), deps.end(), [](auto& d) { return d.second == kDone; }))
-      state = kPending;
+    const FirstState first = DecideFirstState(
+        *spec, kind, is_url ? std::optional(static_cast<JobState>(fetch_state)) : std::nullopt,
+        now_in);
+    const int state = static_cast<int>(first.state);
+    const std::string& reason = first.reason;
+    const std::string& error_class = first.error_class;
     FM_PREPARE(ins,
                "INSERT INTO jobs (item_id, stage, state, priority, max_attempts, created_at,"
                " error_class, last_error, finished_at) VALUES (?,?,?,?,?,?,?,?,?)"

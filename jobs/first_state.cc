@@ -1,0 +1,31 @@
+#include "jobs/first_state.h"
+
+namespace framemill {
+
+FirstState DecideFirstState(const StageSpec& spec, MediaKind kind,
+                            std::optional<JobState> download,
+                            const std::vector<DependencyNow>& deps) {
+  FirstState f;
+  f.state = spec.deps.empty() && !download ? JobState::kPending : JobState::kWaiting;
+  bool all_done = !download || *download == JobState::kDone;
+  if (download && (*download == JobState::kSkipped || *download == JobState::kFailed)) {
+    f = {JobState::kSkipped, "fetch_failed", "the fetch of this URL failed"};
+  }
+  for (const DependencyNow& d : deps) {
+    all_done = all_done && d.state == JobState::kDone;
+    if (f.state == JobState::kSkipped) continue;  // a later failed dependency does not undo it
+    if (d.state == JobState::kSkipped)
+      f = {JobState::kSkipped, "not_applicable", "dependency " + d.stage + " was skipped"};
+    else if (d.state == JobState::kFailed)
+      f = {JobState::kFailed, "dependency_failed", "dependency " + d.stage + " failed"};
+  }
+  // A URL item's kind is known once its download is done.
+  const bool kind_known = !download || *download == JobState::kDone;
+  if (kind_known && !spec.AppliesTo(kind))
+    f = {JobState::kSkipped, "not_applicable",
+         spec.name + " does not apply to " + std::string(MediaKindName(kind)) + " items"};
+  if (f.state == JobState::kWaiting && all_done) f.state = JobState::kPending;
+  return f;
+}
+
+}  // namespace framemill
