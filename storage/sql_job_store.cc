@@ -246,14 +246,14 @@ Status SqlJobStore<Db>::InsertJobsForItem(int64_t item_id, MediaKind kind,
     if (spec == nullptr) return Status::InvalidArgument("unknown stage " + name);
     if (spec->dataset_level || spec->downloads) continue;  // downloads: URL items, above
     // Dependencies come earlier in options.stages (dependency order), so they exist.
-    std::vector<std::pair<int64_t, int>> deps;
+    std::vector<int64_t> dep_ids;
     std::vector<DependencyNow> now_in;
-    if (is_url) deps.emplace_back(fetch_id, fetch_state);
+    if (is_url) dep_ids.push_back(fetch_id);
     for (const std::string& d : spec->deps) {
       int dep_state = 0;
       auto dep_id = JobState_(item_id, d, &dep_state);
       if (!dep_id.ok()) return dep_id.status();
-      deps.emplace_back(*dep_id, dep_state);
+      dep_ids.push_back(*dep_id);
       now_in.push_back({d, static_cast<JobState>(dep_state)});
     }
     const FirstState first = DecideFirstState(
@@ -278,7 +278,7 @@ Status SqlJobStore<Db>::InsertJobsForItem(int64_t item_id, MediaKind kind,
     const int64_t job_id = ins.Int(0);
     ++stats->jobs_added;
     if (state == kSkipped) ++stats->jobs_not_applicable;
-    for (auto& [dep_id, dep_state] : deps) {
+    for (int64_t dep_id : dep_ids) {
       FM_PREPARE(e, "INSERT INTO job_deps (job_id, dep_id) VALUES (?, ?)");
       FM_RETURN_IF_ERROR(e.Bind(1, job_id).Bind(2, dep_id).Run());
     }

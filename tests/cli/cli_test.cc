@@ -524,12 +524,8 @@ TEST_F(CliSignalTest, SecondSigintStopsAtOnceAndExpiredLeasesAreRescuedByTheReru
   int code = WaitProcess(sup);
   EXPECT_EQ(code, 130) << ReadFile(log_);
   // The workers were killed, not asked: give the kernel a moment to reap them.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  for (pid_t w : workers) {
-    while (Alive(w) && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    EXPECT_FALSE(Alive(w)) << "worker " << w << " still alive";
-  }
+  WaitUntilGone(workers, 10);
+  for (pid_t w : workers) EXPECT_FALSE(Alive(w)) << "worker " << w << " still alive";
   EXPECT_LT(Int("SELECT count(*) FROM jobs WHERE state = 2"), kSignalImages);
   // No graceful release: the batches in hand are still leased to the dead workers.
   const long long leased = Int("SELECT count(*) FROM jobs WHERE state = 1 AND lease_token IS NOT NULL");

@@ -310,11 +310,7 @@ TEST(HostileTest, SupervisorKilledWhileStatusReadsLeavesAnIntactStoreAndWorkersO
     WaitProcess(sup);
     ++kills;
     // They finish the job in hand and go: waited for, up to a minute.
-    WaitUntil([&] {
-      for (pid_t w : workers)
-        if (Alive(w)) return false;
-      return true;
-    });
+    WaitUntilGone(workers);
     for (pid_t w : workers) EXPECT_FALSE(Alive(w)) << "worker " << w << " outlived its supervisor";
     EXPECT_EQ(Integrity(db), "ok");
   }

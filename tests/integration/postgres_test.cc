@@ -198,10 +198,8 @@ TEST(PostgresCrashTest, FourMachinesKilledAtRandomAndAServerRestartLoseNothing) 
   // 2. The restart, while the witness is connected and holds leases; then the witness must
   //    reconnect and go on finishing jobs, not stop.
   auto witness_done = [&] {
-    std::string pids = std::to_string(machines[kWitness]);
-    for (pid_t w : ChildPids(machines[kWitness])) pids += "," + std::to_string(w);
     return QueryInt(db, "SELECT coalesce(sum(jobs_done), 0) FROM workers WHERE pid IN (" +
-                            pids + ")");
+                            TreePids(machines[kWitness]) + ")");
   };
   ASSERT_TRUE(WaitUntil([&] { return LeasesHeldBy(db, machines[kWitness]) > 0; }))
       << ReadFile(log_of(kWitness));

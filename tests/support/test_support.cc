@@ -189,6 +189,20 @@ bool WaitUntil(const std::function<bool()>& done, double timeout_s) {
   }
 }
 
+bool WaitUntilGone(const std::vector<pid_t>& pids, double timeout_s) {
+  return WaitUntil([&] {
+    for (pid_t p : pids)
+      if (Alive(p)) return false;
+    return true;
+  }, timeout_s);
+}
+
+std::string TreePids(pid_t pid) {
+  std::string pids = std::to_string(pid);
+  for (pid_t child : ChildPids(pid)) pids += "," + std::to_string(child);
+  return pids;
+}
+
 const char* FramemillBin() {
   static const std::string bin = [] {
     const char* e = std::getenv("FRAMEMILL_TEST_BIN");
@@ -315,10 +329,8 @@ long long QueryInt(const std::string& db, const std::string& sql) {
 }
 
 long long LeasesHeldBy(const std::string& db, pid_t pid) {
-  std::string pids = std::to_string(pid);
-  for (pid_t child : ChildPids(pid)) pids += "," + std::to_string(child);
   return QueryInt(db, "SELECT count(*) FROM jobs WHERE state = 1 AND lease_owner IN"
-                      " (SELECT id FROM workers WHERE pid IN (" + pids + "))");
+                      " (SELECT id FROM workers WHERE pid IN (" + TreePids(pid) + "))");
 }
 
 bool FreezeHoldingLeases(const std::string& db, pid_t pid, long long* held, double timeout_s) {

@@ -68,6 +68,10 @@ bool FreezeTree(pid_t pid);
 // waiting on an event (a lease taken, a line logged), with a timeout that only a
 // broken program reaches, never for letting time pass.
 bool WaitUntil(const std::function<bool()>& done, double timeout_s = 60);
+// Waits until none of `pids` is Alive(); whether that came within timeout_s.
+bool WaitUntilGone(const std::vector<pid_t>& pids, double timeout_s = 60);
+// pid and its direct children, comma-separated: an SQL list for workers.pid IN (...).
+std::string TreePids(pid_t pid);
 
 // Path of the sample data shipped by Debian's opencv-doc.
 std::string SampleData(const std::string& name);
