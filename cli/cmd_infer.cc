@@ -103,19 +103,75 @@ bool Report(const InferOptions& opts, const ModelManifest& man, const std::strin
   return dec.ok();
 }
 
+// The flags' own mistakes, before anything is loaded: a usage message, or "" when fine.
+std::string UsageProblem(const InferOptions& opts) {
+  if (opts.model.empty())
+    return "--model is required (one of: " + models::CatalogModelNames() + ")";
+  if (opts.device != "cpu" && opts.device != "gpu")
+    return "--device must be cpu or gpu, not '" + opts.device + "'";
+  if (opts.images.empty()) return "no IMAGE given";
+  return "";
+}
+
+// --device cpu: OpenCV DNN (no backend). --device gpu: our engine on CUDA device
+// GPU_DEVICE_ID, with the fused preprocessing kernel and fp16 storage.
+Result<std::unique_ptr<gpu::ComputeBackend>> OpenBackend(const InferOptions& opts) {
+  if (opts.device != "gpu") return std::unique_ptr<gpu::ComputeBackend>();
+  auto b = gpu::MakeCudaBackend(opts.gpu.device_id);
+  if (!b.ok())
+    return Status::InvalidArgument("--device gpu: no CUDA device " +
+                                   std::to_string(opts.gpu.device_id) + ": " +
+                                   b.status().message());
+  if (opts.gpu.memory_limit_gb > 0)
+    (*b)->SetMemoryLimit(static_cast<int64_t>(opts.gpu.memory_limit_gb * (1LL << 30)));
+  return b;
+}
+
+struct InferRun {  // what the images' batches came to
+  int rc = 0;
+  int ran = 0;
+  double total_ms = 0;
+  nlohmann::json results = nlohmann::json::array();
+};
+
+// Reads and runs images [start, start + batch), reporting each; unreadable ones and failed
+// batches set rc to kExitSomeFailed, the others still run.
+void RunBatch(const InferOptions& opts, const models::ModelManifest& man,
+              models::ModelRunner& runner, size_t start, size_t batch, InferRun* run,
+              std::ostream& out, std::ostream& err) {
+  std::vector<cv::Mat> mats;
+  std::vector<std::string> names;
+  for (size_t i = start; i < std::min(opts.images.size(), start + batch); ++i) {
+    cv::Mat m = cv::imread(opts.images[i], cv::IMREAD_COLOR);
+    if (m.empty()) {
+      err << "infer: cannot read image '" << opts.images[i] << "'\n";
+      run->rc = kExitSomeFailed;
+      continue;
+    }
+    mats.push_back(std::move(m));
+    names.push_back(opts.images[i]);
+  }
+  if (mats.empty()) return;
+  auto t0 = std::chrono::steady_clock::now();
+  auto res = runner.Run(mats);
+  run->total_ms +=
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (!res.ok()) {
+    err << "infer: " << res.status().ToString() << "\n";
+    run->rc = kExitSomeFailed;
+    return;
+  }
+  run->ran += static_cast<int>(mats.size());
+  for (size_t b = 0; b < mats.size(); ++b)
+    if (!Report(opts, man, names[b], mats[b], (*res)[b], &run->results, out, err))
+      run->rc = kExitSomeFailed;
+}
+
 // Exit codes: 0 all images done; 2 usage/configuration (unknown or not installed model,
 // bad device); 3 some images could not be read or run (the others are still printed).
 int RunInfer(const InferOptions& opts, std::ostream& out, std::ostream& err) {
-  if (opts.model.empty()) {
-    err << "infer: --model is required (one of: " << models::CatalogModelNames() << ")\n";
-    return kExitUsage;
-  }
-  if (opts.device != "cpu" && opts.device != "gpu") {
-    err << "infer: --device must be cpu or gpu, not '" << opts.device << "'\n";
-    return kExitUsage;
-  }
-  if (opts.images.empty()) {
-    err << "infer: no IMAGE given\n";
+  if (std::string why = UsageProblem(opts); !why.empty()) {
+    err << "infer: " << why << "\n";
     return kExitUsage;
   }
   auto man = FindManifest(opts);
@@ -123,69 +179,32 @@ int RunInfer(const InferOptions& opts, std::ostream& out, std::ostream& err) {
     err << "infer: " << man.status().message() << "\n";
     return kExitUsage;
   }
-  // --device cpu: OpenCV DNN. --device gpu: our engine on CUDA device GPU_DEVICE_ID, with
-  // the fused preprocessing kernel and fp16 storage.
-  std::unique_ptr<gpu::ComputeBackend> backend;
-  if (opts.device == "gpu") {
-    auto b = gpu::MakeCudaBackend(opts.gpu.device_id);
-    if (!b.ok()) {
-      err << "infer: --device gpu: no CUDA device " << opts.gpu.device_id << ": "
-          << b.status().message() << "\n";
-      return kExitUsage;
-    }
-    backend = std::move(b).value();
-    if (opts.gpu.memory_limit_gb > 0)
-      backend->SetMemoryLimit(static_cast<int64_t>(opts.gpu.memory_limit_gb * (1LL << 30)));
+  auto backend = OpenBackend(opts);
+  if (!backend.ok()) {
+    err << "infer: " << backend.status().message() << "\n";
+    return kExitUsage;
   }
-  auto runner = models::OpenRunner(*man, backend.get());
+  auto runner = models::OpenRunner(*man, backend->get());
   if (!runner.ok()) {
-    err << "infer: " << (backend ? "--device gpu: " : "") << runner.status().ToString() << "\n";
-    return backend ? kExitSomeFailed : kExitUsage;
+    err << "infer: " << (*backend ? "--device gpu: " : "") << runner.status().ToString() << "\n";
+    return *backend ? kExitSomeFailed : kExitUsage;
   }
+  InferRun run;
+  const size_t batch = std::max(1, man->batchable ? opts.batch : 1);
+  for (size_t start = 0; start < opts.images.size(); start += batch)
+    RunBatch(opts, *man, **runner, start, batch, &run, out, err);
   const std::string device = (*runner)->device();
-
-  int rc = 0;
-  nlohmann::json results = nlohmann::json::array();
-  const int batch = std::max(1, man->batchable ? opts.batch : 1);
-  double total_ms = 0;
-  int ran = 0;
-  for (size_t start = 0; start < opts.images.size(); start += batch) {
-    std::vector<cv::Mat> mats;
-    std::vector<std::string> names;
-    for (size_t i = start; i < std::min(opts.images.size(), start + batch); ++i) {
-      cv::Mat m = cv::imread(opts.images[i], cv::IMREAD_COLOR);
-      if (m.empty()) {
-        err << "infer: cannot read image '" << opts.images[i] << "'\n";
-        rc = kExitSomeFailed;
-        continue;
-      }
-      mats.push_back(std::move(m));
-      names.push_back(opts.images[i]);
-    }
-    if (mats.empty()) continue;
-    auto t0 = std::chrono::steady_clock::now();
-    auto res = (*runner)->Run(mats);
-    total_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (!res.ok()) {
-      err << "infer: " << res.status().ToString() << "\n";
-      rc = kExitSomeFailed;
-      continue;
-    }
-    ran += static_cast<int>(mats.size());
-    for (size_t b = 0; b < mats.size(); ++b)
-      if (!Report(opts, *man, names[b], mats[b], (*res)[b], &results, out, err)) rc = kExitSomeFailed;
-  }
   if (opts.json) {
     nlohmann::json doc = {{"model", man->name.empty() ? opts.model : man->name},
                           {"device", device},
-                          {"ms_per_image", ran ? total_ms / ran : 0.0},
-                          {"results", std::move(results)}};
+                          {"ms_per_image", run.ran ? run.total_ms / run.ran : 0.0},
+                          {"results", std::move(run.results)}};
     out << JsonDump(doc) << "\n";
-  } else if (ran) {
+  } else if (run.ran) {
     out << opts.model << " on " << device << ": " << std::fixed << std::setprecision(1)
-        << total_ms / ran << " ms per image (" << ran << " image(s))\n";
+        << run.total_ms / run.ran << " ms per image (" << run.ran << " image(s))\n";
   }
-  return rc;
+  return run.rc;
 }
 
 }  // namespace

@@ -227,6 +227,86 @@ TEST_P(JobStoreTest, EnqueueingTheSameItemsAgainAddsNothing) {
   EXPECT_EQ(Count("job_deps"), 3);
 }
 
+// Enqueue writes items, jobs and dependencies in multi-row statements of at most 256 rows
+// (powers of two): 1,000 items split 512 → 256+256, then 128+64+32+8. Every job must still
+// depend on its own item's job, and each item's jobs must be the ones DecideFirstState gives.
+TEST_P(JobStoreTest, EnqueueAcrossStatementChunksLinksEachJobToItsOwnItem) {
+  AddStage(Stage("a"));
+  AddStage(Stage("b", {"a"}));
+  StageSpec videos_only = Stage("c", {"a"});
+  videos_only.images = false;
+  AddStage(videos_only);
+  Open();
+  std::vector<NewItem> items = Images(1000);
+  for (int i = 0; i < 1000; i += 7) items[i] = Video("/data/vid" + std::to_string(i) + ".mp4");
+  EnqueueStats st = Enqueue(items, {"a", "b", "c"});
+  const int64_t videos = 143;  // i = 0, 7, ..., 994
+  EXPECT_EQ(st.items_added, 1000);
+  EXPECT_EQ(st.jobs_added, 3000);
+  EXPECT_EQ(st.jobs_not_applicable, 1000 - videos);
+  EXPECT_EQ(Count("jobs WHERE stage = 'a' AND state = 0"), 1000);
+  EXPECT_EQ(Count("jobs WHERE stage = 'b' AND state = 5"), 1000);
+  EXPECT_EQ(Count("jobs WHERE stage = 'c' AND state = 5"), videos);
+  EXPECT_EQ(Count("jobs WHERE stage = 'c' AND state = 4 AND error_class = 'not_applicable'"),
+            1000 - videos);
+  EXPECT_EQ(Count("job_deps"), 2000) << "skipped jobs keep their dependency too";
+  EXPECT_EQ(Count("job_deps d JOIN jobs j ON j.id = d.job_id JOIN jobs a ON a.id = d.dep_id"
+                  " WHERE a.item_id <> j.item_id OR a.stage <> 'a'"),
+            0);
+  // Done upstream promotes exactly that item's dependants.
+  std::vector<ClaimedJob> all_a = Claim("w", {"a"}, 1000);
+  ASSERT_EQ(all_a.size(), 1000u);
+  auto a = std::find_if(all_a.begin(), all_a.end(),
+                        [](const ClaimedJob& j) { return j.source == "/data/img999.png"; });
+  ASSERT_NE(a, all_a.end());
+  CompleteAllDone({*a});
+  std::vector<ClaimedJob> b = Claim("w", {"b"});
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].source, "/data/img999.png");
+  // Again: nothing added, nothing written.
+  st = Enqueue(items, {"a", "b", "c"});
+  EXPECT_EQ(st.items_unchanged, 1000);
+  EXPECT_EQ(st.jobs_added + st.items_added + st.items_changed + st.jobs_requeued, 0);
+}
+
+// A source given twice in one call, new to the store: one item, its jobs once; a later
+// mention with other content changes it as if the two had been enqueued one after the other.
+TEST_P(JobStoreTest, EnqueueOfASourceGivenTwiceInOneCallAddsItOnce) {
+  AddStage(Stage("a"));
+  AddStage(Stage("b", {"a"}));
+  Open();
+  EnqueueStats st = Enqueue({Image("/data/x.png"), Image("/data/y.png"), Image("/data/x.png")},
+                            {"a", "b"});
+  EXPECT_EQ(st.items_added, 2);
+  EXPECT_EQ(st.items_unchanged, 1);
+  EXPECT_EQ(st.jobs_added, 4);
+  EXPECT_EQ(Count("items"), 2);
+  EXPECT_EQ(Count("job_deps"), 2);
+  st = Enqueue({Image("/data/x.png", "h2"), Image("/data/x.png", "h2")}, {"a", "b"});
+  EXPECT_EQ(st.items_changed, 1);
+  EXPECT_EQ(st.items_unchanged, 1) << "the second mention meets the content the first wrote";
+  EXPECT_EQ(st.jobs_requeued, 2);
+  EXPECT_EQ(JobText("(SELECT content_hash FROM items WHERE id = jobs.item_id)", "/data/x.png", "a"),
+            "h2");
+}
+
+// A stage added to the pipeline later: enqueueing the known items again adds only its jobs,
+// in the first state their dependencies' states give (done upstream: pending at once).
+TEST_P(JobStoreTest, EnqueueOfKnownItemsAddsOnlyTheMissingStagesJobs) {
+  AddStage(Stage("a"));
+  AddStage(Stage("b", {"a"}));
+  Open();
+  Enqueue(Images(3), {"a"});
+  ClaimedJob a0 = ClaimOne("a", "/data/img0.png");
+  CompleteAllDone({a0});
+  EnqueueStats st = Enqueue(Images(3), {"a", "b"});
+  EXPECT_EQ(st.items_unchanged, 3);
+  EXPECT_EQ(st.jobs_added, 3);
+  EXPECT_EQ(State("/data/img0.png", "b"), kPending);
+  EXPECT_EQ(State("/data/img1.png", "b"), kWaiting);
+  EXPECT_EQ(Count("job_deps"), 3);
+}
+
 TEST_P(JobStoreTest, ChangedContentHashRequeuesTheItemsJobsAndKeepsErrorHistory) {
   AddStage(Stage("a"));
   AddStage(Stage("b", {"a"}));
