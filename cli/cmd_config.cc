@@ -12,7 +12,7 @@ namespace framemill {
 int CmdConfig(const Flags& f) {
   auto env = Resolve(f);
   if (!env.ok()) return UsageError(env.status().message());
-  const Config& c = env->config;
+  const Settings& c = env->config;
   if (f.json) {
     nlohmann::json j = nlohmann::json::object();
     j["config_file"] = c.config_file.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.config_file);

@@ -16,7 +16,7 @@ namespace framemill {
 int CmdGpu(const Flags& f) {
   auto env = Resolve(f);
   if (!env.ok()) return UsageError(env.status().message());
-  const gpu::GpuOptions g = ToGpuOptions(env->config);
+  const gpu::GpuOptions g = env->config.run.gpu;
   gpu::GpuPlan plan = PlanFromOptions(g);
   // Free/total of the device the plan uses (sim reports its budget).
   std::vector<gpu::DeviceInfo> shown = plan.devices;

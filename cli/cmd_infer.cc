@@ -218,8 +218,8 @@ int CmdInfer(const Flags& f) {
   o.json = f.json;
   o.images = f.sources;
   if (f.batch) o.batch = *f.batch;
-  o.models_dir = env->config.models;
-  o.gpu = ToGpuOptions(env->config);
+  o.models_dir = env->config.models();
+  o.gpu = env->config.run.gpu;
   return RunInfer(o, std::cout, std::cerr);
 }
 

@@ -13,7 +13,7 @@
 namespace framemill {
 namespace {
 
-std::string SettingSource(const Config& c, const std::string& key) {
+std::string SettingSource(const Settings& c, const std::string& key) {
   for (const auto& p : c.provenance)
     if (p.key == key) return p.source;
   return "default";
@@ -75,8 +75,8 @@ void PrintModels(const std::vector<models::ModelEntry>& entries) {
   for (const auto& n : notes) std::printf("  %s\n", n.c_str());
 }
 
-int ModelsList(const Config& c, bool json) {
-  models::ModelStore store(c.models);
+int ModelsList(const Settings& c, bool json) {
+  models::ModelStore store(c.models());
   std::vector<models::ModelEntry> entries = store.List();
   int installed = 0;
   for (const auto& e : entries) installed += e.installed ? 1 : 0;
@@ -98,9 +98,9 @@ int ModelsList(const Config& c, bool json) {
   return ToInt(ExitCode::kOk);
 }
 
-int ModelsFetch(const Config& c, const Flags& f) {
+int ModelsFetch(const Settings& c, const Flags& f) {
   models::FetchOptions o;
-  o.dir = c.models;
+  o.dir = c.models();
   std::string cur;
   for (char ch : f.only + ",") {
     if (ch == ',') {
@@ -115,7 +115,7 @@ int ModelsFetch(const Config& c, const Flags& f) {
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
   };
-  models::ModelStore store(c.models);
+  models::ModelStore store(c.models());
   std::printf("model directory: %s (%s)\n", store.dir().c_str(), SettingSource(c, "models").c_str());
   std::fflush(stdout);
   auto r = models::FetchModels(o);

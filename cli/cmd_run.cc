@@ -18,7 +18,7 @@ int CmdRun(const Flags& f) {
   auto stages = ResolveStages(*env);
   if (!stages.ok()) return UsageError(stages.status().message());
   if (Status st = CheckStoreExists(*env); !st.ok()) return UsageError(st.message());
-  const Config& config = env->config;
+  const Settings& config = env->config;
   std::vector<std::string> run_stages = *stages;
   if (const StageSpec* downloader = env->registry->graph().Downloader()) {
     // Whatever stages are asked for, a URL item's media arrive only through its download.
@@ -26,8 +26,8 @@ int CmdRun(const Flags& f) {
       run_stages.insert(run_stages.begin(), downloader->name);
     // Named temporaries (only where O_TMPFILE is missing) of transfers that cannot still
     // be running: every transfer ends within its total timeout.
-    const int64_t stale_s = std::max<int64_t>(60, 2 * config.fetch.timeout_ms / 1000);
-    Status tmp = fetch::RemoveStaleTempFiles(config.out, stale_s);
+    const int64_t stale_s = std::max<int64_t>(60, 2 * config.stage.fetch.total_timeout_ms / 1000);
+    Status tmp = fetch::RemoveStaleTempFiles(config.out(), stale_s);
     if (!tmp.ok()) spdlog::warn("could not clean fetch temporaries: {}", tmp.ToString());
   }
   PreflightOptions pre;
@@ -39,7 +39,7 @@ int CmdRun(const Flags& f) {
       RunWorkers(ToRunOptions(config, run_stages, f.forever), *env->registry);
   if (code == ExitCode::kOk || code == ExitCode::kSomeFailed) {
     std::fprintf(stderr, "results: framemill export --db %s (artifacts under %s)\n",
-                 RedactedUri(config.db).c_str(), config.out.c_str());
+                 RedactedUri(config.db()).c_str(), config.out().c_str());
   }
   return ToInt(code);
 }

@@ -179,7 +179,7 @@ int CmdStatus(const Flags& f) {
   if (!store.ok()) return StoreError(store.status());
   auto report = ReadStatus(**store);
   if (!report.ok()) return StoreError(report.status());
-  const std::string db = RedactedUri(env->config.db);
+  const std::string db = RedactedUri(env->config.db());
   const std::optional<FetchSummary> fetch = SummariseFetch(*report, env->registry->graph());
   if (f.json) {
     std::cout << JsonDump(StatusJson(db, *report, fetch), 2) << "\n";

@@ -32,12 +32,12 @@ Result<Env> Resolve(const Flags& f) {
   if (f.workers) in.flags["workers"] = std::to_string(*f.workers);
   if (f.batch) in.flags["run.batch"] = std::to_string(*f.batch);
   if (f.priority) in.flags["enqueue.priority"] = std::to_string(*f.priority);
-  auto cfg = LoadConfig(in);
+  auto cfg = LoadSettings(in);
   if (!cfg.ok()) return cfg.status();
   Env env;
   env.config = std::move(cfg).value();
   SetUpLogging(env.config.log_level);
-  auto registry = MakeDefaultRegistry(ToStageOptions(env.config));
+  auto registry = MakeDefaultRegistry(env.config.stage);
   if (!registry.ok()) return registry.status();
   env.registry = std::move(registry).value();
   return env;
@@ -45,20 +45,20 @@ Result<Env> Resolve(const Flags& f) {
 
 Result<std::vector<std::string>> ResolveStages(const Env& env) {
   std::string err;
-  auto names = env.registry->graph().Closure(env.config.run.stages, &err);
+  auto names = env.registry->graph().Closure(env.config.stages, &err);
   if (names.empty()) return Status::InvalidArgument(err.empty() ? "no stages selected" : err);
   return names;
 }
 
 Result<std::unique_ptr<JobStore>> OpenStore(const Env& env) {
-  return OpenJobStore(env.config.db, &env.registry->graph(), SystemClock());
+  return OpenJobStore(env.config.db(), &env.registry->graph(), SystemClock());
 }
 
 Status CheckStoreExists(const Env& env) {
   // An empty store made here would hide the mistake. A PostgreSQL database is made by
   // its administrator (createdb): opening it says whether it is there.
-  if (IsPostgresUri(env.config.db) || std::filesystem::exists(env.config.db)) return Status::OK();
-  return Status::InvalidArgument("no job store at " + env.config.db +
+  if (IsPostgresUri(env.config.db()) || std::filesystem::exists(env.config.db())) return Status::OK();
+  return Status::InvalidArgument("no job store at " + env.config.db() +
                                  " (set by --db or FRAMEMILL_DB; `framemill enqueue` creates one)");
 }
 

@@ -11,7 +11,7 @@
 
 #include "base/exit_code.h"
 #include "base/status.h"
-#include "configs/config.h"
+#include "cli/settings.h"
 #include "stages/registry.h"
 #include "storage/job_store.h"
 
@@ -35,7 +35,7 @@ struct Flags {
 // A command's world: the configuration (flags > environment > YAML > defaults) and every
 // stage of this build, configured from it.
 struct Env {
-  Config config;
+  Settings config;
   std::unique_ptr<StageRegistry> registry;
 };
 

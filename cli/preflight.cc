@@ -37,7 +37,7 @@ struct ModelProblems {
 
 ModelProblems CheckModels(const Env& env, const std::vector<std::string>& stages) {
   ModelProblems p;
-  models::ModelStore store(env.config.models);
+  models::ModelStore store(env.config.models());
   std::set<std::string> seen;
   for (const std::string& name : stages) {
     const Stage* stage = env.registry->Find(name);
@@ -58,7 +58,7 @@ ModelProblems CheckModels(const Env& env, const std::vector<std::string>& stages
 
 Status FetchMissing(const Env& env, const std::vector<std::string>& missing) {
   models::FetchOptions o;
-  o.dir = env.config.models;
+  o.dir = env.config.models();
   o.only = missing;
   o.force = true;  // a damaged model is converted again, not trusted
   o.progress = [](const std::string& line) {
@@ -66,7 +66,7 @@ Status FetchMissing(const Env& env, const std::vector<std::string>& missing) {
     std::fflush(stderr);
   };
   std::fprintf(stderr, "fetching model(s) %s into %s (--fetch-models)\n", Join(missing).c_str(),
-               env.config.models.c_str());
+               env.config.models().c_str());
   auto r = models::FetchModels(o);
   if (!r.ok())
     return Status::InvalidArgument("--fetch-models: " + r.status().ToString());
@@ -99,7 +99,7 @@ Status Preflight(const Env& env, const std::vector<std::string>& stages,
     if (p.missing.empty() && p.broken.empty()) return Status::OK();
   }
   return Status::InvalidArgument(
-      "stage(s) " + Join(p.needed_by) + " need model(s) not installed in " + env.config.models +
+      "stage(s) " + Join(p.needed_by) + " need model(s) not installed in " + env.config.models() +
       ": " + Join(p.missing) + ". Install them with:\n  framemill models fetch --only " +
       Join(p.missing) + "\n(or run with --fetch-models; FRAMEMILL_MODELS sets the model directory)");
 }

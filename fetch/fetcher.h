@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "base/option_rows.h"
 #include "base/status.h"
 #include "media/kind.h"
 
@@ -37,6 +38,9 @@ struct FetchOptions {  // the fetch.* settings, filled by the CLI
 
   bool operator==(const FetchOptions&) const = default;
 };
+
+// The fetch.* rows bound to `o` (fetch/fetch_rows.cc): fetch.timeout_ms is total_timeout_ms.
+void AddFetchRows(FetchOptions* o, OptionRows* rows);
 
 // Why a download failed. The Status code in FetchResult says whether to retry.
 //  kDns        name did not resolve                               transient (IOError)

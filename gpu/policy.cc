@@ -1,11 +1,17 @@
 #include "gpu/policy.h"
 
-#include "base/operations.h"
 
 #include <algorithm>
 #include <stdexcept>
 
 namespace framemill::gpu {
+
+const std::vector<std::string>& DeviceOperations() {
+  static const std::vector<std::string> ops = {
+      "LIGHTING", "PREPROCESS", "CATEGORIZE", "FACE_DETECTION", "FACE_EMBEDDING",
+      "FACE_CLUSTERING", "SEGMENTATION", "INPAINTING", "POSE", "MOTION", "AUDIO_SYNC"};
+  return ops;
+}
 
 bool HasGpuImplementation(const std::string& op) {
   // The neural operations run on the inference engine (gpu/engine) on a device.

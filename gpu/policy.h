@@ -8,9 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "base/option_rows.h"
 #include "gpu/compute_backend.h"
 
 namespace framemill::gpu {
+
+// The device operations of the contract, each with its <OPERATION>_GPU variable.
+const std::vector<std::string>& DeviceOperations();
 
 // ALL_GPU and <OPERATION>_GPU: auto, or a request for the GPU or the CPU.
 enum class DeviceChoice { kAuto, kGpu, kCpu };
@@ -28,6 +32,9 @@ struct GpuOptions {
 
   bool operator==(const GpuOptions&) const = default;
 };
+
+// The gpu.* rows (ALL_GPU, <OPERATION>_GPU, GPU_BACKEND, ...) bound to `o` (gpu/gpu_rows.cc).
+void AddGpuRows(GpuOptions* o, OptionRows* rows);
 
 struct OpDecision {
   std::string op;          // LIGHTING, PREPROCESS, ...

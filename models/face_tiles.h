@@ -18,6 +18,8 @@ struct TileOptions {
   int min_face_px = 32;    // the smallest face side (frame pixels) to look for
   int max_tiles = 48;      // per frame; past it the smallest tiles are given up
   float overlap = 0.25f;   // of a tile's side shared with its neighbour
+
+  bool operator==(const TileOptions&) const = default;
 };
 
 // The smallest face, in detector-input pixels, that BlazeFace finds reliably:

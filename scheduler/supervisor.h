@@ -26,6 +26,10 @@ struct RunOptions {
   gpu::GpuOptions gpu;  // each worker makes its own devices from these, after fork
 };
 
+// The rows of db, workers and the run.* settings the workers consume (batch, leases,
+// retries, budgets), bound to `o` (scheduler/run_rows.cc). The GPU's are AddGpuRows'.
+void AddRunRows(RunOptions* o, OptionRows* rows);
+
 // Works until nothing claimable is left (or forever). Returns the contract's exit code:
 // kOk all done, kSomeFailed some jobs failed permanently, kInterrupted on a graceful
 // stop, kStoreFailed when the store failed or workers stopped with work outstanding.

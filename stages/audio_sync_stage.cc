@@ -494,8 +494,7 @@ Outcome AudioSyncStage::RunOne(const ClaimedJob& job, const StageContext& ctx) c
                             std::to_string(visual->times.size()) + " frame(s)");
 
   const Signals signals = MakeSignals(*sound, *visual);
-  SyncOptions so;
-  so.max_lag_s = options_.max_offset_s;
+  const SyncOptions& so = options_.sync;
   const std::vector<std::pair<double, double>> shots = Shots(*visual, fps);
   const std::vector<Candidate> all = Compare(signals, so, shots);
   const Candidate* best = Best(all);

@@ -70,6 +70,8 @@ struct SyncOptions {
   double min_overlap_s = 2.0;    // a lag needs this much of both signals together, in all
   double min_segment_s = 1.0;    // a segment counts at a lag where it overlaps this much
   double exclusion_s = 0.12;     // the runner-up is at least this far from the peak
+
+  bool operator==(const SyncOptions&) const = default;
 };
 
 // The offset at which `audio` (shifted later by the offset) best matches `visual`: at every

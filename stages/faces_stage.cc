@@ -57,9 +57,7 @@ std::vector<FacesStage::FrameFaces> FacesStage::PlanFrames(const ModelBatch& bat
                                                           std::vector<cv::Mat>* tiles) const {
   std::vector<FrameFaces> frames(batch.frames.size());
   if (options_.detector != kTiled) return frames;
-  models::TileOptions t;
-  t.min_face_px = options_.min_face_px;
-  t.max_tiles = options_.max_tiles;
+  models::TileOptions t = options_.tiles;
   for (size_t i = 0; i < frames.size(); ++i) {
     const cv::Mat& image = batch.frames[i].bgr;
     frames[i].plan = models::PlanFaceTiles(image.size(), t);

@@ -11,6 +11,20 @@
 
 namespace framemill {
 
+const std::vector<std::pair<std::string, int>>& FlowPresets() {
+  static const std::vector<std::pair<std::string, int>> presets = {
+      {"ultrafast", cv::DISOpticalFlow::PRESET_ULTRAFAST},
+      {"fast", cv::DISOpticalFlow::PRESET_FAST},
+      {"medium", cv::DISOpticalFlow::PRESET_MEDIUM}};
+  return presets;
+}
+
+std::string FlowPresetName(int preset) {
+  for (const auto& [name, value] : FlowPresets())
+    if (value == preset) return name;
+  return std::to_string(preset);
+}
+
 namespace {
 
 constexpr double kPi = 3.14159265358979323846;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -27,6 +28,10 @@ struct MotionAnalysisOptions {
 
   bool operator==(const MotionAnalysisOptions&) const = default;
 };
+
+// DIS optical flow's presets by the names motion.flow_preset takes, and a preset's name.
+const std::vector<std::pair<std::string, int>>& FlowPresets();
+std::string FlowPresetName(int preset);
 
 // The camera's motion from one analysed frame to the next, per source frame.
 struct CameraMotion {

@@ -11,12 +11,6 @@ namespace framemill {
 
 namespace {
 
-int DisPreset(const std::string& name) {
-  if (name == "ultrafast") return cv::DISOpticalFlow::PRESET_ULTRAFAST;
-  if (name == "medium") return cv::DISOpticalFlow::PRESET_MEDIUM;
-  return cv::DISOpticalFlow::PRESET_FAST;
-}
-
 constexpr const char* kOperation = "MOTION";
 
 // Flow on the device the ladder chose for MOTION (our pyramidal Lucas-Kanade), stepping
@@ -70,16 +64,12 @@ Outcome MotionStage::RunOne(const ClaimedJob& job, const StageContext& ctx) cons
   auto reader = VideoReader::Open(job.source, ro);
   if (!reader.ok()) return Outcome::Failed(reader.status());
   VideoReader& r = **reader;
-  MotionAnalysisOptions mo;
-  mo.preset = DisPreset(options_.preset);
-  mo.moving_px = options_.moving_px;
-  mo.cut_histogram = options_.cut_histogram;
-  mo.cut_residual = options_.cut_residual;
   std::string device = "cpu";
   FlowFn flow;  // DIS on the CPU, unless MOTION runs on a device
   if (ctx.ladder != nullptr && ctx.ladder->OnDevice(kOperation)) flow = DeviceFlow(*ctx.ladder, &device);
-  const std::string method = flow ? "lk-pyramid" : "dis-" + options_.preset;
-  MotionAnalyser analyser(mo, cv::Size(r.info().width, r.info().height), r.output_size(), flow);
+  const std::string method =
+      flow ? "lk-pyramid" : "dis-" + FlowPresetName(options_.analysis.preset);
+  MotionAnalyser analyser(options_.analysis, cv::Size(r.info().width, r.info().height), r.output_size(), flow);
   VideoFrame frame;
   for (;;) {
     auto more = r.Next(&frame);

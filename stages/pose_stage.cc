@@ -204,7 +204,7 @@ Status PoseStage::Analyse(const ModelBatch& batch, const StageContext& ctx,
                                              squares[i - start].size());
     }
   }
-  if (multi() && options_.track_camera) AddCamera(batch, results);
+  if (multi() && options_.tracks.use_camera) AddCamera(batch, results);
   return Status::OK();
 }
 
@@ -220,14 +220,13 @@ nlohmann::json PoseStage::FrameResultJson(const std::string& model, const models
 }
 
 PoseTrackOptions PoseStage::TrackOptions(const std::vector<PoseFrame>& frames) const {
-  PoseTrackOptions o;
-  o.min_affinity = options_.track_min_affinity;
+  PoseTrackOptions o = options_.tracks;
   // A long video thinned to max_video_frames: a track may skip a frame or two all the same.
   std::vector<double> steps;
   for (size_t i = 1; i < frames.size(); ++i) steps.push_back(frames[i].time_s - frames[i - 1].time_s);
   if (steps.empty()) return o;
   std::nth_element(steps.begin(), steps.begin() + steps.size() / 2, steps.end());
-  o.max_gap_s = std::max(options_.track_max_gap_s, 2.5 * steps[steps.size() / 2]);
+  o.max_gap_s = std::max(options_.tracks.max_gap_s, 2.5 * steps[steps.size() / 2]);
   return o;
 }
 

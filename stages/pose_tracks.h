@@ -44,6 +44,8 @@ struct PoseTrackOptions {
   double max_gap_s = 1.0;      // a track unseen longer ends (pose.track_max_gap_s)
   double min_keypoint_score = 0.3;  // keypoints below do not count in OKS
   bool use_camera = true;      // false: ignore FrameCamera (for measuring what it buys)
+
+  bool operator==(const PoseTrackOptions&) const = default;
 };
 
 struct TrackedPose {

@@ -1,14 +1,21 @@
-// The stages' settings, one struct per stage, and StageOptions holding them all: what the
-// CLI fills from the configuration (cli/options.cc). A light header of its own, so that
+// The stages' settings, one struct per stage, and StageOptions holding them all. Each
+// default is written once, here or in the struct of the algorithm a stage runs (nested,
+// not mirrored: motion's options hold the motion analysis's); AddStageRows binds each to
+// its setting (stages/stage_rows.cc), which the CLI resolves. A header of its own, so that
 // code that configures stages need not include the stages. Plain values.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
+#include "base/option_rows.h"
 #include "fetch/fetcher.h"
 #include "media/image.h"
 #include "media/video.h"
+#include "models/face_tiles.h"
+#include "stages/av_sync.h"
+#include "stages/motion_analysis.h"
+#include "stages/pose_tracks.h"
 
 namespace framemill {
 
@@ -44,8 +51,7 @@ struct CategorizeOptions {  // the categorize stage
 struct FacesOptions {  // the faces stage
   std::string embedding_model = "faceres";  // faceres | mobilefacenet (faces.embedding_model)
   std::string detector = "blazeface-tiled";  // or blazeface: the whole frame only (faces.detector)
-  int min_face_px = 32;                      // faces.min_face_px
-  int max_tiles = 48;                        // faces.max_tiles
+  models::TileOptions tiles;                       // blazeface-tiled: faces.min_face_px, faces.max_tiles
   int max_faces = 100;                       // faces.max_faces
 
   bool operator==(const FacesOptions&) const = default;
@@ -60,6 +66,7 @@ struct FaceClustersOptions {  // the face_clusters stage (dataset-level)
   int64_t exact_up_to = 20000;      // on the CPU, an exact graph up to this many tracks, else HNSW
   double track_iou = 0.3;           // video: a face continues a track in the next sampled frame
   double track_similarity = 0.5;    //   when its box overlaps this much and its embedding is this close
+  int64_t budget_ms = 3'600'000;    // the one dataset-level job's time budget (face_clusters.budget_ms)
 
   bool operator==(const FaceClustersOptions&) const = default;
 };
@@ -68,10 +75,8 @@ struct MotionOptions {  // the motion stage
   VideoLimits video_limits;
   int analysis_width = 320;      // frames are analysed this wide, or narrower (motion.analysis_width)
   double max_fps = 30;           // analysed frames per second of video at most (motion.max_fps)
-  std::string preset = "fast";   // DIS optical flow: ultrafast | fast | medium (motion.flow_preset)
-  double moving_px = 1.0;        // residual speed (source px per frame) that counts as moving (motion.moving_px)
-  double cut_histogram = 0.15;   // a cut needs this histogram change... (motion.cut_histogram)
-  double cut_residual = 0.45;    // ...and this flow-compensated residual (motion.cut_residual)
+  // DIS preset (motion.flow_preset), moving_px, cut_histogram, cut_residual (motion.*)
+  MotionAnalysisOptions analysis;
 
   bool operator==(const MotionOptions&) const = default;
 };
@@ -84,9 +89,9 @@ struct PoseOptions {  // the pose stage
   double video_fps = 5;            // multipose: frames analysed per second of video (pose.video_fps)
   int max_video_frames = 300;      //   and at most this many per video, spread over it (pose.max_video_frames)
   int video_width = 640;           //   each scaled down to this width (pose.video_width)
-  double track_min_affinity = 0.3;  // tracks: pose.track_min_affinity
-  double track_max_gap_s = 1.0;     //   and pose.track_max_gap_s (stages/pose_tracks.h)
-  bool track_camera = true;         // the camera's motion taken out of the tracks (pose.track_camera)
+  // Tracks: min_affinity, max_gap_s, use_camera (pose.track_min_affinity, pose.track_max_gap_s,
+  // pose.track_camera: the camera's motion taken out)
+  PoseTrackOptions tracks;
 
   bool operator==(const PoseOptions&) const = default;
 };
@@ -114,17 +119,18 @@ struct AudioSyncOptions {  // the audio_sync stage
   double max_seconds = 120;      // only the first this many seconds are analysed (audio_sync.max_seconds)
   int analysis_width = 640;      // frames are scaled down to this width for faces (audio_sync.analysis_width)
   int detect_every = 3;          // faces are detected every Nth frame and held between (audio_sync.detect_every)
-  double max_offset_s = 1.0;     // offsets searched: +-this (audio_sync.max_offset_s)
+  SyncOptions sync;              // offsets searched: +-sync.max_lag_s (audio_sync.max_offset_s)
   double min_confidence = 0.25;  // below: low_confidence, with the reason (audio_sync.min_confidence)
   double min_shot_s = 3.0;       // shots at least this long get their own estimate (audio_sync.min_shot_s)
   std::string vad_model = "silero-vad";
   std::string face_model = "blazeface";
   std::string mesh_model = "facemesh";  // "": no mouth signal, the lower face's motion only
+                                        // (audio_sync.mouth: facemesh | none)
 
   bool operator==(const AudioSyncOptions&) const = default;
 };
 
-// Every stage's settings; the CLI fills them from the configuration.
+// Every stage's settings, bound to the configuration by AddStageRows.
 struct StageOptions {
   std::string out_dir = "./framemill-out";        // artifacts (`out`)
   std::string models_dir;  // installed models (`models`; configs/ gives the default)
@@ -142,5 +148,10 @@ struct StageOptions {
 
   bool operator==(const StageOptions&) const = default;
 };
+
+// The rows of every stage setting (media.*, categorize.*, faces.*, ...; stages/stage_rows.cc),
+// bound to `o`'s fields, in the order `framemill config` lists them; `out` and `models`
+// are the CLI's (they are also the fetcher's and the model cache's).
+void AddStageRows(StageOptions* o, OptionRows* rows);
 
 }  // namespace framemill

@@ -35,6 +35,13 @@ std::string RedactedUri(const std::string& uri) {
   return out;
 }
 
+void AddEnqueueRows(EnqueueOptions* o, OptionRows* rows) {
+  rows->push_back(IntRow("enqueue.priority", "", "--priority", {&o->priority}, -1'000'000,
+                         1'000'000));
+  rows->push_back(IntRow("run.max_attempts", "FRAMEMILL_MAX_ATTEMPTS", "", {&o->max_attempts}, 1,
+                         100));
+}
+
 Result<std::unique_ptr<JobStore>> OpenJobStore(const std::string& db, const StageGraph* graph,
                                                const Clock* clock, const StoreOptions& options) {
   if (IsPostgresUri(db)) return OpenPgJobStore(db, graph, clock, options);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/option_rows.h"
 #include "base/path_map.h"
 #include "base/status.h"
 #include "jobs/job.h"
@@ -52,6 +53,9 @@ struct EnqueueOptions {
   int max_attempts = 3;
   PathMap path_map;  // local paths are recorded in their canonical form
 };
+
+// enqueue.priority and run.max_attempts, bound to `o` (storage/job_store.cc).
+void AddEnqueueRows(EnqueueOptions* o, OptionRows* rows);
 
 struct EnqueueStats {
   int64_t items_added = 0;

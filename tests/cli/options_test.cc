@@ -1,7 +1,7 @@
-// The configuration turned into each module's options (cli/options.h). A module's options
-// carry defaults of their own (so a module is usable, and testable, without configs/);
-// these tests keep them equal to the settings' defaults, and check that every setting
-// reaches the module it configures.
+// Each setting is a row bound to a field of the module's own options (cli/settings.h): the
+// defaults are those structs' own, and these tests check that loading with no input leaves
+// them so, and that every setting reaches the field of the module it configures (and
+// cli/options.h the values one module takes from another's settings).
 #include "cli/options.h"
 
 #include <gtest/gtest.h>
@@ -12,36 +12,28 @@
 namespace framemill {
 namespace {
 
-Config Defaults() {
-  auto c = LoadConfig({});
+Settings Defaults() {
+  auto c = LoadSettings({});
   EXPECT_TRUE(c.ok()) << c.status().ToString();
-  return c.ok() ? *c : Config{};
+  return c.ok() ? *c : Settings{};
 }
 
-Config With(std::map<std::string, std::string> env) {
+Settings With(std::map<std::string, std::string> env) {
   ConfigInputs in;
   in.env = std::move(env);
-  auto c = LoadConfig(in);
+  auto c = LoadSettings(in);
   EXPECT_TRUE(c.ok()) << c.status().ToString();
-  return c.ok() ? *c : Config{};
+  return c.ok() ? *c : Settings{};
 }
 
 TEST(OptionsTest, DefaultSettingsGiveEveryModuleItsOwnDefaults) {
-  const Config c = Defaults();
-  const StageOptions stages = ToStageOptions(c);
-  const StageOptions own;
-  EXPECT_EQ(stages.lighting, own.lighting);
-  EXPECT_EQ(stages.model_frames, own.model_frames);
-  EXPECT_EQ(stages.categorize, own.categorize);
-  EXPECT_EQ(stages.faces, own.faces);
-  EXPECT_EQ(stages.pose, own.pose);
-  EXPECT_EQ(stages.segment, own.segment);
-  EXPECT_EQ(stages.fetch, own.fetch);
-  EXPECT_EQ(stages.out_dir, own.out_dir);
-  // The model directory's default is the user's (XDG cache: ConfigTest), not a constant.
-  EXPECT_EQ(stages.models_dir, c.models);
-  EXPECT_FALSE(c.models.empty());
-  EXPECT_EQ(ToGpuOptions(c), gpu::GpuOptions{});
+  const Settings c = Defaults();
+  StageOptions own;
+  // The model directory's default is the user's (XDG cache: SettingsTest), not a constant.
+  EXPECT_FALSE(c.models().empty());
+  own.models_dir = c.models();
+  EXPECT_EQ(c.stage, own) << "all eleven stage structs, fetch and out";
+  EXPECT_EQ(c.run.gpu, gpu::GpuOptions{});
 
   const RunOptions run = ToRunOptions(c, {"lighting"}, false);
   const RunOptions own_run;
@@ -58,10 +50,11 @@ TEST(OptionsTest, DefaultSettingsGiveEveryModuleItsOwnDefaults) {
   EXPECT_EQ(run.worker.budget.job_ms, own_worker.budget.job_ms);
   EXPECT_EQ(run.worker.budget.per_mb_ms, own_worker.budget.per_mb_ms);
   EXPECT_EQ(ToEnqueueOptions(c, {"lighting"}).max_attempts, EnqueueOptions{}.max_attempts);
+  EXPECT_EQ(ToEnqueueOptions(c, {"lighting"}).priority, EnqueueOptions{}.priority);
 }
 
 TEST(OptionsTest, EverySettingReachesTheModuleItConfigures) {
-  const Config c = With({{"FRAMEMILL_OUT", "/o"},
+  const Settings c = With({{"FRAMEMILL_OUT", "/o"},
                          {"FRAMEMILL_MODELS", "/m"},
                          {"FRAMEMILL_MAX_IMAGE_PIXELS", "1234"},
                          {"FRAMEMILL_MODEL_FRAMES", "7"},
@@ -101,11 +94,38 @@ TEST(OptionsTest, EverySettingReachesTheModuleItConfigures) {
                          {"GPU_MEMORY_LIMIT_GB", "1.5"},
                          {"GPU_BATCH_SIZE", "12"},
                          {"FRAMEMILL_SIM_VRAM_MB", "64"},
-                         {"FRAMEMILL_SIM_COST", "2"}});
-  const StageOptions s = ToStageOptions(c);
+                         {"FRAMEMILL_SIM_COST", "2"},
+                         {"FRAMEMILL_FACES_MIN_FACE_PX", "20"},
+                         {"FRAMEMILL_FACES_MAX_TILES", "12"},
+                         {"FRAMEMILL_POSE_TRACK_MIN_AFFINITY", "0.4"},
+                         {"FRAMEMILL_POSE_TRACK_MAX_GAP_S", "2.5"},
+                         {"FRAMEMILL_POSE_TRACK_CAMERA", "false"},
+                         {"FRAMEMILL_MOTION_FLOW_PRESET", "medium"},
+                         {"FRAMEMILL_MOTION_MOVING_PX", "2"},
+                         {"FRAMEMILL_MOTION_CUT_HISTOGRAM", "0.3"},
+                         {"FRAMEMILL_MOTION_CUT_RESIDUAL", "0.6"},
+                         {"FRAMEMILL_AUDIO_SYNC_MAX_OFFSET_S", "2"},
+                         {"FRAMEMILL_AUDIO_SYNC_MOUTH", "none"},
+                         {"FRAMEMILL_INPAINT_MODEL", "none"}});
+  const StageOptions& s = c.stage;
   EXPECT_EQ(s.out_dir, "/o");
   EXPECT_EQ(s.models_dir, "/m");
   EXPECT_EQ(s.lighting.limits.max_pixels, 1234);
+  EXPECT_EQ(s.inpaint.limits.max_pixels, 1234);
+  EXPECT_EQ(s.motion.video_limits.max_pixels, 5555);
+  EXPECT_EQ(s.audio_sync.video_limits.max_frames, 66);
+  EXPECT_EQ(s.faces.tiles.min_face_px, 20);
+  EXPECT_EQ(s.faces.tiles.max_tiles, 12);
+  EXPECT_DOUBLE_EQ(s.pose.tracks.min_affinity, 0.4);
+  EXPECT_DOUBLE_EQ(s.pose.tracks.max_gap_s, 2.5);
+  EXPECT_FALSE(s.pose.tracks.use_camera);
+  EXPECT_EQ(s.motion.analysis.preset, cv::DISOpticalFlow::PRESET_MEDIUM);
+  EXPECT_DOUBLE_EQ(s.motion.analysis.moving_px, 2);
+  EXPECT_DOUBLE_EQ(s.motion.analysis.cut_histogram, 0.3);
+  EXPECT_DOUBLE_EQ(s.motion.analysis.cut_residual, 0.6);
+  EXPECT_DOUBLE_EQ(s.audio_sync.sync.max_lag_s, 2);
+  EXPECT_EQ(s.audio_sync.mesh_model, "") << "audio_sync.mouth: none";
+  EXPECT_EQ(s.inpaint.model, "") << "inpaint.model: none";
   EXPECT_EQ(s.model_frames.limits.max_pixels, 1234);
   EXPECT_EQ(s.lighting.video_limits.max_pixels, 5555);
   EXPECT_EQ(s.model_frames.video_limits.max_pixels, 5555);

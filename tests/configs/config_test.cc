@@ -1,10 +1,10 @@
+// configs/ alone: a table of rows over a plain struct, resolved in rising precedence
+// (default < YAML < environment < flag) with the provenance of each value.
 #include "configs/config.h"
 
 #include <gtest/gtest.h>
-#include <yaml-cpp/yaml.h>
 
 #include <fstream>
-#include <set>
 
 #include "tests/support/test_support.h"
 
@@ -13,168 +13,55 @@ namespace {
 
 using testing::TempDir;
 
-const Config::Provenance& Find(const Config& c, const std::string& key) {
-  for (const auto& p : c.provenance)
-    if (p.key == key) return p;
-  static Config::Provenance none;
-  ADD_FAILURE() << "no setting " << key;
-  return none;
+struct Toy {
+  int64_t n = 1;
+  std::string name = "a";
+};
+
+OptionRows ToyRows(Toy* t) {
+  return {IntRow("toy.n", "TOY_N", "--n", {&t->n}, 0, 10),
+          TextRow("toy.name", "TOY_NAME", "", &t->name)};
 }
 
-TEST(ConfigTest, DefaultsWhenNothingIsGiven) {
-  auto c = LoadConfig({});
-  ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->db, "./framemill.db");
-  EXPECT_EQ(c->out, "./framemill-out");
-  EXPECT_EQ(c->run.batch, 16);
-  EXPECT_GE(c->workers, 1);
-  EXPECT_EQ(Find(*c, "db").source, "default");
-  EXPECT_EQ(c->gpu.all, Tristate::kAuto);
-}
-
-TEST(ConfigTest, PrecedenceFlagOverEnvOverYamlOverDefault) {
+TEST(ConfigTest, EachRowTakesTheStrongestSourceAndSaysWhich) {
   TempDir dir;
-  std::ofstream(dir / "c.yaml") << "db: from-yaml.db\nout: yaml-out\nrun:\n  batch: 8\n"
-                                   "  max_attempts: 7\n";
+  std::ofstream(dir / "c.yaml") << "toy:\n  n: 3\n  name: yaml\n";
+  Toy t;
   ConfigInputs in;
-  in.env = {{"FRAMEMILL_CONFIG", dir / "c.yaml"}, {"FRAMEMILL_DB", "from-env.db"},
-            {"FRAMEMILL_OUT", "env-out"}};
-  in.flags = {{"db", "from-flag.db"}};
-  auto c = LoadConfig(in);
-  ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->db, "from-flag.db");
-  EXPECT_EQ(Find(*c, "db").source, "flag --db");
-  EXPECT_EQ(c->out, "env-out");
-  EXPECT_EQ(Find(*c, "out").source, "env FRAMEMILL_OUT");
-  EXPECT_EQ(c->run.batch, 8);
-  EXPECT_EQ(Find(*c, "run.batch").source, "config " + (dir / "c.yaml"));
-  EXPECT_EQ(c->run.max_attempts, 7);
-  EXPECT_EQ(Find(*c, "run.lease_ms").source, "default");
+  in.config_file_flag = dir / "c.yaml";
+  in.env = {{"TOY_N", "4"}};
+  in.flags = {{"toy.n", "5"}};
+  auto r = ResolveRows(ToyRows(&t), in);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(t.n, 5);
+  EXPECT_EQ(t.name, "yaml");
+  ASSERT_EQ(r->provenance.size(), 2u);
+  EXPECT_EQ(r->provenance[0].source, "flag --n");
+  EXPECT_EQ(r->provenance[0].value, "5");
+  EXPECT_EQ(r->provenance[1].source, "config " + (dir / "c.yaml"));
+  EXPECT_EQ(r->config_file, dir / "c.yaml");
+
+  Toy untouched;
+  auto d = ResolveRows(ToyRows(&untouched), {});
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(untouched.n, 1) << "the struct's own default";
+  EXPECT_EQ(d->provenance[0].source, "default");
 }
 
-TEST(ConfigTest, ConfigFlagBeatsConfigEnvironmentVariable) {
+TEST(ConfigTest, AnUnknownKeyOrABadValueNamesItsPlace) {
   TempDir dir;
-  std::ofstream(dir / "a.yaml") << "db: a.db\n";
-  std::ofstream(dir / "b.yaml") << "db: b.db\n";
+  std::ofstream(dir / "c.yaml") << "toy:\n  m: 3\n";
+  Toy t;
   ConfigInputs in;
-  in.env = {{"FRAMEMILL_CONFIG", dir / "a.yaml"}};
-  in.config_file_flag = dir / "b.yaml";
-  auto c = LoadConfig(in);
-  ASSERT_TRUE(c.ok());
-  EXPECT_EQ(c->db, "b.db");
-}
-
-TEST(ConfigTest, BooleansAcceptTheContractSpellingsInAnyCase) {
-  for (auto [v, want] : std::vector<std::pair<std::string, Tristate>>{
-           {"true", Tristate::kOn}, {"TRUE", Tristate::kOn}, {"1", Tristate::kOn},
-           {"Yes", Tristate::kOn}, {"false", Tristate::kOff}, {"0", Tristate::kOff},
-           {"NO", Tristate::kOff}, {"auto", Tristate::kAuto}}) {
-    ConfigInputs in;
-    in.env = {{"ALL_GPU", v}, {"POSE_GPU", v}};
-    auto c = LoadConfig(in);
-    ASSERT_TRUE(c.ok()) << v;
-    EXPECT_EQ(c->gpu.all, want) << v;
-    EXPECT_EQ(c->gpu.ops.at("POSE"), want) << v;
-  }
-}
-
-TEST(ConfigTest, InvalidValuesNameTheVariableKeyOrFlag) {
-  struct Case {
-    std::map<std::string, std::string> env, flags;
-    std::string yaml, must_mention;
-  };
-  std::vector<Case> cases = {
-      {{{"ALL_GPU", "maybe"}}, {}, "", "ALL_GPU"},
-      {{{"SEGMENTATION_GPU", "2"}}, {}, "", "SEGMENTATION_GPU"},
-      {{{"FRAMEMILL_WORKERS", "0"}}, {}, "", "FRAMEMILL_WORKERS"},
-      {{{"FRAMEMILL_WORKERS", "four"}}, {}, "", "FRAMEMILL_WORKERS"},
-      {{{"LOG_LEVEL", "loud"}}, {}, "", "LOG_LEVEL"},
-      {{{"GPU_MEMORY_LIMIT_GB", "-1"}}, {}, "", "GPU_MEMORY_LIMIT_GB"},
-      {{}, {{"run.batch", "0"}}, "", "--batch"},
-      {{}, {}, "run:\n  batch: lots\n", "run.batch"},
-      {{}, {}, "run:\n  batchsize: 4\n", "run.batchsize"},
-      {{}, {}, "db: [unclosed\n", "invalid YAML"},
-  };
-  for (const Case& k : cases) {
-    TempDir dir;
-    ConfigInputs in;
-    in.env = k.env;
-    in.flags = k.flags;
-    if (!k.yaml.empty()) {
-      std::ofstream(dir / "c.yaml") << k.yaml;
-      in.config_file_flag = dir / "c.yaml";
-    }
-    auto c = LoadConfig(in);
-    ASSERT_FALSE(c.ok()) << k.must_mention;
-    EXPECT_TRUE(c.status().IsInvalidArgument());
-    EXPECT_NE(c.status().message().find(k.must_mention), std::string::npos)
-        << c.status().message();
-  }
-}
-
-TEST(ConfigTest, RocmAndMpsAreRecognisedAndRefused) {
-  for (const char* b : {"rocm", "mps", "ROCM"}) {
-    ConfigInputs in;
-    in.env = {{"GPU_BACKEND", b}};
-    auto c = LoadConfig(in);
-    ASSERT_FALSE(c.ok());
-    EXPECT_NE(c.status().message().find("only CUDA is supported"), std::string::npos);
-    EXPECT_NE(c.status().message().find("GPU_BACKEND"), std::string::npos);
-  }
-  ConfigInputs in;
-  in.env = {{"GPU_BACKEND", "sim"}};
-  ASSERT_TRUE(LoadConfig(in).ok());
-}
-
-TEST(ConfigTest, MissingConfigFileIsAnError) {
-  ConfigInputs in;
-  in.env = {{"FRAMEMILL_CONFIG", "/nonexistent/framemill.yaml"}};
-  auto c = LoadConfig(in);
-  ASSERT_FALSE(c.ok());
-  EXPECT_NE(c.status().message().find("FRAMEMILL_CONFIG"), std::string::npos);
-}
-
-// Models are fetched once per user (XDG cache), not once per project directory.
-TEST(ConfigTest, ModelsDefaultToTheUsersXdgCacheAndFramemillModelsWins) {
-  auto models = [](std::map<std::string, std::string> env) {
-    ConfigInputs in;
-    in.env = std::move(env);
-    auto c = LoadConfig(in);
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
-    return c.ok() ? c->models : std::string();
-  };
-  EXPECT_EQ(models({{"XDG_CACHE_HOME", "/x/cache"}, {"HOME", "/home/u"}}), "/x/cache/framemill/models");
-  EXPECT_EQ(models({{"HOME", "/home/u"}}), "/home/u/.cache/framemill/models");
-  // The specification ignores a relative XDG_CACHE_HOME.
-  EXPECT_EQ(models({{"XDG_CACHE_HOME", "cache"}, {"HOME", "/home/u"}}), "/home/u/.cache/framemill/models");
-  EXPECT_EQ(models({{"HOME", "/home/u"}, {"FRAMEMILL_MODELS", "/m"}}), "/m");
-}
-
-// configs/default.yaml documents every setting with its real default.
-TEST(ConfigTest, DefaultYamlListsEverySettingWithItsDefault) {
-  const std::string path = std::string(FRAMEMILL_SOURCE_DIR) + "/configs/default.yaml";
-  YAML::Node root = YAML::LoadFile(path);
-  std::set<std::string> in_file;
-  std::function<void(const YAML::Node&, const std::string&)> walk =
-      [&](const YAML::Node& n, const std::string& prefix) {
-        for (auto it = n.begin(); it != n.end(); ++it) {
-          std::string key = (prefix.empty() ? "" : prefix + ".") + it->first.as<std::string>();
-          if (it->second.IsMap()) walk(it->second, key);
-          else in_file.insert(key);
-        }
-      };
-  walk(root, "");
-  std::set<std::string> keys;
-  for (const auto& k : SettingKeys()) keys.insert(k);
-  EXPECT_EQ(in_file, keys);
-  ConfigInputs with_file;
-  with_file.config_file_flag = path;
-  auto a = LoadConfig(with_file);
-  auto b = LoadConfig({});
-  ASSERT_TRUE(a.ok()) << a.status().ToString();
-  ASSERT_TRUE(b.ok());
-  for (size_t i = 0; i < a->provenance.size(); ++i)
-    EXPECT_EQ(a->provenance[i].value, b->provenance[i].value) << a->provenance[i].key;
+  in.config_file_flag = dir / "c.yaml";
+  auto r = ResolveRows(ToyRows(&t), in);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("unknown key 'toy.m'"), std::string::npos);
+  ConfigInputs bad;
+  bad.env = {{"TOY_N", "11"}};
+  r = ResolveRows(ToyRows(&t), bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("TOY_N"), std::string::npos) << r.status().message();
 }
 
 }  // namespace

@@ -147,7 +147,7 @@ TEST(PoseStageTest, MultiPoseTracksFollowAShakingCamera) {
   auto longest = [&](bool camera, size_t* tracks) {
     PoseOptions o;
     o.video_fps = 10;  // every frame
-    o.track_camera = camera;
+    o.tracks.use_camera = camera;
     PoseStage stage(std::make_shared<models::ModelCache>(ModelsDir()), ModelStageOptions{}, o);
     Outcome v = stage.Run(JobFor("pose", video, MediaKind::kVideo));
     EXPECT_EQ(v.kind, Outcome::Kind::kDone) << v.error.ToString();

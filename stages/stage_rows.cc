@@ -1,0 +1,153 @@
+// The stage settings' rows: each YAML key and environment variable bound to the field of
+// the stage options that it sets (stages/stage_options.h). Defaults live in the structs.
+#include <opencv2/video/tracking.hpp>
+
+#include "stages/stage_options.h"
+
+namespace framemill {
+namespace {
+
+// media.*: limits every stage that decodes images or videos shares, and frame sampling.
+void AddMediaRows(StageOptions* o, OptionRows* rows) {
+  rows->push_back(IntRow("media.max_image_pixels", "FRAMEMILL_MAX_IMAGE_PIXELS", "",
+                         {&o->lighting.limits.max_pixels, &o->model_frames.limits.max_pixels,
+                          &o->inpaint.limits.max_pixels},
+                         1, 1'000'000'000'000));
+  rows->push_back(IntRow("media.max_video_pixels", "FRAMEMILL_MAX_VIDEO_PIXELS", "",
+                         {&o->lighting.video_limits.max_pixels,
+                          &o->model_frames.video_limits.max_pixels,
+                          &o->motion.video_limits.max_pixels,
+                          &o->audio_sync.video_limits.max_pixels},
+                         1, int64_t{1} << 40));
+  rows->push_back(IntRow("media.max_video_frames", "FRAMEMILL_MAX_VIDEO_FRAMES", "",
+                         {&o->lighting.video_limits.max_frames,
+                          &o->model_frames.video_limits.max_frames,
+                          &o->motion.video_limits.max_frames,
+                          &o->audio_sync.video_limits.max_frames},
+                         1, int64_t{1} << 40));
+  rows->push_back(IntRow("media.video_sample_frames", "", "", {&o->lighting.video_frames}, 1,
+                         10'000));
+  rows->push_back(IntRow("media.model_frames", "FRAMEMILL_MODEL_FRAMES", "",
+                         {&o->model_frames.video_frames}, 1, 1'000));
+}
+
+void AddFacesRows(StageOptions* o, OptionRows* rows) {
+  rows->push_back(NumberRow("categorize.min_score", "FRAMEMILL_CATEGORIZE_MIN_SCORE",
+                            &o->categorize.min_score, 0, 1));
+  FacesOptions& f = o->faces;
+  rows->push_back(TextChoiceRow("faces.embedding_model", "FRAMEMILL_FACES_EMBEDDING_MODEL", "",
+                                &f.embedding_model, {"mobilefacenet", "faceres"}));
+  rows->push_back(TextChoiceRow("faces.detector", "FRAMEMILL_FACES_DETECTOR", "", &f.detector,
+                                {"blazeface-tiled", "blazeface"}));
+  rows->push_back(IntRow("faces.min_face_px", "FRAMEMILL_FACES_MIN_FACE_PX", "",
+                         {&f.tiles.min_face_px}, 4, 100'000));
+  rows->push_back(IntRow("faces.max_tiles", "FRAMEMILL_FACES_MAX_TILES", "", {&f.tiles.max_tiles},
+                         0, 10'000));
+  rows->push_back(IntRow("faces.max_faces", "FRAMEMILL_FACES_MAX_FACES", "", {&f.max_faces}, 1,
+                         100'000));
+  FaceClustersOptions& c = o->face_clusters;
+  rows->push_back(IntRow("face_clusters.min_cluster_size", "FRAMEMILL_FACE_CLUSTERS_MIN_SIZE", "",
+                         {&c.min_cluster_size}, 2, 100'000));
+  rows->push_back(NumberRow("face_clusters.similarity", "FRAMEMILL_FACE_CLUSTERS_SIMILARITY",
+                            &c.similarity, -1, 1));
+  rows->push_back(NumberRow("face_clusters.member_similarity",
+                            "FRAMEMILL_FACE_CLUSTERS_MEMBER_SIMILARITY", &c.member_similarity,
+                            -1, 1));
+  rows->push_back(NumberRow("face_clusters.split_similarity",
+                            "FRAMEMILL_FACE_CLUSTERS_SPLIT_SIMILARITY", &c.split_similarity, -1,
+                            1));
+  rows->push_back(IntRow("face_clusters.budget_ms", "FRAMEMILL_FACE_CLUSTERS_BUDGET_MS", "",
+                         {&c.budget_ms}, 0, 7 * int64_t{86'400'000}));
+}
+
+void AddPoseRows(PoseOptions* p, OptionRows* rows) {
+  rows->push_back(TextChoiceRow("pose.model", "FRAMEMILL_POSE_MODEL", "", &p->model,
+                                {"movenet-multipose", "movenet-lightning", "blazepose-full"}));
+  rows->push_back(NumberRow("pose.min_person_score", "FRAMEMILL_POSE_MIN_PERSON_SCORE",
+                            &p->min_person_score, 0, 1));
+  rows->push_back(NumberRow("pose.video_fps", "FRAMEMILL_POSE_VIDEO_FPS", &p->video_fps, 0.01,
+                            1000));
+  rows->push_back(IntRow("pose.max_video_frames", "FRAMEMILL_POSE_MAX_VIDEO_FRAMES", "",
+                         {&p->max_video_frames}, 1, 100000));
+  rows->push_back(IntRow("pose.video_width", "FRAMEMILL_POSE_VIDEO_WIDTH", "", {&p->video_width},
+                         32, 8192));
+  rows->push_back(NumberRow("pose.track_min_affinity", "FRAMEMILL_POSE_TRACK_MIN_AFFINITY",
+                            &p->tracks.min_affinity, 0, 1));
+  rows->push_back(NumberRow("pose.track_max_gap_s", "FRAMEMILL_POSE_TRACK_MAX_GAP_S",
+                            &p->tracks.max_gap_s, 0, 3600));
+  rows->push_back(BoolRow("pose.track_camera", "FRAMEMILL_POSE_TRACK_CAMERA",
+                          &p->tracks.use_camera));
+}
+
+// inpaint.model: "none", or the path of a user's network (stored as "" for none).
+OptionRow InpaintModelRow(std::string* field) {
+  OptionRow r = TextRow("inpaint.model", "FRAMEMILL_INPAINT_MODEL", "", field);
+  auto set = r.set;
+  r.set = [set, field](const std::string& v, const std::string& where) -> Status {
+    FM_RETURN_IF_ERROR(set(v, where));
+    if (*field == "none") field->clear();
+    return Status::OK();
+  };
+  r.get = [field] { return field->empty() ? std::string("none") : *field; };
+  return r;
+}
+
+void AddInpaintRows(StageOptions* o, OptionRows* rows) {
+  rows->push_back(TextChoiceRow("segment.model", "FRAMEMILL_SEGMENT_MODEL", "", &o->segment.model,
+                                {"selfie", "isnet"}));
+  InpaintOptions& i = o->inpaint;
+  rows->push_back(TextChoiceRow("inpaint.method", "FRAMEMILL_INPAINT_METHOD", "", &i.method,
+                                {"auto", "telea", "ns", "exemplar", "fsr_fast", "shiftmap"}));
+  rows->push_back(TextRow("inpaint.masks", "FRAMEMILL_INPAINT_MASKS", "", &i.masks));
+  rows->push_back(NumberRow("inpaint.margin", "FRAMEMILL_INPAINT_MARGIN", &i.margin, 0, 0.5));
+  rows->push_back(NumberRow("inpaint.max_coverage", "FRAMEMILL_INPAINT_MAX_COVERAGE",
+                            &i.max_coverage, 0.01, 0.999));
+  rows->push_back(InpaintModelRow(&i.model));
+  rows->push_back(IntRow("inpaint.model_size", "FRAMEMILL_INPAINT_MODEL_SIZE", "",
+                         {&i.model_size}, 16, 4096));
+}
+
+void AddMotionRows(MotionOptions* m, OptionRows* rows) {
+  rows->push_back(IntRow("motion.analysis_width", "FRAMEMILL_MOTION_ANALYSIS_WIDTH", "",
+                         {&m->analysis_width}, 32, 8192));
+  rows->push_back(NumberRow("motion.max_fps", "FRAMEMILL_MOTION_MAX_FPS", &m->max_fps, 0, 1000));
+  rows->push_back(ChoiceRow("motion.flow_preset", "FRAMEMILL_MOTION_FLOW_PRESET", "",
+                            &m->analysis.preset, FlowPresets()));
+  rows->push_back(NumberRow("motion.moving_px", "FRAMEMILL_MOTION_MOVING_PX",
+                            &m->analysis.moving_px, 0, 1000));
+  rows->push_back(NumberRow("motion.cut_histogram", "FRAMEMILL_MOTION_CUT_HISTOGRAM",
+                            &m->analysis.cut_histogram, 0, 1));
+  rows->push_back(NumberRow("motion.cut_residual", "FRAMEMILL_MOTION_CUT_RESIDUAL",
+                            &m->analysis.cut_residual, 0, 10));
+}
+
+void AddAudioSyncRows(AudioSyncOptions* a, OptionRows* rows) {
+  rows->push_back(NumberRow("audio_sync.max_seconds", "FRAMEMILL_AUDIO_SYNC_MAX_SECONDS",
+                            &a->max_seconds, 1, 86400));
+  rows->push_back(IntRow("audio_sync.analysis_width", "FRAMEMILL_AUDIO_SYNC_ANALYSIS_WIDTH", "",
+                         {&a->analysis_width}, 64, 8192));
+  rows->push_back(IntRow("audio_sync.detect_every", "FRAMEMILL_AUDIO_SYNC_DETECT_EVERY", "",
+                         {&a->detect_every}, 1, 1000));
+  rows->push_back(NumberRow("audio_sync.max_offset_s", "FRAMEMILL_AUDIO_SYNC_MAX_OFFSET_S",
+                            &a->sync.max_lag_s, 0.05, 10));
+  rows->push_back(NumberRow("audio_sync.min_confidence", "FRAMEMILL_AUDIO_SYNC_MIN_CONFIDENCE",
+                            &a->min_confidence, 0, 1));
+  rows->push_back(NumberRow("audio_sync.min_shot_s", "FRAMEMILL_AUDIO_SYNC_MIN_SHOT_S",
+                            &a->min_shot_s, 0.5, 86400));
+  rows->push_back(ChoiceRow<std::string>("audio_sync.mouth", "FRAMEMILL_AUDIO_SYNC_MOUTH", "",
+                                         &a->mesh_model, {{"facemesh", "facemesh"}, {"none", ""}}));
+}
+
+}  // namespace
+
+void AddStageRows(StageOptions* o, OptionRows* rows) {
+  AddMediaRows(o, rows);
+  AddFacesRows(o, rows);
+  AddPoseRows(&o->pose, rows);
+  AddInpaintRows(o, rows);
+  AddMotionRows(&o->motion, rows);
+  AddAudioSyncRows(&o->audio_sync, rows);
+  fetch::AddFetchRows(&o->fetch, rows);
+}
+
+}  // namespace framemill
