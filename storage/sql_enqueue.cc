@@ -5,7 +5,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <unordered_set>
 
 #include "storage/sql_store_internal.h"
 
@@ -54,31 +53,17 @@ Result<EnqueueStats> SqlEnqueue<Db>::EnqueueLocked(const std::vector<NewItem>& i
   const int64_t now = Now();
   std::vector<const NewItem*> all;
   for (const NewItem& it : items) all.push_back(&it);
-  auto known = FindItems(all);
-  if (!known.ok()) return known.status();
-  // A source given twice, new to the store: its first mention inserts it, the later ones
-  // meet it as known, after the insert (as if the items had come one by one).
-  std::vector<const NewItem*> fresh, again;
-  std::unordered_set<std::string> fresh_sources;
+  // New sources go in first, in one statement per chunk; the items that did not (the store
+  // knew them, or the call names them twice) are read back and compared, in order, as if
+  // the items had come one by one.
   std::vector<Target> targets;
-  for (const NewItem* it : all) {
-    auto row = known->find(it->source);
-    if (row != known->end()) {
-      FM_RETURN_IF_ERROR(UpdateKnownItem(*it, row->second, now, &stats, &targets));
-    } else if (fresh_sources.insert(it->source).second) {
-      fresh.push_back(it);
-    } else {
-      again.push_back(it);
-    }
-  }
-  FM_RETURN_IF_ERROR(InsertItems(fresh, now, &targets));
-  stats.items_added = static_cast<int64_t>(fresh.size());
-  if (!again.empty()) {
-    auto rows = FindItems(again);
-    if (!rows.ok()) return rows.status();
-    for (const NewItem* it : again)
-      FM_RETURN_IF_ERROR(UpdateKnownItem(*it, rows->at(it->source), now, &stats, &targets));
-  }
+  std::vector<const NewItem*> known_items;
+  FM_RETURN_IF_ERROR(InsertItems(all, now, &targets, &known_items));
+  stats.items_added = static_cast<int64_t>(targets.size());
+  auto known = FindItems(known_items);
+  if (!known.ok()) return known.status();
+  for (const NewItem* it : known_items)
+    FM_RETURN_IF_ERROR(UpdateKnownItem(*it, known->at(it->source), now, &stats, &targets));
   FM_RETURN_IF_ERROR(InsertMissingJobs(targets, options, now, &stats));
   FM_RETURN_IF_ERROR(EnsureDatasetJobs(options, stats.items_added + stats.items_changed > 0));
   // An enqueue that names only upstream stages still gives a finished dataset job new
@@ -119,12 +104,13 @@ SqlEnqueue<Db>::FindItems(const std::vector<const NewItem*>& items) {
 
 template <class Db>
 Status SqlEnqueue<Db>::InsertItems(const std::vector<const NewItem*>& items, int64_t now,
-                                   std::vector<Target>* targets) {
+                                   std::vector<Target>* targets,
+                                   std::vector<const NewItem*>* not_inserted) {
   return ForEachChunk(items.size(), [&](size_t first, size_t count) -> Status {
     FM_PREPARE(ins, "INSERT INTO items (source, kind, size, mtime_ns, content_hash,"
                     " media_info, created_at, updated_at, is_url, metadata) VALUES " +
-                    ValueRows(count, 10) + " RETURNING id, source");
-    std::unordered_map<std::string, const NewItem*> by_source;
+                    ValueRows(count, 10) + " ON CONFLICT (source) DO NOTHING RETURNING id, source");
+    std::unordered_map<std::string, size_t> by_source;  // its first mention in the chunk
     for (size_t k = 0; k < count; ++k) {
       const NewItem& it = *items[first + k];
       const int at = static_cast<int>(10 * k);
@@ -134,18 +120,18 @@ Status SqlEnqueue<Db>::InsertItems(const std::vector<const NewItem*>& items, int
       ins.Bind(at + 6, it.media_info).Bind(at + 7, now).Bind(at + 8, now)
           .Bind(at + 9, it.is_url ? 1 : 0);
       if (it.is_url) ins.Bind(at + 10, it.metadata); else ins.BindNull(at + 10);
-      by_source.emplace(it.source, &it);
+      by_source.emplace(it.source, first + k);
     }
-    size_t added = 0;
-    for (;; ++added) {
+    std::vector<bool> inserted(count, false);
+    for (;;) {
       FM_STEP(row, ins.Step());
       if (!row) break;
-      const NewItem& it = *by_source.at(ins.Text(1));
-      targets->push_back({ins.Int(0), it.kind, it.is_url, true});
+      const size_t i = by_source.at(ins.Text(1));
+      inserted[i - first] = true;
+      targets->push_back({ins.Int(0), items[i]->kind, items[i]->is_url, true});
     }
-    if (added != count)
-      return Status::Internal("inserting " + std::to_string(count) + " items returned " +
-                              std::to_string(added) + " ids");
+    for (size_t k = 0; k < count; ++k)
+      if (!inserted[k]) not_inserted->push_back(items[first + k]);
     return Status::OK();
   });
 }

@@ -120,40 +120,44 @@ Result<int64_t> SqlQueries<Db>::ItemCount() {
 }
 
 template <class Db>
-Result<std::vector<ErrorClassCount>> SqlQueries<Db>::FailuresByClass() {
-  using All = std::vector<ErrorClassCount>;
-  return InTxn<All>(*db_, TxnKind::kRead, [&]() -> Result<All> {
-    All out;
-    FM_PREPARE(q, "SELECT stage, coalesce(error_class, 'unknown'), count(*), min(last_error)"
-                  " FROM jobs WHERE state = ? GROUP BY 1, 2 ORDER BY 3 DESC");
-    q.Bind(1, kFailed);
+template <class T>
+Result<std::vector<T>> SqlQueries<Db>::ReadAll(const std::string& sql,
+                                               const std::function<void(Stmt&)>& bind,
+                                               const std::function<T(const Stmt&)>& row) {
+  return InTxn<std::vector<T>>(*db_, TxnKind::kRead, [&]() -> Result<std::vector<T>> {
+    std::vector<T> out;
+    FM_PREPARE(q, sql);
+    bind(q);
     for (;;) {
-      FM_STEP(row, q.Step());
-      if (!row) break;
-      out.push_back({q.Text(0), q.Text(1), q.Text(3), q.Int(2)});
+      FM_STEP(more, q.Step());
+      if (!more) break;
+      out.push_back(row(q));
     }
     return out;
   });
 }
 
 template <class Db>
+Result<std::vector<ErrorClassCount>> SqlQueries<Db>::FailuresByClass() {
+  return ReadAll<ErrorClassCount>(
+      "SELECT stage, coalesce(error_class, 'unknown'), count(*), min(last_error)"
+      " FROM jobs WHERE state = ? GROUP BY 1, 2 ORDER BY 3 DESC",
+      [](Stmt& q) { q.Bind(1, kFailed); },
+      [](const Stmt& q) { return ErrorClassCount{q.Text(0), q.Text(1), q.Text(3), q.Int(2)}; });
+}
+
+template <class Db>
 Result<std::vector<RunRecord>> SqlQueries<Db>::Runs(int limit) {
-  using All = std::vector<RunRecord>;
-  return InTxn<All>(*db_, TxnKind::kRead, [&]() -> Result<All> {
-    All out;
-    FM_PREPARE(q, "SELECT id, started_at, coalesce(finished_at, 0), jobs_done, jobs_failed,"
-                  " workers, coalesce(exit_code, -1), oom_events, cpu_fallbacks, stages"
-                  " FROM runs ORDER BY id DESC LIMIT ?");
-    q.Bind(1, static_cast<int64_t>(limit));
-    for (;;) {
-      FM_STEP(row, q.Step());
-      if (!row) break;
-      out.push_back(RunRecord{q.Int(0), q.Int(1), q.Int(2), q.Int(3), q.Int(4),
-                              static_cast<int>(q.Int(5)), static_cast<int>(q.Int(6)), q.Int(7),
-                              q.Int(8), q.Text(9)});
-    }
-    return out;
-  });
+  return ReadAll<RunRecord>(
+      "SELECT id, started_at, coalesce(finished_at, 0), jobs_done, jobs_failed,"
+      " workers, coalesce(exit_code, -1), oom_events, cpu_fallbacks, stages"
+      " FROM runs ORDER BY id DESC LIMIT ?",
+      [&](Stmt& q) { q.Bind(1, static_cast<int64_t>(limit)); },
+      [](const Stmt& q) {
+        return RunRecord{q.Int(0), q.Int(1), q.Int(2), q.Int(3), q.Int(4),
+                         static_cast<int>(q.Int(5)), static_cast<int>(q.Int(6)), q.Int(7),
+                         q.Int(8), q.Text(9)};
+      });
 }
 
 template <class Db>
@@ -233,32 +237,26 @@ Status SqlQueries<Db>::AddJobs(std::vector<ItemView>* page) {
 
 template <class Db>
 Result<std::vector<ErrorRecord>> SqlQueries<Db>::ErrorHistory(int64_t limit) {
-  using All = std::vector<ErrorRecord>;
-  return InTxn<All>(*db_, TxnKind::kRead, [&]() -> Result<All> {
-    All out;
-    FM_PREPARE(q, "SELECT e.job_id, e.attempt, e.at, i.source, j.stage, coalesce(e.worker, ''),"
-                  " e.error_class, e.message, e.transient, j.state"
-                  " FROM job_errors e JOIN jobs j ON j.id = e.job_id JOIN items i ON i.id = j.item_id"
-                  " ORDER BY e.at DESC, e.id DESC LIMIT ?");
-    q.Bind(1, limit);
-    for (;;) {
-      FM_STEP(row, q.Step());
-      if (!row) break;
-      ErrorRecord e;
-      e.job_id = q.Int(0);
-      e.attempt = q.Int(1);
-      e.at = q.Int(2);
-      e.source = q.Text(3);
-      e.stage = q.Text(4);
-      e.worker = q.Text(5);
-      e.error_class = q.Text(6);
-      e.message = q.Text(7);
-      e.transient = q.Int(8) != 0;
-      e.job_state = static_cast<JobState>(q.Int(9));
-      out.push_back(std::move(e));
-    }
-    return out;
-  });
+  return ReadAll<ErrorRecord>(
+      "SELECT e.job_id, e.attempt, e.at, i.source, j.stage, coalesce(e.worker, ''),"
+      " e.error_class, e.message, e.transient, j.state"
+      " FROM job_errors e JOIN jobs j ON j.id = e.job_id JOIN items i ON i.id = j.item_id"
+      " ORDER BY e.at DESC, e.id DESC LIMIT ?",
+      [&](Stmt& q) { q.Bind(1, limit); },
+      [](const Stmt& q) {
+        ErrorRecord e;
+        e.job_id = q.Int(0);
+        e.attempt = q.Int(1);
+        e.at = q.Int(2);
+        e.source = q.Text(3);
+        e.stage = q.Text(4);
+        e.worker = q.Text(5);
+        e.error_class = q.Text(6);
+        e.message = q.Text(7);
+        e.transient = q.Int(8) != 0;
+        e.job_state = static_cast<JobState>(q.Int(9));
+        return e;
+      });
 }
 
 template <class Db>

@@ -242,9 +242,10 @@ class SqlEnqueue : public SqlGraphMoves<Db> {
                                      const EnqueueOptions& options);
   Result<std::unordered_map<std::string, KnownItem>> FindItems(
       const std::vector<const NewItem*>& items);
-  // Inserts the items (none of which is in the store) and adds them to `targets`.
+  // Inserts the items the store does not have (a source's first mention) and adds them to
+  // `targets`; the others go to `not_inserted`, in order.
   Status InsertItems(const std::vector<const NewItem*>& items, int64_t now,
-                     std::vector<Target>* targets);
+                     std::vector<Target>* targets, std::vector<const NewItem*>* not_inserted);
   // An item the store knows: its row updated if the file changed, its jobs queued again if
   // its content did.
   Status UpdateKnownItem(const NewItem& it, KnownItem& row, int64_t now,
@@ -443,6 +444,11 @@ class SqlQueries : public SqlContext<Db> {
   using SqlContext<Db>::graph_;
   using SqlContext<Db>::options_;
   using SqlContext<Db>::Now;
+  using typename SqlContext<Db>::Stmt;
+  // Every row of `sql` (its parameters bound by `bind`), each made by `row`, in one snapshot.
+  template <class T>
+  Result<std::vector<T>> ReadAll(const std::string& sql, const std::function<void(Stmt&)>& bind,
+                                 const std::function<T(const Stmt&)>& row);
   // Counts' parts: jobs by stage and state, retries not yet due, recent throughput.
   Status CountStates(std::map<std::string, StageCounts>* by);
   Status CountLater(int64_t now, std::map<std::string, StageCounts>* by);
