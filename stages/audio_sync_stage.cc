@@ -8,6 +8,8 @@
 
 #include <opencv2/imgproc.hpp>
 
+#include "analysis/av_sync.h"
+#include "analysis/motion_analysis.h"
 #include "jobs/stage_names.h"
 #include "media/audio_reader.h"
 #include "media/video_reader.h"
@@ -15,9 +17,7 @@
 #include "models/run_model.h"
 #include "models/voice_activity.h"
 #include "stages/artifact.h"
-#include "stages/av_sync.h"
 #include "stages/faces_stage.h"
-#include "stages/motion_analysis.h"
 
 namespace framemill {
 

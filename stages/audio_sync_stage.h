@@ -3,7 +3,7 @@
 // picture, and how sure the estimate is. The audio gives two signals, speech probability
 // (Silero VAD) and an onset envelope; the picture gives the motion of the speaker's lower
 // face (faces from the faces stage's detector) and whole-frame visual onsets. Every audio
-// and visual pair is cross-correlated (stages/av_sync.h) and the clearest peak wins; shots
+// and visual pair is cross-correlated (analysis/av_sync.h) and the clearest peak wins; shots
 // (the motion analyser's cuts) get their own estimates. Offsets are on the clock a player
 // uses: the container's declared offset is in them, and reported apart. The signals, on
 // their common 10 ms grid, are a CSV artifact fenced by the lease token.

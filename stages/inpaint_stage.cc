@@ -7,11 +7,11 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "analysis/inpaint_fill.h"
 #include "gpu/ops.h"
 #include "jobs/stage_names.h"
 #include "media/image.h"
 #include "stages/artifact.h"
-#include "stages/inpaint_fill.h"
 
 namespace framemill {
 

@@ -2,11 +2,11 @@
 
 #include <exception>
 
+#include "analysis/lighting_analysis.h"
 #include "base/clock.h"
 #include "gpu/compute_backend.h"
 #include "jobs/stage_names.h"
 #include "media/video.h"
-#include "stages/lighting_analysis.h"
 
 namespace framemill {
 namespace {

@@ -1,11 +1,11 @@
 #include "stages/motion_stage.h"
 
 
+#include "analysis/motion_analysis.h"
 #include "gpu/ops.h"
 #include "jobs/stage_names.h"
 #include "media/video_reader.h"
 #include "stages/artifact.h"
-#include "stages/motion_analysis.h"
 
 namespace framemill {
 

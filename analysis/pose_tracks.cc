@@ -1,4 +1,4 @@
-#include "stages/pose_tracks.h"
+#include "analysis/pose_tracks.h"
 
 #include <algorithm>
 #include <cmath>
