@@ -14,27 +14,23 @@
 #include <string>
 
 #include "models/model_cache.h"
-#include "stages/stage.h"
+#include "stages/per_job_stage.h"
 #include "stages/stage_options.h"
 
 namespace framemill {
 
-class AudioSyncStage : public Stage {
+class AudioSyncStage : public PerJobStage {
  public:
   AudioSyncStage(std::shared_ptr<models::ModelCache> cache, AudioSyncOptions options,
                  const std::string& out_dir);
-  const StageSpec& spec() const override { return spec_; }
-  std::vector<Outcome> RunBatch(const std::vector<ClaimedJob>& jobs,
-                                const StageContext& ctx) override;
   std::vector<std::string> Models() const override;
 
- private:
-  Outcome RunOne(const ClaimedJob& job, const StageContext& ctx) const;
+ protected:
+  Outcome RunOne(const ClaimedJob& job, const StageContext& ctx) override;
 
+ private:
   std::shared_ptr<models::ModelCache> cache_;
   AudioSyncOptions options_;
-  std::string series_dir_;
-  StageSpec spec_;
 };
 
 }  // namespace framemill
