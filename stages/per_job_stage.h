@@ -6,6 +6,7 @@
 //  - any other goes to RunOne, the one thing a subclass writes; an exception out of it
 //    (OpenCV throws on input it cannot handle) fails that job alone as Corruption, prefixed
 //    with the stage's name, and the loop goes on.
+// docs/ADDING_A_STAGE.md is the recipe for a new stage on it.
 //
 // Not on this base, on purpose (each a Stage of its own): ModelStage (categorize, faces,
 // pose, segment: one model run takes the frames of many jobs), FetchStage (one FetchAll for
