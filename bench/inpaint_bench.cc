@@ -30,9 +30,9 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "analysis/inpaint_fill.h"
 #include "bench/bench_support.h"
 #include "gpu/compute_backend.h"
-#include "stages/inpaint_fill.h"
 #include "tests/support/test_support.h"
 
 namespace framemill {

@@ -49,6 +49,8 @@
 #include <opencv2/video/tracking.hpp>
 #include <opencv2/videoio.hpp>
 
+#include "analysis/motion_analysis.h"
+#include "analysis/pose_tracks.h"
 #include "bench/bench_support.h"
 #include "gpu/ops.h"
 #include "media/audio_reader.h"
@@ -56,9 +58,7 @@
 #include "models/model_store.h"
 #include "models/voice_activity.h"
 #include "stages/audio_sync_stage.h"
-#include "stages/motion_analysis.h"
 #include "stages/pose_stage.h"
-#include "stages/pose_tracks.h"
 #include "tests/support/model_test_support.h"
 #include "tests/support/test_support.h"
 

@@ -8,6 +8,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "gpu/ops.h"
+#include "media/geometry.h"
 
 namespace framemill::models {
 namespace {
@@ -94,14 +95,6 @@ std::vector<cv::Point2f> BlazeFaceAnchors(int input_size) {
           a.emplace_back(stride * (gx + 0.5f), stride * (gy + 0.5f));
   }
   return a;
-}
-
-float IoU(const cv::Rect2f& a, const cv::Rect2f& b) {
-  float ix = std::max(0.f, std::min(a.x + a.width, b.x + b.width) - std::max(a.x, b.x));
-  float iy = std::max(0.f, std::min(a.y + a.height, b.y + b.height) - std::max(a.y, b.y));
-  float inter = ix * iy;
-  float uni = a.area() + b.area() - inter;
-  return uni > 0 ? inter / uni : 0.f;
 }
 
 float MaskIoU(const cv::Mat& a, const cv::Mat& b) {

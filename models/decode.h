@@ -138,10 +138,9 @@ struct Mask {
 Result<Mask> DecodeMask(const OutputTensor& t, cv::Size image, float threshold = 0.5f);
 
 // Non-maximum suppression (tf.image.nonMaxSuppression semantics): indices kept, by
-// descending score; a box is dropped when its IoU with a kept box exceeds iou.
+// descending score; a box is dropped when its IoU (media/geometry.h) with a kept box exceeds iou.
 std::vector<int> Nms(const std::vector<cv::Rect2f>& boxes, const std::vector<float>& scores,
                      float iou, float min_score, int max_out);
-float IoU(const cv::Rect2f& a, const cv::Rect2f& b);
 float MaskIoU(const cv::Mat& a, const cv::Mat& b);  // CV_8U, nonzero = foreground
 
 // ---- facemesh (MediaPipe's face mesh, human-models; 468 landmarks of one face crop)

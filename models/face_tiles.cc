@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "media/geometry.h"
+
 namespace framemill::models {
 namespace {
 

@@ -30,8 +30,10 @@ ALLOWED = {
     "models": {"base", "media", "gpu"},
     "fetch": {"base", "media"},
     "cluster": {"base", "gpu"},
-    "stages": {"base", "media", "jobs", "gpu", "models", "fetch", "cluster"},
-    "scheduler": {"base", "media", "jobs", "storage", "gpu", "models", "fetch", "cluster", "stages"},
+    "analysis": {"base", "media", "gpu"},
+    "stages": {"base", "media", "jobs", "gpu", "models", "fetch", "cluster", "analysis"},
+    "scheduler": {"base", "media", "jobs", "storage", "gpu", "models", "fetch", "cluster", "analysis",
+                  "stages"},
     "outputs": {"base", "media", "jobs", "storage"},
     "configs": {"base"},
 }
@@ -41,7 +43,8 @@ ALLOWED["cli"] = PROJECT - {"tests", "bench", "cli"}
 WHY = [
     (lambda a, b: a == "stages" and b == "storage",
      "stages/ never include storage/: stages return outcomes, the scheduler commits them"),
-    (lambda a, b: a in {"storage", "jobs", "gpu", "media", "cluster", "base"} and b in {"scheduler", "cli", "stages"},
+    (lambda a, b: a in {"storage", "jobs", "gpu", "media", "cluster", "analysis", "base"}
+                  and b in {"scheduler", "cli", "stages"},
      "nothing below the stages includes scheduler/, cli/ or stages/"),
     (lambda a, b: a == "configs",
      "configs/ includes nothing of ours but base/: each module has its own options, filled by cli/"),
@@ -133,6 +136,8 @@ self_test() {
     "storage/x.cc|#include \"scheduler/worker.h\"|nothing below the stages"
     "gpu/x.h|#include \"stages/stage.h\"|nothing below the stages"
     "media/x.h|#include \"cli/command.h\"|nothing below the stages"
+    "analysis/x.cc|#include \"stages/stage.h\"|nothing below the stages"
+    "analysis/x.h|#include \"jobs/job.h\"|analysis/ may include only base, gpu, media"
     "models/x.cc|#include \"gpu/cuda/kernels.h\"|only gpu/ may include gpu/cuda/"
     "tests/x_test.cc|#include \"gpu/cuda/kernels.h\"|only gpu/ may include gpu/cuda/"
     "configs/x.cc|#include \"gpu/policy.h\"|configs/ includes nothing of ours but base/"

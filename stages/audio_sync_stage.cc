@@ -8,16 +8,15 @@
 
 #include <opencv2/imgproc.hpp>
 
+#include "analysis/av_sync.h"
+#include "analysis/motion_analysis.h"
 #include "jobs/stage_names.h"
 #include "media/audio_reader.h"
 #include "media/video_reader.h"
 #include "models/decode.h"
 #include "models/run_model.h"
 #include "models/voice_activity.h"
-#include "stages/artifact.h"
-#include "stages/av_sync.h"
 #include "stages/faces_stage.h"
-#include "stages/motion_analysis.h"
 
 namespace framemill {
 
@@ -449,14 +448,11 @@ nlohmann::json ResultJson(const Sound& sound, const VisualSeries& visual, double
 
 }  // namespace
 
+// A still image has no sound: its job is skipped with the reason.
 AudioSyncStage::AudioSyncStage(std::shared_ptr<models::ModelCache> cache, AudioSyncOptions options,
                                const std::string& out_dir)
-    : cache_(std::move(cache)), options_(std::move(options)),
-      series_dir_(ArtifactDir(out_dir, stage_names::kAudioSync)) {
-  spec_.name = stage_names::kAudioSync;
-  spec_.images = false;  // a still image has no sound: its job is skipped with the reason
-  spec_.videos = true;
-}
+    : PerJobStage(MakeSpec(stage_names::kAudioSync, Takes::kVideos), out_dir),
+      cache_(std::move(cache)), options_(std::move(options)) {}
 
 std::vector<std::string> AudioSyncStage::Models() const {
   std::vector<std::string> names = {options_.vad_model, options_.face_model};
@@ -464,13 +460,7 @@ std::vector<std::string> AudioSyncStage::Models() const {
   return names;
 }
 
-std::vector<Outcome> AudioSyncStage::RunBatch(const std::vector<ClaimedJob>& jobs,
-                                         const StageContext& ctx) {
-  return RunEachJob(jobs, ctx, spec_.name, [&](const ClaimedJob& job) { return RunOne(job, ctx); });
-}
-
-Outcome AudioSyncStage::RunOne(const ClaimedJob& job, const StageContext& ctx) const {
-  if (job.kind != MediaKind::kVideo) return Outcome::Skipped("audio_sync applies to videos only");
+Outcome AudioSyncStage::RunOne(const ClaimedJob& job, const StageContext& ctx) {
   std::string skip;
   auto sound = HearSound(job.source, options_, *cache_, ctx, &skip);
   if (!sound.ok()) return skip.empty() ? Outcome::Failed(sound.status()) : Outcome::Skipped(skip);
@@ -499,23 +489,18 @@ Outcome AudioSyncStage::RunOne(const ClaimedJob& job, const StageContext& ctx) c
   const std::vector<Candidate> all = Compare(signals, so, shots);
   const Candidate* best = Best(all);
 
-  std::vector<const SyncSignal*> series = {&signals.vad, &signals.energy, &signals.onset, &signals.frame};
-  for (const SyncSignal& f : signals.face) series.push_back(&f);
-  const std::string series_path = ArtifactPath(series_dir_, job, -1, "csv");
-  if (Status s = WriteArtifact(series_path, SeriesCsv(series)); !s.ok()) return Outcome::Failed(s);
-
   nlohmann::json result = ResultJson(*sound, *visual, fps, all, best, options_.min_confidence);
-  result["series"] = series_path;
   if (!no_mesh.empty()) result["mouth_unavailable"] = no_mesh;
   // Shots long enough get their own estimate from the same pair of signals.
   if (best != nullptr && !visual->cuts.empty()) {
     result["shots"] = ShotEstimates(*best->audio, *best->visual, shots, so, options_.min_shot_s);
     result["cuts"] = visual->cuts;
   }
-  Outcome o = Outcome::Done(std::move(result),
-                            CommonDevice({sound->device, visual->face_device, visual->mesh_device}));
-  o.artifacts.push_back(series_path);
-  return o;
+  // The signals on their grid: the CSV artifact, named under "series".
+  std::vector<const SyncSignal*> series = {&signals.vad, &signals.energy, &signals.onset, &signals.frame};
+  for (const SyncSignal& f : signals.face) series.push_back(&f);
+  return DoneWithArtifact(job, "csv", SeriesCsv(series), "series", std::move(result),
+                          CommonDevice({sound->device, visual->face_device, visual->mesh_device}));
 }
 
 }  // namespace framemill

@@ -3,7 +3,7 @@
 // picture, and how sure the estimate is. The audio gives two signals, speech probability
 // (Silero VAD) and an onset envelope; the picture gives the motion of the speaker's lower
 // face (faces from the faces stage's detector) and whole-frame visual onsets. Every audio
-// and visual pair is cross-correlated (stages/av_sync.h) and the clearest peak wins; shots
+// and visual pair is cross-correlated (analysis/av_sync.h) and the clearest peak wins; shots
 // (the motion analyser's cuts) get their own estimates. Offsets are on the clock a player
 // uses: the container's declared offset is in them, and reported apart. The signals, on
 // their common 10 ms grid, are a CSV artifact fenced by the lease token.
@@ -14,27 +14,23 @@
 #include <string>
 
 #include "models/model_cache.h"
-#include "stages/stage.h"
+#include "stages/per_job_stage.h"
 #include "stages/stage_options.h"
 
 namespace framemill {
 
-class AudioSyncStage : public Stage {
+class AudioSyncStage : public PerJobStage {
  public:
   AudioSyncStage(std::shared_ptr<models::ModelCache> cache, AudioSyncOptions options,
                  const std::string& out_dir);
-  const StageSpec& spec() const override { return spec_; }
-  std::vector<Outcome> RunBatch(const std::vector<ClaimedJob>& jobs,
-                                const StageContext& ctx) override;
   std::vector<std::string> Models() const override;
 
- private:
-  Outcome RunOne(const ClaimedJob& job, const StageContext& ctx) const;
+ protected:
+  Outcome RunOne(const ClaimedJob& job, const StageContext& ctx) override;
 
+ private:
   std::shared_ptr<models::ModelCache> cache_;
   AudioSyncOptions options_;
-  std::string series_dir_;
-  StageSpec spec_;
 };
 
 }  // namespace framemill

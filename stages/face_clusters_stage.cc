@@ -10,19 +10,12 @@
 #include "cluster/stable_ids.h"
 #include "gpu/ops.h"
 #include "jobs/stage_names.h"
+#include "media/geometry.h"
 
 namespace framemill {
 namespace {
 
 constexpr const char* kOperation = "FACE_CLUSTERING";
-
-float IoU(const float* a, const float* b) {
-  const float ix = std::max(0.f, std::min(a[2], b[2]) - std::max(a[0], b[0]));
-  const float iy = std::max(0.f, std::min(a[3], b[3]) - std::max(a[1], b[1]));
-  const float inter = ix * iy;
-  const float uni = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter;
-  return uni > 0 ? inter / uni : 0;
-}
 
 float Cosine(const std::vector<float>& a, const std::vector<float>& b) {
   if (a.size() != b.size() || a.empty()) return -1;

@@ -4,6 +4,10 @@
 // one point; tracks are clustered by density (cluster/: HDBSCAN* over a k-NN graph), and
 // cluster ids carry over from the job's previous result (cluster/stable_ids.h). Faces
 // that fit no identity are noise. Reads upstream results through StageContext::results.
+// Not a PerJobStage (stages/per_job_stage.h): its one job is the dataset, not an item (no
+// media kind to check, no artifact), and a throw while clustering is no item's bad input:
+// it is left to the worker's boundary (internal, retried) rather than failed for good as
+// Corruption, as the per-job loop fails the item that threw.
 // Holds only configuration; RunBatch is thread-safe.
 #pragma once
 

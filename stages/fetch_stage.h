@@ -6,6 +6,8 @@
 // connect, timeout, http_status, too_large, not_media, bad_url, transfer) as the error
 // class, and the server's Retry-After as the least delay before a retry; the Status
 // code decides whether it is retried at all (fetch/fetcher.h has the table).
+// Not a PerJobStage (stages/per_job_stage.h): the whole batch is one FetchAll, its transfers
+// in flight together; job by job there would be one transfer at a time.
 // Thread-safety: RunBatch may be called from several threads; each thread gets its own
 // Fetcher (a Fetcher is single-threaded), kept for the stage's lifetime.
 #pragma once

@@ -7,11 +7,11 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "analysis/inpaint_fill.h"
 #include "gpu/ops.h"
 #include "jobs/stage_names.h"
 #include "media/image.h"
 #include "stages/artifact.h"
-#include "stages/inpaint_fill.h"
 
 namespace framemill {
 
@@ -89,14 +89,16 @@ struct InpaintStage::Network {
   cv::dnn::Net net;
 };
 
+// Video keyframes are not inpainted: their jobs are skipped with the reason. The segment
+// stage's masks make it depend on segment.
 InpaintStage::InpaintStage(InpaintOptions options, const std::string& out_dir)
-    : options_(std::move(options)), image_dir_(ArtifactDir(out_dir, stage_names::kInpaint)) {
+    : PerJobStage(MakeSpec(stage_names::kInpaint, Takes::kImages,
+                       options.masks == "segment" ? std::vector<std::string>{stage_names::kSegment}
+                                                  : std::vector<std::string>{}),
+                  out_dir),
+      options_(std::move(options)) {
   if (options_.masks != "segment") options_.masks = AbsolutePath(options_.masks);
   if (!options_.model.empty()) options_.model = AbsolutePath(options_.model);
-  spec_.name = stage_names::kInpaint;
-  spec_.images = true;
-  spec_.videos = false;  // video keyframes are not inpainted: their jobs are skipped
-  if (options_.masks == "segment") spec_.deps = {stage_names::kSegment};
 }
 
 InpaintStage::~InpaintStage() = default;
@@ -108,11 +110,6 @@ Status InpaintStage::CheckSettings() const {
   if (!options_.model.empty() && !fs::is_regular_file(options_.model, ec))
     return Status::InvalidArgument("inpaint.model: " + options_.model + " is not a file");
   return Status::OK();
-}
-
-std::vector<Outcome> InpaintStage::RunBatch(const std::vector<ClaimedJob>& jobs,
-                                            const StageContext& ctx) {
-  return RunEachJob(jobs, ctx, spec_.name, [&](const ClaimedJob& job) { return RunOne(job, ctx); });
 }
 
 Result<InpaintStage::Hole> InpaintStage::FindHole(const ClaimedJob& job, const StageContext& ctx,
@@ -206,7 +203,6 @@ Result<cv::Mat> InpaintStage::RunModel(const cv::Mat& bgr, const cv::Mat& hole) 
 }
 
 Outcome InpaintStage::RunOne(const ClaimedJob& job, const StageContext& ctx) {
-  if (job.kind != MediaKind::kImage) return Outcome::Skipped("inpaint applies to images only");
   auto image = DecodeImageFile(job.source, options_.limits);
   if (!image.ok()) return Outcome::Failed(image.status());
   auto hole = FindHole(job, ctx, image->size());
@@ -242,21 +238,16 @@ Outcome InpaintStage::RunOne(const ClaimedJob& job, const StageContext& ctx) {
   std::vector<uchar> png;
   if (!cv::imencode(".png", *filled, png))
     return Outcome::Failed(Status::Internal("cannot encode the filled image"));
-  const std::string path = ArtifactPath(image_dir_, job, -1, "png");
-  if (Status s = WriteArtifact(path, std::string_view(reinterpret_cast<const char*>(png.data()), png.size()));
-      !s.ok())
-    return Outcome::Failed(s);
   nlohmann::json r = {{"method", method},
                       {"mask_coverage", Rounded(shape.coverage, 4)},
-                      {"image", path},
                       {"mask_source", hole->source},
                       {"mask", hole->path},
                       {"hole_half_width", Rounded(shape.half_width, 4)},
                       {"size", {image->cols, image->rows}}};
   if (hole->scaled) r["mask_scaled"] = true;
-  Outcome o = Outcome::Done(std::move(r), device.empty() ? "cpu" : device);
-  o.artifacts.push_back(path);
-  return o;
+  // The filled image: the PNG artifact, named under "image".
+  return DoneWithArtifact(job, "png", std::string_view(reinterpret_cast<const char*>(png.data()), png.size()),
+                          "image", std::move(r), device.empty() ? "cpu" : device);
 }
 
 }  // namespace framemill

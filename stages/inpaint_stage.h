@@ -15,33 +15,30 @@
 #include <mutex>
 #include <string>
 
-#include "stages/stage.h"
+#include "stages/per_job_stage.h"
 #include "stages/stage_options.h"
 
 namespace framemill {
 
-class InpaintStage : public Stage {
+class InpaintStage : public PerJobStage {
  public:
   // out_dir: the artifact directory (`out`); it and the mask and model paths are made
   // absolute here.
   InpaintStage(InpaintOptions options, const std::string& out_dir);
   ~InpaintStage() override;
-  const StageSpec& spec() const override { return spec_; }
-  std::vector<Outcome> RunBatch(const std::vector<ClaimedJob>& jobs,
-                                const StageContext& ctx) override;
   // inpaint.masks and inpaint.model must name what is there.
   Status CheckSettings() const override;
+
+ protected:
+  Outcome RunOne(const ClaimedJob& job, const StageContext& ctx) override;
 
  private:
   struct Hole;
   struct Network;  // the user's ONNX network, opened on first use
-  Outcome RunOne(const ClaimedJob& job, const StageContext& ctx);
   Result<Hole> FindHole(const ClaimedJob& job, const StageContext& ctx, cv::Size size) const;
   Result<cv::Mat> RunModel(const cv::Mat& bgr, const cv::Mat& hole);
 
   InpaintOptions options_;
-  std::string image_dir_;
-  StageSpec spec_;
   std::mutex model_mu_;  // guards model_: cv::dnn::Net is not thread-safe
   std::unique_ptr<Network> model_;
 };

@@ -2,11 +2,11 @@
 
 #include <exception>
 
+#include "analysis/lighting_analysis.h"
 #include "base/clock.h"
 #include "gpu/compute_backend.h"
 #include "jobs/stage_names.h"
 #include "media/video.h"
-#include "stages/lighting_analysis.h"
 
 namespace framemill {
 namespace {
@@ -20,7 +20,8 @@ struct Frame {
   int width, height;
 };
 
-// Reads one item into its working frames, or explains why not.
+// Reads one item (an image, or a video: the spec takes no other kind) into its working
+// frames, or explains why not.
 Status Decode(const ClaimedJob& job, const LightingOptions& opt, std::vector<Frame>* frames,
               size_t j, nlohmann::json* media_info) {
   if (job.kind == MediaKind::kImage) {
@@ -30,44 +31,38 @@ Status Decode(const ClaimedJob& job, const LightingOptions& opt, std::vector<Fra
     *media_info = {{"kind", "image"}};
     return Status::OK();
   }
-  if (job.kind == MediaKind::kVideo) {
-    auto sample = SampleVideoFrames(job.source, opt.video_frames, opt.video_limits);
-    if (!sample.ok()) return sample.status();
-    for (size_t k = 0; k < sample->frames.size(); ++k) {
-      const cv::Mat& f = sample->frames[k];
-      frames->push_back({j, sample->indices[k], lighting::WorkingImage(f), f.cols, f.rows});
-    }
-    const VideoInfo& vi = sample->info;
-    *media_info = {{"kind", "video"}, {"fps", vi.fps}, {"frames", vi.frames},
-                   {"width", vi.width}, {"height", vi.height}, {"codec", vi.codec}};
-    return Status::OK();
+  auto sample = SampleVideoFrames(job.source, opt.video_frames, opt.video_limits);
+  if (!sample.ok()) return sample.status();
+  for (size_t k = 0; k < sample->frames.size(); ++k) {
+    const cv::Mat& f = sample->frames[k];
+    frames->push_back({j, sample->indices[k], lighting::WorkingImage(f), f.cols, f.rows});
   }
-  return Status::Unsupported("lighting applies to images and videos");
+  const VideoInfo& vi = sample->info;
+  *media_info = {{"kind", "video"}, {"fps", vi.fps}, {"frames", vi.frames},
+                 {"width", vi.width}, {"height", vi.height}, {"codec", vi.codec}};
+  return Status::OK();
 }
 
 }  // namespace
 
-LightingStage::LightingStage(LightingOptions options) : options_(options) {
-  spec_.name = stage_names::kLighting;
-  spec_.images = true;
-  spec_.videos = true;
-}
+LightingStage::LightingStage(LightingOptions options)
+    : PerJobStage(MakeSpec(stage_names::kLighting, Takes::kImagesAndVideos)),
+      options_(options) {}
 
 std::vector<Outcome> LightingStage::RunBatch(const std::vector<ClaimedJob>& jobs,
                                              const StageContext& ctx) {
   if (ctx.ladder == nullptr) {
     gpu::CpuLadder cpu(SystemClock());
-    return RunBatch(jobs, StageContext{cpu.get(), ctx.stop});
+    return RunBatch(jobs, StageContext{cpu.get(), ctx.stop, ctx.results});
   }
-  if (ctx.ladder->OnDevice("LIGHTING") || jobs.size() <= 1) return RunTogether(jobs, *ctx.ladder);
+  if (ctx.ladder->OnDevice("LIGHTING") && jobs.size() > 1) return RunTogether(jobs, *ctx.ladder);
   // On the CPU, batching buys nothing and costs cache: each decoded image would be
   // evicted before its statistics are taken. One item at a time instead.
-  std::vector<Outcome> out;
-  for (const ClaimedJob& job : jobs) {
-    if (ctx.stopped()) break;
-    out.push_back(std::move(RunTogether({job}, *ctx.ladder).front()));
-  }
-  return out;
+  return PerJobStage::RunBatch(jobs, ctx);
+}
+
+Outcome LightingStage::RunOne(const ClaimedJob& job, const StageContext& ctx) {
+  return std::move(RunTogether({job}, *ctx.ladder).front());  // RunBatch lent a ladder
 }
 
 std::vector<Outcome> LightingStage::RunTogether(const std::vector<ClaimedJob>& jobs,
@@ -76,6 +71,11 @@ std::vector<Outcome> LightingStage::RunTogether(const std::vector<ClaimedJob>& j
   std::vector<nlohmann::json> media(jobs.size());
   std::vector<Frame> frames;
   for (size_t j = 0; j < jobs.size(); ++j) {
+    // A device batch comes here straight from RunBatch, not through the base's loop.
+    if (std::optional<Outcome> skip = SkipIfNotApplicable(spec(), jobs[j])) {
+      out[j] = std::move(*skip);
+      continue;
+    }
     try {
       Status s = Decode(jobs[j], options_, &frames, j, &media[j]);
       if (!s.ok()) out[j] = Outcome::Failed(s);

@@ -10,14 +10,6 @@
 namespace framemill {
 namespace {
 
-bool IsMedia(const ClaimedJob& job) {
-  return job.kind == MediaKind::kImage || job.kind == MediaKind::kVideo;
-}
-
-Outcome NotMedia(const ClaimedJob& job) {
-  return Outcome::Skipped(job.stage + " applies to images and videos");
-}
-
 nlohmann::json VideoInfoJson(const VideoInfo& vi) {
   return {{"kind", "video"}, {"fps", vi.fps}, {"frames", vi.frames},
           {"width", vi.width}, {"height", vi.height}, {"codec", vi.codec}};
@@ -75,15 +67,16 @@ Status DecodeItem(const ClaimedJob& job, size_t j, const ModelStageOptions& opt,
   return Status::OK();
 }
 
-// Decodes every job of a chunk; a job that cannot be decoded gets its failure in `out`.
-std::vector<ModelFrame> DecodeAll(const std::vector<ClaimedJob>& jobs,
+// Decodes every job of a chunk; a job that cannot be decoded (or that the spec does not
+// take) gets its outcome in `out`.
+std::vector<ModelFrame> DecodeAll(const StageSpec& spec, const std::vector<ClaimedJob>& jobs,
                                   const ModelStageOptions& opt, std::vector<Outcome>* out,
                                   std::vector<nlohmann::json>* info, std::vector<bool>* decoded) {
   std::vector<ModelFrame> frames;
   for (size_t j = 0; j < jobs.size(); ++j) {
     const ClaimedJob& job = jobs[j];
-    if (!IsMedia(job)) {
-      (*out)[j] = NotMedia(job);
+    if (std::optional<Outcome> skip = SkipIfNotApplicable(spec, job)) {
+      (*out)[j] = std::move(*skip);
       continue;
     }
     try {
@@ -139,7 +132,7 @@ std::vector<Outcome> ModelStage::RunBatch(const std::vector<ClaimedJob>& jobs,
       std::vector<Outcome> out;
       for (const ClaimedJob& job : jobs) {
         if (ctx.stopped()) break;
-        out.push_back(IsMedia(job) ? Outcome::Failed(lease.status()) : NotMedia(job));
+        out.push_back(SkipIfNotApplicable(spec_, job).value_or(Outcome::Failed(lease.status())));
       }
       return out;
     }
@@ -163,7 +156,7 @@ std::vector<Outcome> ModelStage::RunChunk(const std::vector<ClaimedJob>& jobs,
   std::vector<Outcome> out(jobs.size());
   std::vector<nlohmann::json> info(jobs.size());
   std::vector<bool> decoded(jobs.size(), false);
-  std::vector<ModelFrame> frames = DecodeAll(jobs, options_, &out, &info, &decoded);
+  std::vector<ModelFrame> frames = DecodeAll(spec_, jobs, options_, &out, &info, &decoded);
   if (frames.empty()) return out;
 
   std::vector<FrameResult> results(frames.size());

@@ -3,6 +3,9 @@
 // (an image, or sampled frames of a video), and assembling one outcome per job from the
 // per-frame results a subclass computes. A subclass names its models and says how to
 // analyse frames and how to sum up a video; the loop is written once, here.
+// Not a PerJobStage (stages/per_job_stage.h): a batchable model takes the frames of many
+// jobs in one run, which is what a device is for, so a subclass analyses frames, not a job.
+// Jobs of a kind the spec does not take are skipped by the same check (SkipIfNotApplicable).
 // Subclasses hold only configuration and the shared cache: RunBatch is thread-safe.
 #pragma once
 

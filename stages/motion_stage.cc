@@ -1,11 +1,9 @@
 #include "stages/motion_stage.h"
 
-
+#include "analysis/motion_analysis.h"
 #include "gpu/ops.h"
 #include "jobs/stage_names.h"
 #include "media/video_reader.h"
-#include "stages/artifact.h"
-#include "stages/motion_analysis.h"
 
 namespace framemill {
 
@@ -39,24 +37,12 @@ FlowFn DeviceFlow(gpu::OomLadder& ladder, std::string* device) {
 
 }  // namespace
 
+// A still image has no motion: its job is skipped with the reason.
 MotionStage::MotionStage(MotionOptions options, const std::string& out_dir)
-    : options_(std::move(options)), series_dir_(ArtifactDir(out_dir, stage_names::kMotion)) {
-  spec_.name = stage_names::kMotion;
-  spec_.images = false;  // a still image has no motion: its job is skipped with the reason
-  spec_.videos = true;
-}
+    : PerJobStage(MakeSpec(stage_names::kMotion, Takes::kVideos), out_dir),
+      options_(std::move(options)) {}
 
-std::string MotionStage::SeriesPath(const ClaimedJob& job) const {
-  return ArtifactPath(series_dir_, job, -1, "csv");
-}
-
-std::vector<Outcome> MotionStage::RunBatch(const std::vector<ClaimedJob>& jobs,
-                                         const StageContext& ctx) {
-  return RunEachJob(jobs, ctx, spec_.name, [&](const ClaimedJob& job) { return RunOne(job, ctx); });
-}
-
-Outcome MotionStage::RunOne(const ClaimedJob& job, const StageContext& ctx) const {
-  if (job.kind != MediaKind::kVideo) return Outcome::Skipped("motion applies to videos only");
+Outcome MotionStage::RunOne(const ClaimedJob& job, const StageContext& ctx) {
   VideoReaderOptions ro;
   ro.max_width = options_.analysis_width;
   ro.max_fps = options_.max_fps;
@@ -82,17 +68,12 @@ Outcome MotionStage::RunOne(const ClaimedJob& job, const StageContext& ctx) cons
     return Outcome::Skipped("motion needs two frames; the video has " +
                             std::to_string(analyser.frames_analysed()));
   const MotionSummary summary = analyser.Finish(r.frames_decoded());
-  const std::string series = SeriesPath(job);
-  if (Status s = WriteArtifact(series, analyser.SeriesCsv()); !s.ok()) return Outcome::Failed(s);
   nlohmann::json result = MotionJson(summary, r.info().fps, analyser.frames_analysed(),
                                      r.output_size());
   result["frames"] = r.frames_decoded();
-  result["series"] = series;
   result["flow"] = method;
   if (r.damaged_packets() > 0) result["damaged_packets"] = r.damaged_packets();
-  Outcome o = Outcome::Done(std::move(result), device);
-  o.artifacts.push_back(series);
-  return o;
+  return DoneWithArtifact(job, "csv", analyser.SeriesCsv(), "series", std::move(result), device);
 }
 
 }  // namespace framemill

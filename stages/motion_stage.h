@@ -7,24 +7,20 @@
 
 #include <string>
 
-#include "stages/stage.h"
+#include "stages/per_job_stage.h"
 #include "stages/stage_options.h"
 
 namespace framemill {
 
-class MotionStage : public Stage {
+class MotionStage : public PerJobStage {
  public:
   MotionStage(MotionOptions options, const std::string& out_dir);
-  const StageSpec& spec() const override { return spec_; }
-  std::vector<Outcome> RunBatch(const std::vector<ClaimedJob>& jobs,
-                                const StageContext& ctx) override;
+
+ protected:
+  Outcome RunOne(const ClaimedJob& job, const StageContext& ctx) override;
 
  private:
-  Outcome RunOne(const ClaimedJob& job, const StageContext& ctx) const;
-  std::string SeriesPath(const ClaimedJob& job) const;
   MotionOptions options_;
-  std::string series_dir_;
-  StageSpec spec_;
 };
 
 }  // namespace framemill

@@ -6,8 +6,8 @@
 
 #include <opencv2/imgproc.hpp>
 
+#include "analysis/motion_analysis.h"
 #include "jobs/stage_names.h"
-#include "stages/motion_analysis.h"
 
 namespace framemill {
 namespace {

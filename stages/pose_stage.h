@@ -1,6 +1,6 @@
 // The `pose` stage, operation POSE: body keypoints in image pixels with scores.
 // movenet-multipose (default) finds up to 6 people; on a video it reads the frames in
-// order (pose.video_fps) and links the people into tracks (stages/pose_tracks.h), with
+// order (pose.video_fps) and links the people into tracks (analysis/pose_tracks.h), with
 // the camera's motion between frames taken out by the motion analyser. movenet-lightning
 // (17 COCO keypoints) and blazepose-full (39 landmarks) give the main person of an image
 // or of a video's sampled frames. The image is padded to a square first so the
@@ -11,9 +11,9 @@
 #include <memory>
 #include <string>
 
+#include "analysis/pose_tracks.h"
 #include "models/decode.h"
 #include "stages/model_stage.h"
-#include "stages/pose_tracks.h"
 #include "stages/stage_options.h"
 
 namespace framemill {

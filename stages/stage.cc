@@ -1,7 +1,6 @@
 #include "stages/stage.h"
 
 #include <cmath>
-#include <exception>
 
 #include "base/clock.h"
 
@@ -14,19 +13,14 @@ Outcome Stage::Run(const ClaimedJob& job) {
   return std::move(out.front());
 }
 
-std::vector<Outcome> RunEachJob(const std::vector<ClaimedJob>& jobs, const StageContext& ctx,
-                                const std::string& stage,
-                                const std::function<Outcome(const ClaimedJob&)>& one) {
-  std::vector<Outcome> out;
-  for (const ClaimedJob& job : jobs) {
-    if (ctx.stopped()) break;
-    try {
-      out.push_back(one(job));
-    } catch (const std::exception& e) {
-      out.push_back(Outcome::Failed(Status::Corruption(stage + ": " + e.what())));
-    }
-  }
-  return out;
+std::optional<Outcome> SkipIfNotApplicable(const StageSpec& spec, const ClaimedJob& job) {
+  if (spec.AppliesTo(job.kind)) return std::nullopt;
+  const char* what = spec.dataset_level              ? "the dataset only"
+                     : spec.images && spec.videos    ? "images and videos"
+                     : spec.images                   ? "images only"
+                     : spec.videos                   ? "videos only"
+                                                     : "no media";
+  return Outcome::Skipped(spec.name + " applies to " + what);
 }
 
 double Rounded(double v, int decimals) {

@@ -4,7 +4,7 @@
 #pragma once
 
 #include <atomic>
-#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,12 +46,12 @@ class Stage {
   virtual Status CheckSettings() const { return Status::OK(); }
 };
 
-// The loop of a stage that takes its jobs one at a time: `one` on each in turn until ctx
-// says stop. An exception (OpenCV throws on what it cannot handle) fails that job as
-// Corruption, prefixed with the stage's name, and the loop goes on.
-std::vector<Outcome> RunEachJob(const std::vector<ClaimedJob>& jobs, const StageContext& ctx,
-                                const std::string& stage,
-                                const std::function<Outcome(const ClaimedJob&)>& one);
+// Skipped with the reason when `spec` does not take `job`'s kind ("motion applies to videos
+// only", "... to images only", "... to images and videos"); nullopt when it does. The store
+// never makes such a job claimable (it is skipped when enqueued, or when its download
+// turns out to be of that kind), so this answers callers that hand a stage any job (tests,
+// tools). The stage bases check it, once each: PerJobStage, ModelStage.
+std::optional<Outcome> SkipIfNotApplicable(const StageSpec& spec, const ClaimedJob& job);
 
 // v to `decimals` places, for results (dividing by a power of ten keeps 739.3 from
 // printing as 739.3000000000001).

@@ -13,9 +13,9 @@
 #include "media/image.h"
 #include "media/video.h"
 #include "models/face_tiles.h"
-#include "stages/av_sync.h"
-#include "stages/motion_analysis.h"
-#include "stages/pose_tracks.h"
+#include "analysis/av_sync.h"
+#include "analysis/motion_analysis.h"
+#include "analysis/pose_tracks.h"
 
 namespace framemill {
 

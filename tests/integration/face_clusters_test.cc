@@ -21,7 +21,7 @@
 
 #include "base/clock.h"
 #include "cluster/metrics.h"
-#include "models/decode.h"
+#include "media/geometry.h"
 #include "scheduler/supervisor.h"
 #include "stages/face_clusters_stage.h"
 #include "storage/job_store.h"
@@ -287,7 +287,7 @@ std::string LabelOf(const nlohmann::json& labels, const std::string& name, int f
       if (!clip["boxes"].contains(frame)) return "";
       const cv::Rect2f mine(box[0], box[1], box[2] - box[0], box[3] - box[1]);
       for (const auto& [label, b] : clip["boxes"][frame].get<std::vector<std::pair<std::string, std::vector<float>>>>())
-        if (models::IoU(mine, cv::Rect2f(b[0], b[1], b[2] - b[0], b[3] - b[1])) >= 0.5f) return label;
+        if (IoU(mine, cv::Rect2f(b[0], b[1], b[2] - b[0], b[3] - b[1])) >= 0.5f) return label;
       return "";
     }
     return face == 0 ? clip["label"].get<std::string>() : "";

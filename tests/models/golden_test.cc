@@ -16,6 +16,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "gpu/ops.h"
+#include "media/geometry.h"
 #include "models/decode.h"
 #include "models/dnn_model.h"
 #include "models/manifest.h"

@@ -13,6 +13,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/videoio.hpp>
 
+#include "media/geometry.h"
 #include "models/model_cache.h"
 #include "tests/support/model_test_support.h"
 #include "tests/support/test_support.h"
@@ -187,7 +188,7 @@ int Matched(const std::vector<cv::Rect2f>& want, const std::vector<cv::Rect2f>& 
   int n = 0;
   for (const auto& w : want) {
     bool hit = false;
-    for (const auto& g : got) hit |= models::IoU(w, g) >= iou;
+    for (const auto& g : got) hit |= IoU(w, g) >= iou;
     n += hit;
   }
   return n;
@@ -318,7 +319,7 @@ TEST(FacesStageTest, TiledDetectorMatchesTheTfjsReference) {
       const auto b = w["box"].get<std::vector<float>>();
       const cv::Rect2f ref(b[0], b[1], b[2] - b[0], b[3] - b[1]);
       double best = 0;
-      for (const auto& g : out.result["faces"]) best = std::max(best, double(models::IoU(ref, RectOf(g))));
+      for (const auto& g : out.result["faces"]) best = std::max(best, double(IoU(ref, RectOf(g))));
       min_iou = std::min(min_iou, best);
     }
     std::printf("[tiled vs tfjs] %s: %zu faces, %d tiles, min IoU %.4f\n", want["image"].get<std::string>().c_str(),

@@ -5,8 +5,8 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "analysis/inpaint_fill.h"
 #include "gpu/compute_backend.h"
-#include "stages/inpaint_fill.h"
 #include "tests/support/test_support.h"
 
 namespace framemill {

@@ -1,4 +1,4 @@
-#include "stages/inpaint_fill.h"
+#include "analysis/inpaint_fill.h"
 
 #include <tbb/parallel_for.h>
 
@@ -98,7 +98,7 @@ cv::Mat StartField(const cv::Mat& active, const cv::Mat& source, const cv::Mat& 
 // copies there, a patch weighing exp(-cost / 2 sigma^2) per pixel with sigma^2 the 75th
 // percentile of the costs (Wexler, Shechtman and Irani 2007). Uniform weights measured
 // 0.1 dB better in the hole on photos but blur a repeating texture from 30 to 20 dB
-// (tests/stages/inpaint_fill_test.cc): the exemplar fill is for texture, so Wexler's.
+// (tests/analysis/inpaint_fill_test.cc): the exemplar fill is for texture, so Wexler's.
 // Returns the mean change per channel.
 double Vote(const gpu::PatchMatchResult& field, const cv::Mat& active, int r, Level* level) {
   const int w = level->image.cols, h = level->image.rows;

@@ -1,5 +1,5 @@
 // Linking people into tracks, on people whose true identity the test knows.
-#include "stages/pose_tracks.h"
+#include "analysis/pose_tracks.h"
 
 #include <gtest/gtest.h>
 

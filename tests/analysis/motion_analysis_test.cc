@@ -1,4 +1,4 @@
-#include "stages/motion_analysis.h"
+#include "analysis/motion_analysis.h"
 
 #include <gtest/gtest.h>
 

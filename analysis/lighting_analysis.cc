@@ -1,4 +1,4 @@
-#include "stages/lighting_analysis.h"
+#include "analysis/lighting_analysis.h"
 
 #include <algorithm>
 #include <array>

@@ -1,4 +1,4 @@
-#include "stages/av_sync.h"
+#include "analysis/av_sync.h"
 
 #include <algorithm>
 #include <cmath>

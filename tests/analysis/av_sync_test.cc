@@ -1,6 +1,6 @@
 // The signal side of audio-video sync on constructed signals, where the true offset is
 // known exactly: events at irregular times seen by "picture" and "sound" with a lag.
-#include "stages/av_sync.h"
+#include "analysis/av_sync.h"
 
 #include <cmath>
 #include <random>

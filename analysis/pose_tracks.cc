@@ -1,8 +1,10 @@
-#include "stages/pose_tracks.h"
+#include "analysis/pose_tracks.h"
 
 #include <algorithm>
 #include <cmath>
 #include <tuple>
+
+#include "media/geometry.h"
 
 namespace framemill {
 namespace {
@@ -47,14 +49,8 @@ PoseSighting Predict(const Live& t, int64_t frame) {
   return p;
 }
 
-double BoxIoU(const cv::Rect2f& a, const cv::Rect2f& b) {
-  const double inter = (a & b).area();
-  const double uni = a.area() + b.area() - inter;
-  return uni > 0 ? inter / uni : 0;
-}
-
 double Affinity(const PoseSighting& predicted, const PoseSighting& seen, double min_score) {
-  const double iou = BoxIoU(predicted.box, seen.box);
+  const double iou = IoU(predicted.box, seen.box);
   const double oks = KeypointSimilarity(predicted, seen, min_score);
   return oks > 0 ? 0.5 * iou + 0.5 * oks : iou;
 }
