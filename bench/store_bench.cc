@@ -13,6 +13,9 @@
 //
 // Workloads (default: all, in this order):
 //   enqueue               Enqueue --num items (one "lighting" job each), 10,000 per call
+//   reenqueue             the same --num items again into that store (as `framemill enqueue`
+//                         of a folder passes its known files, so that missing jobs are added):
+//                         nothing is added; timed is the second pass only
 //   claim_complete_1      one process: Claim(limit=1) + Complete, until --num jobs done
 //   claim_complete_16     the same in batches of 16 (one Complete call per batch)
 //   claim_complete_64     the same in batches of 64
@@ -66,7 +69,7 @@ struct Flags {
   int64_t num = 50000;
   std::string db_dir;  // empty: a fresh temp dir
   std::string benchmarks =
-      "enqueue,claim_complete_1,claim_complete_16,claim_complete_64,contend_2,contend_4,"
+      "enqueue,reenqueue,claim_complete_1,claim_complete_16,claim_complete_64,contend_2,contend_4,"
       "claim_latency_10k,claim_latency_1m,claim_latency_1m_mostly_done";
   int latency_reps = 2000;
   int64_t big = 1000000;  // jobs in the "1m" latency stores
@@ -297,6 +300,29 @@ void BenchEnqueue() {
   if (added != FLAGS.num) Fail("enqueue: %" PRId64 " jobs added, want %" PRId64, added, FLAGS.num);
   Report("enqueue", FLAGS.num, (t1 - t0) / 1e9, (c1 - c0) / 1e9,
          Fmt("%" PRId64 " items in calls of %d", FLAGS.num, kChunk));
+}
+
+void BenchReenqueue() {
+  std::string path = FreshDb("reenqueue");
+  auto store = Open(path);
+  std::mt19937_64 rng(1);
+  std::vector<std::vector<NewItem>> chunks;
+  for (int64_t at = 0; at < FLAGS.num; at += kChunk)
+    chunks.push_back(MakeItems(at, std::min<int64_t>(kChunk, FLAGS.num - at), rng));
+  for (const auto& items : chunks) Check(store->Enqueue(items, Options()), "enqueue");
+  int64_t c0 = ProcessCpuNs(), t0 = NowNs();
+  int64_t unchanged = 0, added = 0;
+  for (const auto& items : chunks) {
+    EnqueueStats st = Check(store->Enqueue(items, Options()), "reenqueue");
+    unchanged += st.items_unchanged;
+    added += st.items_added + st.jobs_added;
+  }
+  int64_t t1 = NowNs(), c1 = ProcessCpuNs();
+  if (unchanged != FLAGS.num || added != 0)
+    Fail("reenqueue: %" PRId64 " unchanged and %" PRId64 " added, want %" PRId64 " and 0",
+         unchanged, added, FLAGS.num);
+  Report("reenqueue", FLAGS.num, (t1 - t0) / 1e9, (c1 - c0) / 1e9,
+         Fmt("%" PRId64 " known items again in calls of %d", FLAGS.num, kChunk));
 }
 
 void BenchClaimComplete(const char* name, int batch) {
@@ -688,6 +714,8 @@ int Main(int argc, char** argv) {
     if (name.empty()) continue;
     if (name == "enqueue") {
       BenchEnqueue();
+    } else if (name == "reenqueue") {
+      BenchReenqueue();
     } else if (name == "claim_complete_1") {
       BenchClaimComplete("claim_complete_1", 1);
     } else if (name == "claim_complete_16") {
