@@ -2,7 +2,7 @@
 // setup, then one line per (workload, model). It measures only; nothing is asserted.
 // The GPU figures come from gpu_bench's `engine` workload, run on a GPU machine.
 //
-//   models_bench [--benchmarks=dnn,engine_cpu,plan,faces] [--models=DIR] [--only=a,b]
+//   models_bench [--benchmarks=dnn,engine_cpu,plan,faces,faces_precision] [--models=DIR] [--only=a,b]
 //                [--reps=5] [--batch=8] [--image=PATH]
 //
 // Workloads (default: all, in this order):
@@ -15,6 +15,10 @@
 //   faces       the faces stage end to end (decode, detection, embeddings) on --image and
 //               on the Solvay group photo (visp-images-data), with the whole-frame
 //               detector and with the tiled one: ms per image, faces, tiles
+//   faces_precision  (not by default) the faces stage with its defaults on the pictures of
+//               bench/data/faces_negatives.txt (no human face: every face is false) and on
+//               Solvay 1927 against ViSP's boxes: per score threshold, false faces, recall
+//               and precision
 //
 // Models come from --models (default: ./framemill-models); images are real photos
 // (messi5.jpg from opencv-doc unless --image). Each timing is the median of --reps runs
@@ -24,6 +28,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <thread>
 #include <string>
 #include <vector>
@@ -38,7 +44,9 @@
 #include "models/dnn_model.h"
 #include "models/model_cache.h"
 #include "models/model_store.h"
+#include "media/geometry.h"
 #include "stages/faces_stage.h"
+#include "tests/support/solvay_truth.h"
 
 namespace framemill {
 namespace {
@@ -147,6 +155,105 @@ void Faces(const Flags& flags) {
   }
 }
 
+// ------------------------------------------------ faces: precision on real negatives
+
+// The paths of bench/data/faces_negatives.txt: real pictures that hold no human face.
+std::vector<std::string> FaceNegatives() {
+  std::ifstream in(std::string(FRAMEMILL_SOURCE_DIR) + "/bench/data/faces_negatives.txt");
+  std::vector<std::string> paths;
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty() && line[0] != '#' && std::filesystem::exists(line)) paths.push_back(line);
+  return paths;
+}
+
+struct FoundFace {
+  cv::Rect2f box;
+  float score = 0;     // the detector's
+  float presence = 0;  // facemesh's face presence on the face's crop (a second, independent check)
+};
+
+// Every face the detector proposes on one picture (the stage's defaults): those the verifier
+// kept and those it refused (`refused` in the result), each with its score and presence.
+std::vector<FoundFace> FacesOn(FacesStage& stage, const std::string& path) {
+  ClaimedJob job;
+  job.id = job.item_id = 1;
+  job.stage = "faces";
+  job.source = path;
+  job.kind = MediaKind::kImage;
+  const Outcome out = stage.Run(job);
+  std::vector<FoundFace> faces;
+  if (out.kind != Outcome::Kind::kDone) {
+    std::printf("faces_precision  %s: %s\n", path.c_str(), out.error.ToString().c_str());
+    return faces;
+  }
+  for (const char* list : {"faces", "refused"}) {
+    for (const auto& f : out.result[list]) {
+      const auto& b = f["box"];
+      faces.push_back({cv::Rect2f(b[0].get<float>(), b[1].get<float>(),
+                                  b[2].get<float>() - b[0].get<float>(),
+                                  b[3].get<float>() - b[1].get<float>()),
+                       f["score"].get<float>(), f["presence"].get<float>()});
+    }
+  }
+  return faces;
+}
+
+// Detection precision, the table a score threshold is chosen from (issue 27): every face on
+// the negatives is false; on Solvay 1927 a face is true when it overlaps one of ViSP's 30
+// boxes at IoU >= 0.3. Prints each false face, then, per threshold, what a cut there keeps.
+void FacesPrecision(const Flags& flags) {
+  auto cache = std::make_shared<models::ModelCache>(flags.models);
+  FacesStage stage(cache, ModelStageOptions{}, FacesOptions{});
+  const std::vector<std::string> negatives = FaceNegatives();
+  std::vector<FoundFace> false_faces, true_faces, wrong_faces;
+  int with_faces = 0;
+  for (const std::string& path : negatives) {
+    const auto faces = FacesOn(stage, path);
+    with_faces += !faces.empty();
+    for (const FoundFace& f : faces) {
+      false_faces.push_back(f);
+      std::printf("faces_precision  false face  %-28s score %.3f  presence %.3f  %.0fx%.0f px\n",
+                  std::filesystem::path(path).filename().c_str(), f.score, f.presence,
+                  f.box.width, f.box.height);
+    }
+  }
+  // Debian's photos with people (each holds one face), printed for reading: a profile or a
+  // turned head is what a verifier may refuse.
+  for (const char* name : {"messi5.jpg", "basketball1.png", "basketball2.png", "left06.jpg",
+                           "right06.jpg"}) {
+    for (const FoundFace& f : FacesOn(stage, "/usr/share/doc/opencv-doc/examples/data/" +
+                                                 std::string(name)))
+      std::printf("faces_precision  person      %-28s score %.3f  presence %.3f  %.0fx%.0f px\n",
+                  name, f.score, f.presence, f.box.width, f.box.height);
+  }
+  const auto truth = testing::SolvayTruth();
+  for (const FoundFace& f : FacesOn(stage, testing::kSolvay)) {
+    bool hit = false;
+    for (const cv::Rect2f& t : truth) hit |= IoU(f.box, t) >= 0.3f;
+    (hit ? true_faces : wrong_faces).push_back(f);
+  }
+  float lowest_true = 1;
+  for (const FoundFace& f : true_faces) lowest_true = std::min(lowest_true, f.presence);
+  std::printf("faces_precision  negatives: %zu pictures, %d with a face, %zu false faces;"
+              " Solvay: %zu faces, %zu on a truth box (of %zu), lowest presence of those %.3f\n",
+              negatives.size(), with_faces, false_faces.size(),
+              true_faces.size() + wrong_faces.size(), true_faces.size(), truth.size(), lowest_true);
+  std::printf("faces_precision  %9s %12s %14s %15s %16s\n", "min score", "min presence",
+              "false (neg.)", "Solvay recall", "Solvay precision");
+  for (float p : {0.0f, 0.05f, 0.1f, 0.2f, 0.5f, 0.9f}) {
+    for (float t : {0.0f, 0.6f, 0.7f, 0.8f}) {
+      auto at = [t, p](const std::vector<FoundFace>& v) {
+        return std::count_if(v.begin(), v.end(),
+                             [t, p](const FoundFace& f) { return f.score >= t && f.presence >= p; });
+      };
+      const auto kept_true = at(true_faces), kept_wrong = at(wrong_faces);
+      std::printf("faces_precision  %9.2f %12.2f %14td %12td/%zu %16.3f\n", t, p, at(false_faces),
+                  kept_true, truth.size(),
+                  kept_true + kept_wrong ? double(kept_true) / double(kept_true + kept_wrong) : 1.0);
+    }
+  }
+}
+
 int Main(int argc, char** argv) {
   Flags flags;
   for (int i = 1; i < argc; ++i) {
@@ -186,6 +293,7 @@ int Main(int argc, char** argv) {
     return 2;
   }
   if (Listed(flags.benchmarks, "faces")) Faces(flags);
+  if (Listed(flags.benchmarks, "faces_precision")) FacesPrecision(flags);
   for (const std::string& w : {std::string("dnn"), std::string("engine_cpu"), std::string("plan")}) {
     if (!Listed(flags.benchmarks, w)) continue;
     for (const auto& m : installed) {

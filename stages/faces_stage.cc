@@ -14,10 +14,12 @@ namespace {
 const char* const kKeypoints[6] = {"right_eye", "left_eye", "nose", "mouth", "right_ear",
                                    "left_ear"};
 
-nlohmann::json FaceJson(const models::FaceBox& f, const models::FaceDescription& d) {
+nlohmann::json FaceJson(const models::FaceBox& f, float presence,
+                        const models::FaceDescription& d) {
   nlohmann::json kp = nlohmann::json::object();
   for (int k = 0; k < 6; ++k) kp[kKeypoints[k]] = {f.keypoints[k].x, f.keypoints[k].y};
-  nlohmann::json face = {{"box", {f.x1, f.y1, f.x2, f.y2}}, {"score", f.score}, {"keypoints", kp}};
+  nlohmann::json face = {{"box", {f.x1, f.y1, f.x2, f.y2}}, {"score", f.score},
+                         {"presence", presence}, {"keypoints", kp}};
   face["embedding"] = d.embedding.values;
   if (d.has_attributes) {
     face["age"] = d.age;
@@ -25,6 +27,14 @@ nlohmann::json FaceJson(const models::FaceBox& f, const models::FaceDescription&
     face["gender_confidence"] = d.gender_confidence;
   }
   return face;
+}
+
+// The faces the verifier refused: box, the detector's score, the verifier's presence.
+nlohmann::json RefusedJson(const std::vector<std::pair<models::FaceBox, float>>& refused) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [f, presence] : refused)
+    out.push_back({{"box", {f.x1, f.y1, f.x2, f.y2}}, {"score", f.score}, {"presence", presence}});
+  return out;
 }
 
 // The pixels of `tile`, a square reaching past the image, already at the detector's
@@ -95,10 +105,59 @@ Status FacesStage::Detect(const models::ModelManifest& m, const ModelBatch& batc
   return Status::OK();
 }
 
+Status FacesStage::Verify(models::ModelRunner& verifier, const ModelBatch& batch,
+                          const models::BatchOutputs& checked,
+                          std::vector<FrameFaces>* frames) const {
+  size_t c = 0;
+  for (size_t i = 0; i < frames->size(); ++i) {
+    FrameFaces& frame = (*frames)[i];
+    std::vector<models::FaceBox> kept;
+    for (const models::FaceBox& f : frame.faces) {
+      const float side = std::round(std::max(f.x2 - f.x1, f.y2 - f.y1) * kVerifyCropScale);
+      auto mesh = models::DecodeFaceMesh(verifier.manifest(), checked[c++],
+                                         cv::Size(static_cast<int>(side), static_cast<int>(side)));
+      if (!mesh.ok()) return mesh.status();
+      if (mesh->presence < options_.min_presence) {
+        frame.refused.emplace_back(f, mesh->presence);
+        continue;
+      }
+      kept.push_back(f);
+      frame.presence.push_back(mesh->presence);
+    }
+    frame.faces = std::move(kept);
+  }
+  return Status::OK();
+}
+
+Status FacesStage::Describe(const models::ModelManifest& embedder,
+                            const std::vector<FrameFaces>& frames,
+                            const models::BatchOutputs& described,
+                            std::vector<FrameResult>* results) const {
+  size_t c = 0;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    nlohmann::json list = nlohmann::json::array();
+    for (size_t k = 0; k < frames[i].faces.size(); ++k) {
+      auto d = models::DecodeFaceDescription(embedder, described[c++]);
+      if (!d.ok()) return d.status();
+      list.push_back(FaceJson(frames[i].faces[k], frames[i].presence[k], *d));
+    }
+    nlohmann::json& r = (*results)[i].result;
+    r = {{"detector", options_.detector}, {"embedding_model", embedder.name},
+         {"count", list.size()}, {"faces", std::move(list)},
+         {"unverified", frames[i].refused.size()}, {"refused", RefusedJson(frames[i].refused)}};
+    if (options_.detector == kTiled) {
+      r["tiles"] = frames[i].plan.tiles.size();
+      r["min_face_px"] = frames[i].plan.min_face_px;
+    }
+  }
+  return Status::OK();
+}
+
 Status FacesStage::Analyse(const ModelBatch& batch, const StageContext& ctx,
                            std::vector<FrameResult>* results, std::string* device) {
   models::ModelRunner& detector = *batch.runners[0];
   models::ModelRunner& embedder = *batch.runners[1];
+  models::ModelRunner& verifier = *batch.runners[2];
   std::vector<std::string> devices;
   auto run = [&](models::ModelRunner& r, const std::vector<cv::Mat>& images)
       -> Result<models::BatchOutputs> {
@@ -124,28 +183,19 @@ Status FacesStage::Analyse(const ModelBatch& batch, const StageContext& ctx,
   }
   Status found = Detect(detector.manifest(), batch, *heads, tile_heads, &frames);
   if (!found.ok()) return found;
-  // One embedding run over the crops of every face of every frame.
+  // One verifier run over every proposed face, then one embedding run over those kept.
+  std::vector<cv::Mat> proposed;
+  for (size_t i = 0; i < frames.size(); ++i)
+    for (const auto& f : frames[i].faces)
+      proposed.push_back(FaceCrop(batch.frames[i].bgr, f, kVerifyCropScale));
+  auto checked = run(verifier, proposed);
+  if (!checked.ok()) return checked.status();
+  if (Status v = Verify(verifier, batch, *checked, &frames); !v.ok()) return v;
   for (size_t i = 0; i < frames.size(); ++i)
     for (const auto& f : frames[i].faces) crops.push_back(FaceCrop(batch.frames[i].bgr, f));
   auto described = run(embedder, crops);
   if (!described.ok()) return described.status();
-  const std::string& em = embedder.manifest().name;
-  size_t c = 0;
-  for (size_t i = 0; i < frames.size(); ++i) {
-    nlohmann::json list = nlohmann::json::array();
-    for (const auto& f : frames[i].faces) {
-      auto d = models::DecodeFaceDescription(embedder.manifest(), (*described)[c++]);
-      if (!d.ok()) return d.status();
-      list.push_back(FaceJson(f, *d));
-    }
-    nlohmann::json& r = (*results)[i].result;
-    r = {{"detector", options_.detector}, {"embedding_model", em}, {"count", list.size()},
-         {"faces", std::move(list)}};
-    if (options_.detector == kTiled) {
-      r["tiles"] = frames[i].plan.tiles.size();
-      r["min_face_px"] = frames[i].plan.min_face_px;
-    }
-  }
+  if (Status s = Describe(embedder.manifest(), frames, *described, results); !s.ok()) return s;
   // A mix of devices (the ladder moved a run to the CPU) is reported as the CPU.
   *device = devices.empty() ? std::string("cpu") : devices.front();
   for (const std::string& d : devices)
@@ -155,12 +205,15 @@ Status FacesStage::Analyse(const ModelBatch& batch, const StageContext& ctx,
 
 void FacesStage::Summarise(const std::vector<nlohmann::json>& frames, nlohmann::json* r) const {
   size_t most = 0;
+  int unverified = 0;
   for (const auto& f : frames) {
     most = std::max(most, f["count"].get<size_t>());
+    unverified += f.value("unverified", 0);
     (*r)["detector"] = f["detector"];
     (*r)["embedding_model"] = f["embedding_model"];
   }
   (*r)["max_faces"] = most;
+  (*r)["unverified"] = unverified;
 }
 
 }  // namespace framemill

@@ -53,6 +53,9 @@ struct FacesOptions {  // the faces stage
   std::string detector = "blazeface-tiled";  // or blazeface: the whole frame only (faces.detector)
   models::TileOptions tiles;                       // blazeface-tiled: faces.min_face_px, faces.max_tiles
   int max_faces = 100;                       // faces.max_faces
+  // A proposed face is kept when the verifier's (facemesh's) face presence on its crop is at
+  // least this (faces.min_presence; FacesStage says what was measured); 0 keeps them all.
+  double min_presence = 0.5;
 
   bool operator==(const FacesOptions&) const = default;
 };

@@ -45,6 +45,8 @@ void AddFacesRows(StageOptions* o, OptionRows* rows) {
                          0, 10'000));
   rows->push_back(IntRow("faces.max_faces", "FRAMEMILL_FACES_MAX_FACES", "", {&f.max_faces}, 1,
                          100'000));
+  rows->push_back(NumberRow("faces.min_presence", "FRAMEMILL_FACES_MIN_PRESENCE",
+                            &f.min_presence, 0, 1));
   FaceClustersOptions& c = o->face_clusters;
   rows->push_back(IntRow("face_clusters.min_cluster_size", "FRAMEMILL_FACE_CLUSTERS_MIN_SIZE", "",
                          {&c.min_cluster_size}, 2, 100'000));

@@ -97,6 +97,7 @@ TEST(OptionsTest, EverySettingReachesTheModuleItConfigures) {
                          {"FRAMEMILL_SIM_COST", "2"},
                          {"FRAMEMILL_FACES_MIN_FACE_PX", "20"},
                          {"FRAMEMILL_FACES_MAX_TILES", "12"},
+                         {"FRAMEMILL_FACES_MIN_PRESENCE", "0.2"},
                          {"FRAMEMILL_POSE_TRACK_MIN_AFFINITY", "0.4"},
                          {"FRAMEMILL_POSE_TRACK_MAX_GAP_S", "2.5"},
                          {"FRAMEMILL_POSE_TRACK_CAMERA", "false"},
@@ -116,6 +117,7 @@ TEST(OptionsTest, EverySettingReachesTheModuleItConfigures) {
   EXPECT_EQ(s.audio_sync.video_limits.max_frames, 66);
   EXPECT_EQ(s.faces.tiles.min_face_px, 20);
   EXPECT_EQ(s.faces.tiles.max_tiles, 12);
+  EXPECT_DOUBLE_EQ(s.faces.min_presence, 0.2);
   EXPECT_DOUBLE_EQ(s.pose.tracks.min_affinity, 0.4);
   EXPECT_DOUBLE_EQ(s.pose.tracks.max_gap_s, 2.5);
   EXPECT_FALSE(s.pose.tracks.use_camera);

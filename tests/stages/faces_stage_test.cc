@@ -16,6 +16,7 @@
 #include "media/geometry.h"
 #include "models/model_cache.h"
 #include "tests/support/model_test_support.h"
+#include "tests/support/solvay_truth.h"
 #include "tests/support/test_support.h"
 
 namespace framemill {
@@ -155,28 +156,8 @@ TEST(FacesStageTest, VideoFramesAndAPhotoWithoutFacesAreDone) {
 
 // ------------------------------------------------ faces at every size, one face one box
 
-const char kSolvay[] = "/usr/share/visp-images-data/ViSP-images/faces/1280px-Solvay_conference_1927.png";
-const char kSolvayTruth[] = "/usr/share/visp-images-data/ViSP-images/faces/ground_truth_detection.txt";
-
-// ViSP's ground truth: "detection_<n>" then four corners as "row col".
-std::vector<cv::Rect2f> SolvayTruth() {
-  std::ifstream in(kSolvayTruth);
-  std::vector<cv::Rect2f> boxes;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("detection_", 0) != 0) continue;
-    float x1 = 1e9f, y1 = 1e9f, x2 = -1e9f, y2 = -1e9f;
-    for (int k = 0; k < 4 && std::getline(in, line); ++k) {
-      std::istringstream p(line);
-      float row = 0, col = 0;
-      p >> row >> col;
-      x1 = std::min(x1, col); x2 = std::max(x2, col);
-      y1 = std::min(y1, row); y2 = std::max(y2, row);
-    }
-    boxes.emplace_back(x1, y1, x2 - x1, y2 - y1);
-  }
-  return boxes;
-}
+using testing::kSolvay;
+using testing::SolvayTruth;
 
 cv::Rect2f RectOf(const nlohmann::json& face) {
   const models::FaceBox b = BoxOf(face);
@@ -328,6 +309,31 @@ TEST(FacesStageTest, TiledDetectorMatchesTheTfjsReference) {
     ++images;
   }
   EXPECT_GE(images, 4);
+}
+
+// Every proposed face is verified by facemesh's face presence on its crop. Text, a logo and a
+// dog are proposed by BlazeFace (scores 0.52-0.86 on these) and refused; a real face is kept
+// with its presence in the result.
+TEST(FacesStageTest, TextALogoAndADogAreRefusedByTheVerifierAndFacesKeepTheirPresence) {
+  FM_REQUIRE_MODEL("blazeface");
+  FM_REQUIRE_MODEL("faceres");
+  FM_REQUIRE_MODEL("facemesh");
+  for (const char* file : {"text_defocus.jpg", "opencv-logo.png", "chicky_512.png"}) {
+    Outcome out = FacesOf(file);
+    ASSERT_EQ(out.kind, Outcome::Kind::kDone) << file << ": " << out.error.ToString();
+    EXPECT_EQ(out.result["count"], 0) << file << ": " << out.result.dump();
+    EXPECT_GE(out.result["unverified"].get<int>(), 1) << file << ": the detector proposed one";
+  }
+  FacesOptions keep_all;
+  keep_all.min_presence = 0;  // faces.min_presence 0: every proposal kept, none refused
+  Outcome text = FacesOf("text_defocus.jpg", keep_all);
+  ASSERT_EQ(text.kind, Outcome::Kind::kDone) << text.error.ToString();
+  EXPECT_GE(text.result["count"].get<int>(), 1);
+  EXPECT_EQ(text.result["unverified"], 0);
+  Outcome messi = FacesOf("messi5.jpg");
+  ASSERT_EQ(messi.kind, Outcome::Kind::kDone) << messi.error.ToString();
+  ASSERT_GE(messi.result["faces"].size(), 1u);
+  for (const auto& f : messi.result["faces"]) EXPECT_GE(f["presence"].get<double>(), 0.5);
 }
 
 TEST(FacesStageTest, MissingEmbeddingModelFailsWithTheInstallHint) {
