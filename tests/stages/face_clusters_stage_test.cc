@@ -129,6 +129,46 @@ TEST(FaceClustersTest, ClustersPeopleAndKeepsIdsWhenNewItemsArrive) {
   EXPECT_EQ((*second)["next_id"], 5);
 }
 
+// A crowd of look-alikes (small grey faces whose embeddings are as close as one person's):
+// without the rule they form one identity. Faces seen together in one picture are different
+// people, so no cluster may hold two of them; the person photographed alone in eight pictures
+// stays one identity of eight.
+TEST(FaceClustersTest, FacesSeenTogetherInOnePictureNeverShareACluster) {
+  Faces p(2, 11);
+  std::vector<FaceRef> faces;
+  for (int k = 0; k < 12; ++k)
+    faces.push_back(Face("crowd.jpg", -1, k, p.Of(0), 10.f + 60.f * k));
+  for (int i = 0; i < 8; ++i) faces.push_back(Face("alone" + std::to_string(i) + ".jpg", -1, 0, p.Of(1)));
+  FaceClustersStage stage({});
+  auto r = stage.Cluster(faces, nullptr, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  for (const auto& c : (*r)["clusters"]) {
+    int from_crowd = 0;
+    for (const auto& m : c["members"]) from_crowd += m["item"] == "crowd.jpg";
+    EXPECT_LE(from_crowd, 1) << c.dump();
+  }
+  ASSERT_EQ((*r)["clusters"].size(), 1u) << r->dump();
+  EXPECT_EQ((*r)["clusters"][0]["size"], 8);
+  EXPECT_EQ((*r)["noise"].size(), 12u) << "eleven of the crowd have no second picture";
+}
+
+// The rule is by frame in a video: two tracks that overlap in time are two people, tracks
+// seen one after the other may be one.
+TEST(FaceClustersTest, SeparateCoOccurringKeepsTheClosestTrackOfEachFrame) {
+  std::vector<FaceRef> faces = {Face("v.mp4", 0, 0, {1, 0}), Face("v.mp4", 0, 1, {0.9f, 0.1f}),
+                                Face("v.mp4", 5, 0, {1, 0.05f}), Face("a.jpg", -1, 0, {1, 0})};
+  const std::vector<std::vector<size_t>> tracks = {{0}, {1}, {2}, {3}};
+  cluster::Embeddings e;
+  e.n = 4;
+  e.dim = 2;
+  for (const FaceRef& f : faces) e.data.insert(e.data.end(), f.embedding.begin(), f.embedding.end());
+  cluster::Normalize(&e);
+  const std::vector<int> label = SeparateCoOccurring(faces, tracks, e, {0, 0, 0, 0}, 3);
+  EXPECT_EQ(label, (std::vector<int>{0, -1, 0, 0})) << "track 1 shares frame 0 with track 0";
+  EXPECT_EQ(SeparateCoOccurring(faces, tracks, e, {0, 0, 0, 0}, 4), (std::vector<int>(4, -1)))
+      << "three tracks left: fewer than min_cluster_size 4";
+}
+
 TEST(FaceClustersTest, EmbeddingsOfDifferentSizesAreAClearError) {
   std::vector<FaceRef> faces = {Face("a", -1, 0, std::vector<float>(64, 1.f)),
                                 Face("b", -1, 0, std::vector<float>(192, 1.f))};
