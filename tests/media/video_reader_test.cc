@@ -49,14 +49,17 @@ TEST(VideoReaderTest, ReadsEveryFrameOnceInOrderWithStreamTimes) {
     ASSERT_EQ(frames[i].image.size(), cv::Size(768, 576));
     ASSERT_EQ(frames[i].image.type(), CV_8UC3);
   }
-  // Same pixels as OpenCV's own FFmpeg reader (both convert with libswscale).
+  // Same pixels as OpenCV's own FFmpeg reader up to rounding: both convert with libswscale,
+  // ours bit-exact with accurate rounding (media/video_reader.cc says why), OpenCV's on the
+  // fast path; on vtest.avi they differ by 1.01-1.11 levels in the mean (under 1.0 before
+  // ours was made exact). A wrong channel order or colour matrix differs by tens.
   cv::VideoCapture cap(SampleData("vtest.avi"), cv::CAP_FFMPEG);
   for (int i = 0; i < 5; ++i) {
     cv::Mat ref;
     ASSERT_TRUE(cap.read(ref));
     cv::Mat diff;
     cv::absdiff(ref, frames[i].image, diff);
-    EXPECT_LT(cv::mean(diff)[0], 1.0) << "frame " << i;
+    EXPECT_LT(cv::mean(diff)[0], 1.5) << "frame " << i;
   }
 }
 
