@@ -192,7 +192,7 @@ std::vector<FoundFace> FacesOn(FacesStage& stage, const std::string& path) {
       faces.push_back({cv::Rect2f(b[0].get<float>(), b[1].get<float>(),
                                   b[2].get<float>() - b[0].get<float>(),
                                   b[3].get<float>() - b[1].get<float>()),
-                       f["score"].get<float>(), f["presence"].get<float>()});
+                       f["score"].get<float>(), f["verified"].get<float>()});
     }
   }
   return faces;

@@ -286,13 +286,19 @@ std::string Fmt(const char* fmt, ...) {
 
 // ---------------------------------------------------------------- workloads
 
-void BenchEnqueue() {
-  std::string path = FreshDb("enqueue");
-  auto store = Open(path);
+// --num items in calls of kChunk, as the CLI enqueues them (the same items every call).
+std::vector<std::vector<NewItem>> ItemChunks() {
   std::mt19937_64 rng(1);
   std::vector<std::vector<NewItem>> chunks;
   for (int64_t at = 0; at < FLAGS.num; at += kChunk)
     chunks.push_back(MakeItems(at, std::min<int64_t>(kChunk, FLAGS.num - at), rng));
+  return chunks;
+}
+
+void BenchEnqueue() {
+  std::string path = FreshDb("enqueue");
+  auto store = Open(path);
+  const std::vector<std::vector<NewItem>> chunks = ItemChunks();
   int64_t c0 = ProcessCpuNs(), t0 = NowNs();
   int64_t added = 0;
   for (const auto& items : chunks) added += Check(store->Enqueue(items, Options()), "enqueue").jobs_added;
@@ -305,10 +311,7 @@ void BenchEnqueue() {
 void BenchReenqueue() {
   std::string path = FreshDb("reenqueue");
   auto store = Open(path);
-  std::mt19937_64 rng(1);
-  std::vector<std::vector<NewItem>> chunks;
-  for (int64_t at = 0; at < FLAGS.num; at += kChunk)
-    chunks.push_back(MakeItems(at, std::min<int64_t>(kChunk, FLAGS.num - at), rng));
+  const std::vector<std::vector<NewItem>> chunks = ItemChunks();
   for (const auto& items : chunks) Check(store->Enqueue(items, Options()), "enqueue");
   int64_t c0 = ProcessCpuNs(), t0 = NowNs();
   int64_t unchanged = 0, added = 0;

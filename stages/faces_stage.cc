@@ -19,7 +19,7 @@ nlohmann::json FaceJson(const models::FaceBox& f, float presence,
   nlohmann::json kp = nlohmann::json::object();
   for (int k = 0; k < 6; ++k) kp[kKeypoints[k]] = {f.keypoints[k].x, f.keypoints[k].y};
   nlohmann::json face = {{"box", {f.x1, f.y1, f.x2, f.y2}}, {"score", f.score},
-                         {"presence", presence}, {"keypoints", kp}};
+                         {"verified", presence}, {"keypoints", kp}};
   face["embedding"] = d.embedding.values;
   if (d.has_attributes) {
     face["age"] = d.age;
@@ -33,7 +33,7 @@ nlohmann::json FaceJson(const models::FaceBox& f, float presence,
 nlohmann::json RefusedJson(const std::vector<std::pair<models::FaceBox, float>>& refused) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& [f, presence] : refused)
-    out.push_back({{"box", {f.x1, f.y1, f.x2, f.y2}}, {"score", f.score}, {"presence", presence}});
+    out.push_back({{"box", {f.x1, f.y1, f.x2, f.y2}}, {"score", f.score}, {"verified", presence}});
   return out;
 }
 
@@ -105,17 +105,15 @@ Status FacesStage::Detect(const models::ModelManifest& m, const ModelBatch& batc
   return Status::OK();
 }
 
-Status FacesStage::Verify(models::ModelRunner& verifier, const ModelBatch& batch,
+Status FacesStage::Verify(models::ModelRunner& verifier, const std::vector<cv::Mat>& proposed,
                           const models::BatchOutputs& checked,
                           std::vector<FrameFaces>* frames) const {
   size_t c = 0;
-  for (size_t i = 0; i < frames->size(); ++i) {
-    FrameFaces& frame = (*frames)[i];
+  for (FrameFaces& frame : *frames) {
     std::vector<models::FaceBox> kept;
     for (const models::FaceBox& f : frame.faces) {
-      const float side = std::round(std::max(f.x2 - f.x1, f.y2 - f.y1) * kVerifyCropScale);
-      auto mesh = models::DecodeFaceMesh(verifier.manifest(), checked[c++],
-                                         cv::Size(static_cast<int>(side), static_cast<int>(side)));
+      auto mesh = models::DecodeFaceMesh(verifier.manifest(), checked[c], proposed[c].size());
+      ++c;
       if (!mesh.ok()) return mesh.status();
       if (mesh->presence < options_.min_presence) {
         frame.refused.emplace_back(f, mesh->presence);
@@ -190,7 +188,7 @@ Status FacesStage::Analyse(const ModelBatch& batch, const StageContext& ctx,
       proposed.push_back(FaceCrop(batch.frames[i].bgr, f, kVerifyCropScale));
   auto checked = run(verifier, proposed);
   if (!checked.ok()) return checked.status();
-  if (Status v = Verify(verifier, batch, *checked, &frames); !v.ok()) return v;
+  if (Status v = Verify(verifier, proposed, *checked, &frames); !v.ok()) return v;
   for (size_t i = 0; i < frames.size(); ++i)
     for (const auto& f : frames[i].faces) crops.push_back(FaceCrop(batch.frames[i].bgr, f));
   auto described = run(embedder, crops);

@@ -61,7 +61,8 @@ class FacesStage : public ModelStage {
     std::vector<models::FaceBox> faces;  // merged, frame pixels
     std::vector<float> presence;         // the verifier's, one per face
     // Faces the detector proposed and the verifier refused, with their presence: in the
-    // result (`refused`), so that what was left out can be seen and the cut re-measured.
+    // result (`refused`; the presence is `verified`, the contract's key), so that what was
+    // left out can be seen and the cut re-measured.
     std::vector<std::pair<models::FaceBox, float>> refused;
   };
   // Each frame's tiles, their pixels appended to `tiles` (views into the frames).
@@ -71,7 +72,8 @@ class FacesStage : public ModelStage {
   Status Describe(const models::ModelManifest& embedder, const std::vector<FrameFaces>& frames,
                   const models::BatchOutputs& described, std::vector<FrameResult>* results) const;
   // Keeps the faces the verifier agrees are faces (min_presence), with its presence.
-  Status Verify(models::ModelRunner& verifier, const ModelBatch& batch,
+  // `proposed`: the crops the verifier saw, one per face, in frame order.
+  Status Verify(models::ModelRunner& verifier, const std::vector<cv::Mat>& proposed,
                 const models::BatchOutputs& checked, std::vector<FrameFaces>* frames) const;
   // Decodes the whole-frame and tile runs and merges them into each frame's faces.
   Status Detect(const models::ModelManifest& m, const ModelBatch& batch,

@@ -333,7 +333,7 @@ TEST(FacesStageTest, TextALogoAndADogAreRefusedByTheVerifierAndFacesKeepTheirPre
   Outcome messi = FacesOf("messi5.jpg");
   ASSERT_EQ(messi.kind, Outcome::Kind::kDone) << messi.error.ToString();
   ASSERT_GE(messi.result["faces"].size(), 1u);
-  for (const auto& f : messi.result["faces"]) EXPECT_GE(f["presence"].get<double>(), 0.5);
+  for (const auto& f : messi.result["faces"]) EXPECT_GE(f["verified"].get<double>(), 0.5);
 }
 
 TEST(FacesStageTest, MissingEmbeddingModelFailsWithTheInstallHint) {
