@@ -7,7 +7,8 @@
 //             [--data=FILE] [--min_time=S] [--cpu_batches=1,8,32,128]
 //             [--gpu_batches=1,8,32,128,512] [--sweep_max=512] [--device=N] [--frames=N]
 //             [--models=DIR] [--engine_batches=1,2,4,8,16,32,64] [--engine_cpu=0|1]
-//             (workloads: the four above, engine, flow)
+//             [--ladder_limit_mb=N]
+//             (workloads: the four above, engine, flow, patch_match, ladder_real_oom)
 //
 // Inputs: --data=FILE is a raw file of real photos written by bench/gpu_bench_data.cc
 // (Debian's opencv-doc sample photos, decoded); without it, photo-sized synthetic
@@ -35,6 +36,12 @@
 // on pairs cut from frames_1080p and scaled to 320x180 (the stage's analysis size) and
 // 1280x720: frame pairs/s on the CUDA kernels (batches of 8) and on their CPU twin, and
 // the largest flow difference between the two.
+// patch_match: exemplar inpainting's patch search on a photo with a hole, 640x480 and
+// 1920x1080: ms per megapixel on the CUDA kernels and on the CPU twin, fields compared.
+// ladder_real_oom (not in the default set): the OOM ladder against device memory that
+// another process really holds (run.sh's hog), the limit set above what is free
+// (--ladder_limit_mb, default the device's total): real allocation failures, halvings,
+// a CPU fallback for an item that cannot fit alone, results compared with the CPU's.
 // Without a CUDA device it says so, prints the CPU figures, and runs tuner_vs_sweep on
 // the CPU backend (sweep capped at 64) to exercise the tuner.
 #include <tbb/info.h>
@@ -59,11 +66,13 @@
 
 #include <opencv2/imgproc.hpp>
 
+#include "base/clock.h"
 #include "gpu/batch_tuner.h"
 #include "gpu/compute_backend.h"
 #include "gpu/engine/cpu_kernels.h"
 #include "gpu/engine/cuda_kernels_factory.h"
 #include "gpu/engine/engine.h"
+#include "gpu/oom_ladder.h"
 #include "gpu/ops.h"
 
 namespace fg = framemill::gpu;
@@ -98,7 +107,7 @@ fg::PreprocessSpec Spec(Op op) {
 
 struct Options {
   std::set<std::string> benchmarks = {"luma_stats", "preprocess_fp32", "preprocess_fp16", "tuner_vs_sweep",
-                                      "engine", "flow"};
+                                      "engine", "flow", "patch_match"};
   std::string data;
   double min_time = 1.0;
   std::vector<int> cpu_batches = {1, 8, 32, 128};
@@ -109,6 +118,7 @@ struct Options {
   std::string models;  // --models (run.sh passes the bundled models)
   std::vector<int> engine_batches = {1, 2, 4, 8, 16, 32, 64};
   bool engine_cpu = false;
+  int64_t ladder_limit_mb = 0;  // ladder_real_oom; 0: the device's total
 };
 
 struct InputSet {
@@ -658,6 +668,139 @@ void RunFlow(const InputSet& frames, fg::ComputeBackend& cpu, fg::ComputeBackend
   }
 }
 
+
+// A photo with an elliptical hole, as exemplar inpainting hands the patch search one:
+// active where patches touch the hole, sources where whole patches are known, every
+// start the first source (the worst start there is).
+fg::PatchMatchTask HoleTask(const cv::Mat& bgr, cv::Size size, int radius) {
+  fg::PatchMatchTask t;
+  cv::resize(bgr, t.image, size, 0, 0, cv::INTER_AREA);
+  cv::Mat hole = cv::Mat::zeros(size, CV_8U);
+  cv::ellipse(hole, cv::Point(size.width / 2, size.height / 2), cv::Size(size.width / 8, size.height / 6), 20, 0,
+              360, 255, cv::FILLED);
+  const cv::Mat k = cv::getStructuringElement(cv::MORPH_RECT, cv::Size(2 * radius + 1, 2 * radius + 1));
+  cv::dilate(hole, t.active, k);
+  const cv::Mat known = hole == 0;
+  cv::erode(known, t.source, k, cv::Point(-1, -1), 1, cv::BORDER_CONSTANT, cv::Scalar(0));
+  std::vector<cv::Point> sources;
+  cv::findNonZero(t.source, sources);
+  t.nnf = cv::Mat(size, CV_32SC2, cv::Scalar(sources[0].x, sources[0].y));
+  return t;
+}
+
+// Seconds per call of `fn` (one warm-up, then calls for >= min_time); 0 if a call fails.
+template <typename Fn>
+double SecondsPerCall(Fn fn, double min_time) {
+  if (!fn()) return 0;
+  int calls = 0;
+  const double t0 = Now();
+  double secs = 0;
+  while (secs < min_time) {
+    if (!fn()) return 0;
+    ++calls;
+    secs = Now() - t0;
+  }
+  return secs / calls;
+}
+
+// patch_match: ms per megapixel of the patch search (PatchMatchSpec defaults) on the CPU
+// twin (parallel over rows, every core) and on CUDA (a batch of 4 tasks), and whether
+// the fields agree exactly, at 640x480 and 1920x1080.
+void RunPatchMatch(const InputSet& frames, fg::ComputeBackend& cpu, fg::ComputeBackend* gpu, const Options& o,
+                   std::vector<std::string>* summary) {
+  const fg::PatchMatchSpec spec;
+  for (cv::Size size : {cv::Size(640, 480), cv::Size(1920, 1080)}) {
+    std::vector<fg::PatchMatchTask> tasks;
+    for (int i = 0; i < 4; ++i) tasks.push_back(HoleTask(frames.images[size_t(i) % frames.images.size()], size, spec.radius));
+    const double mp = size.area() / 1e6;
+    std::vector<fg::PatchMatchResult> cpu_out, gpu_out;
+    const double c = SecondsPerCall([&] {
+      auto r = cpu.PatchMatchBatch({tasks[0]}, spec);
+      if (r.ok()) cpu_out = std::move(r).value();
+      return r.ok();
+    }, o.min_time);
+    char line[256];
+    if (gpu == nullptr) {
+      std::snprintf(line, sizeof line, "patch_match %dx%d: CPU twin %.1f ms/MP (no CUDA device)", size.width,
+                    size.height, 1e3 * c / mp);
+    } else {
+      Status last;
+      const double g = SecondsPerCall([&] {
+        auto r = gpu->PatchMatchBatch(tasks, spec);
+        if (!r.ok()) last = r.status();
+        if (r.ok()) gpu_out = std::move(r).value();
+        return r.ok();
+      }, o.min_time) / double(tasks.size());
+      const bool equal = !gpu_out.empty() && !cpu_out.empty() &&
+                         cv::norm(gpu_out[0].nnf.reshape(1), cpu_out[0].nnf.reshape(1), cv::NORM_INF) == 0 &&
+                         cv::norm(gpu_out[0].cost, cpu_out[0].cost, cv::NORM_INF) == 0;
+      std::snprintf(line, sizeof line, "patch_match %dx%d: CUDA %.2f ms/MP, CPU twin %.1f ms/MP (%.1fx); fields %s%s",
+                    size.width, size.height, 1e3 * g / mp, 1e3 * c / mp, g > 0 ? c / g : 0.0,
+                    equal ? "equal" : "DIFFER", last.ok() ? "" : (" (" + last.ToString() + ")").c_str());
+    }
+    std::printf("%s\n", line);
+    summary->push_back(line);
+  }
+}
+
+// ladder_real_oom: the OOM ladder against memory another process really holds. The
+// limit is --ladder_limit_mb (default: the device's total), above what is free, so the
+// backend's own check passes and the device's allocations fail for real. Items: 300
+// 1080p frames (LumaStats, as LIGHTING) and last one photo scaled to 1.2x the free
+// memory, which cannot fit alone and must go to the CPU. Every result is compared with
+// the CPU's. Needs under 8 GiB free (run.sh's hog holds the rest), else it says so.
+void RunLadderRealOom(const InputSet& frames, fg::ComputeBackend& cpu, fg::ComputeBackend* gpu, const Options& o,
+                      std::vector<std::string>* summary) {
+  auto info = gpu ? gpu->Info() : framemill::Result<fg::DeviceInfo>(Status::NotFound("no CUDA device"));
+  if (!info.ok() || info->free_bytes > (int64_t{8} << 30)) {
+    const std::string why = info.ok() ? std::to_string(info->free_bytes >> 20) + " MiB free: hold memory elsewhere first"
+                                      : info.status().ToString();
+    std::printf("ladder_real_oom: skipped (%s)\n", why.c_str());
+    summary->push_back("ladder_real_oom: skipped (" + why + ")");
+    return;
+  }
+  std::vector<cv::Mat> images;
+  for (int i = 0; i < 300; ++i) images.push_back(frames.images[size_t(i) % frames.images.size()]);
+  const double side = std::sqrt(1.2 * double(info->free_bytes) / 3.0 / (16.0 * 9.0));
+  cv::Mat giant;
+  cv::resize(frames.images[0], giant, cv::Size(int(16 * side), int(9 * side)), 0, 0, cv::INTER_NEAREST);
+  images.push_back(giant);
+
+  fg::BatchTuner tuner(fg::TunerOptions{}, nullptr);
+  fg::LadderOptions lopt;
+  lopt.memory_limit_bytes = o.ladder_limit_mb > 0 ? o.ladder_limit_mb << 20 : info->total_bytes;
+  fg::OomLadder ladder(gpu, &cpu, &tuner, framemill::SystemClock(), lopt);
+  std::vector<fg::LumaStats> out(images.size());
+  std::vector<std::string> device_of;
+  auto run = [&](fg::ComputeBackend& b, size_t begin, size_t end) -> Status {
+    std::vector<cv::Mat> slice(images.begin() + long(begin), images.begin() + long(end));
+    auto r = b.LumaStatsBatch(slice);
+    if (!r.ok()) return r.status();
+    for (size_t k = begin; k < end; ++k) out[k] = (*r)[k - begin];
+    return Status::OK();
+  };
+  const double t0 = Now();
+  Status s = ladder.Run("LIGHTING", images.size(), 1920 * 1080, fg::LumaStatsBytesPerItem(images[0]), run, &device_of);
+  const double secs = Now() - t0;
+  int on_device = 0, mismatches = 0;
+  for (size_t i = 0; s.ok() && i < images.size(); ++i) {
+    on_device += device_of[i] != "cpu";
+    const fg::LumaStats want = fg::LumaStatsCpu(images[i]);
+    mismatches += out[i].histogram != want.histogram || out[i].pixels != want.pixels ||
+                  std::abs(out[i].sum_l - want.sum_l) > 1e-5 * want.sum_l;
+  }
+  const fg::LadderStats& st = ladder.stats();
+  char line[400];
+  std::snprintf(line, sizeof line,
+                "ladder_real_oom: %.0f MiB free of %.0f, limit %lld MiB; %zu items (last %dx%d, %.0f MiB) in %.1f s: %s; "
+                "oom_events %lld, halvings %lld, cpu_fallback_items %lld; %d on the device; %d differ from the CPU",
+                info->free_bytes / 1048576.0, info->total_bytes / 1048576.0, (long long)(lopt.memory_limit_bytes >> 20),
+                images.size(), giant.cols, giant.rows, giant.total() * 3 / 1048576.0, secs, s.ToString().c_str(),
+                (long long)st.oom_events, (long long)st.halvings, (long long)st.cpu_fallback_items, on_device, mismatches);
+  std::printf("%s\n", line);
+  summary->push_back(line);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -687,6 +830,8 @@ int main(int argc, char** argv) {
       o.engine_batches = Ints(v);
     } else if (ParseFlag(argv[i], "--engine_cpu", &v)) {
       o.engine_cpu = v == "1" || v == "true";
+    } else if (ParseFlag(argv[i], "--ladder_limit_mb", &v)) {
+      o.ladder_limit_mb = std::stoll(v);
     } else {
       std::fprintf(stderr, "unknown flag %s\n", argv[i]);
       return 2;
@@ -694,7 +839,7 @@ int main(int argc, char** argv) {
   }
   for (const std::string& b : o.benchmarks) {
     if (b != "luma_stats" && b != "preprocess_fp32" && b != "preprocess_fp16" && b != "tuner_vs_sweep" &&
-        b != "engine" && b != "flow") {
+        b != "engine" && b != "flow" && b != "patch_match" && b != "ladder_real_oom") {
       std::fprintf(stderr, "unknown benchmark %s\n", b.c_str());
       return 2;
     }
@@ -789,6 +934,8 @@ int main(int argc, char** argv) {
     RunEngine(o, gpu != nullptr, free_bytes, &summary);
   }
   if (o.benchmarks.count("flow")) RunFlow(frame_set, *cpu, gpu.get(), o, &summary);
+  if (o.benchmarks.count("patch_match")) RunPatchMatch(frame_set, *cpu, gpu.get(), o, &summary);
+  if (o.benchmarks.count("ladder_real_oom")) RunLadderRealOom(frame_set, *cpu, gpu.get(), o, &summary);
   std::printf("Summary\n");
   for (const std::string& s : summary) std::printf("  %s\n", s.c_str());
   return 0;

@@ -10,7 +10,10 @@
 # library ldd shows except glibc's own and the driver's: libcuda comes with the
 # driver; the CUDA runtime is linked in statically), photos.raw (bench/gpu_bench_data.cc:
 # Debian's opencv-doc sample photos, decoded here, since the bench has no codecs), and
-# run.sh, which runs the tests and then the bench. Fails if the bundle is 60 MB or more.
+# run.sh, which runs the tests and then the bench; the ONNX graphs, sample videos and
+# scripts of the CPU side (bench/device_cpu_side.py) and the memory hog
+# (scripts/gpu-hog.py); all packed into BUNDLE_DIR.tar.xz, the one file that travels
+# (scripts/gpu-device-run.sh unpacks and runs it there). Fails if that is 60 MB or more.
 # libstdc++/libgcc_s go to lib/fallback/: run.sh uses them only when the target's own
 # libstdc++ lacks the GLIBCXX version the binaries need, because this build machine's
 # libstdc++ needs a newer glibc than the binaries do (printed at the end).
@@ -87,15 +90,29 @@ for m in ${BUNDLE_MODELS:-blazeface selfie mobilefacenet movenet-lightning}; do
     mkdir -p "$bundle/models/$m"
     cp "$models_src/$m/manifest.json" "$models_src/$m/model.fmg.json" \
        "$models_src/$m/model.fmg.bin" "$bundle/models/$m/"
+    # The ONNX graph too: the CPU side (bench/device_cpu_side.py) runs it through cv2.dnn.
+    if [ -f "$models_src/$m/model.onnx" ]; then cp "$models_src/$m/model.onnx" "$bundle/models/$m/"; fi
   else
     echo "bundle-gpu: model $m not in $models_src (run framemill models fetch): not bundled" >&2
   fi
 done
 
+# Real videos for the CPU side's decode and DIS figures (Debian's opencv-doc and
+# python3-imageio samples; they travel in the archive, never in git), and the scripts
+# that run there: the CPU side, the memory hog, the whole device run.
+mkdir -p "$bundle/videos"
+for v in /usr/share/doc/opencv-doc/examples/data/vtest.avi /usr/share/doc/opencv-doc/examples/data/Megamind.avi \
+         /usr/lib/python3/dist-packages/imageio/resources/images/cockatoo.mp4 \
+         /usr/lib/python3/dist-packages/imageio/resources/images/realshort.mp4; do
+  if [ -f "$v" ]; then cp "$v" "$bundle/videos/"; else echo "bundle-gpu: no $v: not bundled" >&2; fi
+done
+cp bench/device_cpu_side.py scripts/gpu-hog.py scripts/gpu-device-run.sh "$bundle/"
+
 cat > "$bundle/run.sh" <<RUN
 #!/usr/bin/env bash
 # Runs the CUDA device tests, then the GPU benchmark, with the bundled libraries.
-# Logs go to \${LOG_DIR:-<bundle>/logs}. Extra arguments go to gpu_bench.
+# Logs go to \${LOG_DIR:-<bundle>/logs}. Extra arguments go to gpu_bench. RUN_TESTS=0
+# skips the tests, RUN_BENCH=0 the bench; BENCH_LOG names the bench's log (default gpu_bench.txt).
 # Exit status: that of the tests (the bench runs either way).
 set -uo pipefail
 here="\$(cd "\$(dirname "\$0")" && pwd)"
@@ -115,23 +132,31 @@ if command -v nvidia-smi >/dev/null; then
 else
   echo "run.sh: no nvidia-smi on this machine"
 fi
-echo "== framemill_gpu_tests"
-"\$here/bin/framemill_gpu_tests" --gtest_color=no 2>&1 | tee "\$logs/gpu_tests.txt"
-tests=\${PIPESTATUS[0]}
-echo "== gpu_bench"
-"\$here/bin/gpu_bench" $data_flag \${FRAMEMILL_MODELS:+--models="\$FRAMEMILL_MODELS"} "\$@" 2>&1 | tee "\$logs/gpu_bench.txt"
+tests=0
+if [ "\${RUN_TESTS:-1}" = 1 ]; then
+  echo "== framemill_gpu_tests"
+  "\$here/bin/framemill_gpu_tests" --gtest_color=no 2>&1 | tee "\$logs/gpu_tests.txt"
+  tests=\${PIPESTATUS[0]}
+fi
+if [ "\${RUN_BENCH:-1}" = 1 ]; then
+  echo "== gpu_bench"
+  "\$here/bin/gpu_bench" $data_flag \${FRAMEMILL_MODELS:+--models="\$FRAMEMILL_MODELS"} "\$@" 2>&1 | tee "\$logs/\${BENCH_LOG:-gpu_bench.txt}"
+fi
 echo "== framemill_gpu_tests exit status \$tests (logs in \$logs)"
 exit "\$tests"
 RUN
 chmod +x "$bundle/run.sh"
 
-bytes=$(du -sb "$bundle" | cut -f1)
-echo "bundle-gpu: $root/$bundle"
-du -sh "$bundle/bin" "$bundle/lib" "$bundle"/photos.raw 2>/dev/null || true
-echo "bundle-gpu: total $(awk -v b="$bytes" 'BEGIN {printf "%.1f MB", b / 1e6}') ($bytes bytes)"
+# One xz archive travels (64 MiB is all a device call carries, this repository with it);
+# the target unpacks it with Python's tarfile (scripts/gpu-device-run.sh).
+tar -C "$bundle" -cf - . | xz -T0 -6 > "$bundle.tar.xz"
+bytes=$(stat -c %s "$bundle.tar.xz")
+echo "bundle-gpu: $root/$bundle and $root/$bundle.tar.xz"
+du -sh "$bundle/bin" "$bundle/lib" "$bundle/models" "$bundle/videos" "$bundle"/photos.raw 2>/dev/null || true
+echo "bundle-gpu: unpacked $(du -sh "$bundle" | cut -f1); archive $(awk -v b="$bytes" 'BEGIN {printf "%.1f MB", b / 1e6}') ($bytes bytes)"
 echo "bundle-gpu: the target needs $glibc and the NVIDIA driver (CUDA $(nvcc_version) runtime inside);"
 echo "            libstdc++ with $glibcxx, or $glibc_fallback for the bundled fallback"
 if ((bytes >= 60000000)); then
-  echo "bundle-gpu: bundle is over 60 MB" >&2
+  echo "bundle-gpu: the archive is over 60 MB" >&2
   exit 1
 fi
