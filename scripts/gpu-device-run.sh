@@ -51,4 +51,29 @@ timeout "${CPU_S:-100}" python3 "$dir/device_cpu_side.py" --models "$dir/models"
   --min_time "${MIN_TIME:-0.5}" >"$out/cpu_side.txt" 2>&1
 tail -40 "$out/cpu_side.txt"
 fi
+# 5 (STEPS=share, not in the default set). N workers on one device, each its own process,
+# CUDA context and model copy, as `framemill run` starts them today (issue 30): blazeface's
+# engine at batch 16 in N gpu_bench processes at once; each one's images/s and the device
+# memory each process holds.                                                  -> share.txt
+if [[ $steps == *" share "* ]]; then
+step "N processes sharing the device"
+mkdir -p /tmp/framemill-share-models && ln -sfn "$dir/models/blazeface" /tmp/framemill-share-models/blazeface
+for n in ${SHARE_N:-1 2 4 8 16}; do
+  pids=()
+  for i in $(seq "$n"); do
+    LD_LIBRARY_PATH="$dir/lib:$dir/lib/fallback" timeout 60 "$dir/bin/gpu_bench" --benchmarks=engine \
+      --models=/tmp/framemill-share-models --engine_batches=16 --min_time="${SHARE_S:-4}" \
+      >"/tmp/framemill-share-$n-$i.txt" 2>&1 &
+    pids+=($!)
+  done
+  sleep 3
+  nvidia-smi --query-compute-apps=pid,used_gpu_memory --format=csv,noheader >"/tmp/framemill-share-$n-mem.txt" 2>&1
+  nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader >>"/tmp/framemill-share-$n-mem.txt" 2>&1
+  wait "${pids[@]}"
+  { echo "== $n process(es)"; grep -h "cuda fp.. batch  16 :" /tmp/framemill-share-"$n"-[0-9]*.txt
+    echo "-- device memory per process (pid, MiB), then used and utilization 3 s in:"
+    cat "/tmp/framemill-share-$n-mem.txt"; } >>"$out/share.txt"
+done
+tail -60 "$out/share.txt"
+fi
 step "done; logs in $out"
