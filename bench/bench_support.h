@@ -7,7 +7,19 @@
 #include <string>
 #include <vector>
 
+#include "jobs/job.h"
+
 namespace framemill::bench {
+
+// A job of `stage` on the image at `path`, as a worker would hand it to the stage.
+inline ClaimedJob ImageJob(const std::string& stage, const std::string& path) {
+  ClaimedJob job;
+  job.id = job.item_id = 1;
+  job.stage = stage;
+  job.source = path;
+  job.kind = MediaKind::kImage;
+  return job;
+}
 
 // Whether `name` is in the comma-separated `csv`; an empty list selects everything.
 inline bool Listed(const std::string& csv, const std::string& name) {

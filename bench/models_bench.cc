@@ -175,12 +175,7 @@ struct FoundFace {
 // Every face the detector proposes on one picture (the stage's defaults): those the verifier
 // kept and those it refused (`refused` in the result), each with its score and presence.
 std::vector<FoundFace> FacesOn(FacesStage& stage, const std::string& path) {
-  ClaimedJob job;
-  job.id = job.item_id = 1;
-  job.stage = "faces";
-  job.source = path;
-  job.kind = MediaKind::kImage;
-  const Outcome out = stage.Run(job);
+  const Outcome out = stage.Run(bench::ImageJob("faces", path));
   std::vector<FoundFace> faces;
   if (out.kind != Outcome::Kind::kDone) {
     std::printf("faces_precision  %s: %s\n", path.c_str(), out.error.ToString().c_str());

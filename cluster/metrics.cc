@@ -18,6 +18,30 @@ std::vector<long> WithSingletons(const std::vector<int>& labels) {
   return out;
 }
 
+double F(double p, double r) { return p + r > 0 ? 2 * p * r / (p + r) : 0; }
+
+// Pairwise and BCubed precision, recall and F from the contingency counts.
+void PairScores(const std::map<std::pair<long, long>, double>& both, const std::map<long, double>& rows,
+                const std::map<long, double>& cols, size_t n, Agreement* a) {
+  double together = 0, same = 0, both_pairs = 0;
+  for (auto& [k, v] : both) both_pairs += Pairs(v);
+  for (auto& [k, v] : cols) together += Pairs(v);
+  for (auto& [k, v] : rows) same += Pairs(v);
+  a->pair_precision = together > 0 ? both_pairs / together : 1;
+  a->pair_recall = same > 0 ? both_pairs / same : 1;
+  a->pair_f = F(a->pair_precision, a->pair_recall);
+  if (n == 0) return;
+  // Point i in cell (t, f) of size c: precision c / |f|, recall c / |t|; c points share it.
+  double p = 0, r = 0;
+  for (auto& [k, c] : both) {
+    p += c * c / cols.at(k.second);
+    r += c * c / rows.at(k.first);
+  }
+  a->bcubed_precision = p / double(n);
+  a->bcubed_recall = r / double(n);
+  a->bcubed_f = F(a->bcubed_precision, a->bcubed_recall);
+}
+
 }  // namespace
 
 Agreement Compare(const std::vector<int>& truth, const std::vector<int>& found) {
@@ -38,6 +62,7 @@ Agreement Compare(const std::vector<int>& truth, const std::vector<int>& found) 
   const double expected = Pairs(double(n)) > 0 ? sum_rows * sum_cols / Pairs(double(n)) : 0;
   const double max_index = (sum_rows + sum_cols) / 2;
   a.ari = max_index == expected ? 1.0 : (index - expected) / (max_index - expected);
+  PairScores(both, rows, cols, n, &a);
 
   // Purity, merges and splits over real labels and real clusters only.
   std::map<int, std::map<int, int>> in_cluster;  // found -> truth -> count

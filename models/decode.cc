@@ -706,6 +706,14 @@ std::optional<double> MouthOpening(const FaceMesh& mesh) {
   return cv::norm(xy(kUpperLip) - xy(kLowerLip)) / width;
 }
 
+double FaceFrontalness(const FaceMesh& mesh) {
+  constexpr int kNoseTip = 1, kRightEdge = 234, kLeftEdge = 454;
+  if (mesh.points.size() <= kLeftEdge) return 0;
+  const double right = std::abs(mesh.points[kNoseTip].x - mesh.points[kRightEdge].x);
+  const double left = std::abs(mesh.points[kLeftEdge].x - mesh.points[kNoseTip].x);
+  return left + right >= 1e-3 ? 2 * std::min(left, right) / (left + right) : 0.0;
+}
+
 nlohmann::json ToJson(const FaceMesh& mesh) {
   nlohmann::json points = nlohmann::json::array();
   for (const cv::Point3f& p : mesh.points) points.push_back({p.x, p.y, p.z});

@@ -151,6 +151,10 @@ struct FaceMesh {
 // Inner-lip gap (mesh points 13, 14) over mouth width (61, 291): 0 closed, about 0.3 to 0.5
 // wide open. Unset when the mouth is narrower than a pixel (a degenerate mesh).
 std::optional<double> MouthOpening(const FaceMesh& mesh);
+// How frontal the face is, from the nose tip's place between the face's edges (mesh points
+// 1, 234, 454), in x: 1 - |left - right| / (left + right). 1 facing the camera, about 0.4
+// turned 30 degrees (messi5.jpg), 0 in full profile; 0 for a degenerate mesh.
+double FaceFrontalness(const FaceMesh& mesh);
 
 nlohmann::json ToJson(const Embedding& e);
 nlohmann::json ToJson(const FaceDescription& d);

@@ -186,6 +186,7 @@ struct FaceRef {
   int index = 0;
   std::array<float, 4> box{};
   int64_t cluster = -1;  // -1: noise or not clustered
+  double quality = -1;   // the faces stage's `quality`; -1 when the result has none
 };
 
 // What the report knows of one item from its results.
@@ -249,7 +250,7 @@ Analyses Analyse(const ItemView& item, const std::map<ClusterKey, int64_t>& clus
     if (!faces.is_array()) return;
     for (size_t i = 0; i < faces.size(); ++i) {
       if (!faces[i].is_object() || !faces[i].contains("box")) continue;
-      FaceRef f{frame, static_cast<int>(i), Box(faces[i]["box"]), -1};
+      FaceRef f{frame, static_cast<int>(i), Box(faces[i]["box"]), -1, NumberOr(faces[i], "quality", -1)};
       auto c = clusters.find({item.source, frame, static_cast<int>(i)});
       if (c != clusters.end()) f.cluster = c->second;
       a.all_faces.push_back(f);
@@ -588,6 +589,7 @@ struct ClusterInfo {
   struct Member {
     std::string crop, item_page, item_name;
     int64_t frame = -1;
+    double quality = -1;
   };
   std::vector<Member> members;
 };
@@ -650,6 +652,13 @@ class ReportWriter {
         clusters_.push_back(std::move(info));
       }
       noise_ = j.value("noise", json::array()).size();
+      int64_t shown = 0;
+      for (const json& m : j.value("noise", json::array())) {
+        if (!m.is_object() || !m.value("item", json()).is_string()) continue;
+        const ClusterKey key{m["item"].get<std::string>(), m.value("frame", int64_t{-1}), m.value("face", 0)};
+        noise_of_.insert(key);
+        if (shown++ < kNoiseShown) crop_wanted_[key] = true;
+      }
       return Status::OK();
     });
     FM_RETURN_IF_ERROR(read);
@@ -725,13 +734,20 @@ class ReportWriter {
     }
     const std::string page = std::to_string(item.id) + ".html";
     for (const FaceRef& f : a.all_faces) {
+      const ClusterKey key{item.source, f.frame, f.index};
       auto c = cluster_index_.find(f.cluster);
-      if (c == cluster_index_.end() || !crop_wanted_.count({item.source, f.frame, f.index})) continue;
+      const bool noise = noise_of_.count(key) > 0;
+      if ((c == cluster_index_.end() && !noise) || !crop_wanted_.count(key)) continue;
       const std::string crop = PictureCache::FaceName(item, {f.frame, f.box});
       if (!pictures_.Exists(crop)) continue;
+      const ClusterInfo::Member m{crop, page, BaseName(item.source), f.frame, f.quality};
+      if (noise) {
+        noise_members_.push_back(m);
+        continue;
+      }
       ClusterInfo& info = clusters_[c->second];
-      if (representative_.count({item.source, f.frame, f.index})) info.representative = crop;
-      info.members.push_back({crop, page, BaseName(item.source), f.frame});
+      if (representative_.count(key)) info.representative = crop;
+      info.members.push_back(m);
     }
     FM_RETURN_IF_ERROR(WriteItemPage(item, a, have_still, made));
     grid_ += "<a class=\"card\" href=\"../items/" + page + "\">" +
@@ -872,7 +888,9 @@ class ReportWriter {
   Status WriteClusters() {
     std::ostringstream idx;
     idx << Header("Identity clusters", "../", now_) << "<h1>Identity clusters</h1><div class=\"muted\">" << clusters_.size()
-        << " cluster(s), largest first; " << noise_ << " face(s) matched no one (noise)</div><div class=\"grid\">";
+        << " cluster(s), largest first; " << noise_ << " face(s) matched no one (<a href=\"noise.html\">noise</a>)."
+        << " Under each face its quality (size, sharpness, frontalness, verifier: 0 to 1); only faces of"
+        << " good quality found an identity.</div><div class=\"grid\">";
     for (const ClusterInfo& c : clusters_) {
       std::string rep = c.representative.empty() && !c.members.empty() ? c.members.front().crop : c.representative;
       idx << "<a class=\"card\" href=\"" << c.id << ".html\"><div class=\"pic\" style=\"aspect-ratio:1/1\">"
@@ -884,10 +902,7 @@ class ReportWriter {
         << ClusterColour(c.id) << "\">#" << c.id << "</span> Identity cluster " << c.id << "</h1><div class=\"muted\">"
         << c.size << " face(s)" << (static_cast<int64_t>(c.members.size()) < c.size ? ", " + std::to_string(c.members.size()) + " shown" : "")
         << "</div><div class=\"faces\" style=\"margin-top:12px\">";
-      for (const auto& m : c.members)
-        p << "<a href=\"../items/" << m.item_page << "\"><img loading=\"lazy\" src=\"../assets/" << m.crop
-          << "\" alt=\"face\" style=\"border-color:" << ClusterColour(c.id) << "\">" << Esc(m.item_name)
-          << (m.frame >= 0 ? " f" + std::to_string(m.frame) : "") << "</a>";
+      for (const auto& m : c.members) p << MemberHtml(m, ClusterColour(c.id));
       p << "</div>" << kFooter;
       const std::string name = std::to_string(c.id) + ".html";
       written_clusters_.insert(name);
@@ -895,9 +910,34 @@ class ReportWriter {
     }
     if (clusters_.empty()) idx << "<div class=\"muted\">No clusters yet: the face_clusters stage has no result.</div>";
     idx << "</div>" << kFooter;
+    FM_RETURN_IF_ERROR(WriteNoise());
     written_clusters_.insert("index.html");
     stats_.clusters = static_cast<int64_t>(clusters_.size());
     return WritePage(o_.dir + "/clusters/index.html", idx.str(), &stats_.total_bytes);
+  }
+
+  // One face on a cluster's page or the noise page: its crop, item, frame and quality.
+  static std::string MemberHtml(const ClusterInfo::Member& m, const std::string& colour) {
+    return "<a href=\"../items/" + m.item_page + "\"><img loading=\"lazy\" src=\"../assets/" + m.crop +
+           "\" alt=\"face\" style=\"border-color:" + colour + "\">" + Esc(m.item_name) +
+           (m.frame >= 0 ? " f" + std::to_string(m.frame) : "") +
+           (m.quality >= 0 ? "<br><span class=\"small muted\">q " + Num(m.quality, 2) + "</span>" : "") + "</a>";
+  }
+
+  // The faces that matched no one, as their own page (the first kNoiseShown).
+  Status WriteNoise() {
+    std::ostringstream p;
+    p << Header("Noise", "../", now_) << "<h1>Faces that matched no one</h1><div class=\"muted\">" << noise_
+      << " face(s) in no identity: seen fewer than face_clusters.min_cluster_size times, too far from every"
+      << " identity, or too poor to found one"
+      << (static_cast<int64_t>(noise_members_.size()) < static_cast<int64_t>(noise_)
+              ? "; " + std::to_string(noise_members_.size()) + " shown"
+              : "")
+      << ". <a href=\"index.html\">All clusters</a></div><div class=\"faces\" style=\"margin-top:12px\">";
+    for (const auto& m : noise_members_) p << MemberHtml(m, "#888");
+    p << "</div>" << kFooter;
+    written_clusters_.insert("noise.html");
+    return WritePage(o_.dir + "/clusters/noise.html", p.str(), &stats_.total_bytes);
   }
 
   Status WriteFailures() {
@@ -1052,6 +1092,9 @@ class ReportWriter {
   int64_t now_ = 0, shown_ = 0, shown_done_ = 0, pages_ = 1;
   std::map<ClusterKey, int64_t> cluster_of_, representative_;
   std::map<ClusterKey, bool> crop_wanted_;
+  std::set<ClusterKey> noise_of_;
+  std::vector<ClusterInfo::Member> noise_members_;
+  static constexpr int64_t kNoiseShown = 500;  // noise faces with a crop on the noise page
   std::vector<ClusterInfo> clusters_;
   std::map<int64_t, size_t> cluster_index_;
   size_t noise_ = 0;

@@ -48,6 +48,7 @@ Status ParseFaces(const nlohmann::json& faces, const std::string& item, int64_t 
       r.embedding.push_back(v.get<float>());
     }
     if (r.embedding.empty()) return Status::Corruption("an embedding is empty");
+    if (f.contains("quality") && f["quality"].is_number()) r.quality = f["quality"].get<float>();
     out->push_back(std::move(r));
   }
   return Status::OK();
@@ -152,6 +153,31 @@ std::vector<std::vector<size_t>> LinkTracks(const std::vector<FaceRef>& faces,
   return tracks;
 }
 
+std::vector<int> AttachToClusters(const cluster::Embeddings& e, const std::vector<bool>& seed,
+                                  std::vector<int> label, float min_similarity) {
+  const int clusters = label.empty() ? 0 : *std::max_element(label.begin(), label.end()) + 1;
+  std::vector<float> mean(static_cast<size_t>(std::max(0, clusters)) * e.dim, 0.f);
+  for (int64_t t = 0; t < e.n; ++t)
+    if (label[t] >= 0)
+      for (int d = 0; d < e.dim; ++d) mean[static_cast<size_t>(label[t]) * e.dim + d] += e.row(t)[d];
+  for (int l = 0; l < clusters; ++l) {
+    float* m = mean.data() + static_cast<size_t>(l) * e.dim;
+    const float norm = std::sqrt(std::max(1e-12f, gpu::DotCpu(m, m, e.dim)));
+    for (int d = 0; d < e.dim; ++d) m[d] /= norm;
+  }
+  for (int64_t t = 0; t < e.n; ++t) {
+    if (seed[t] || label[t] >= 0) continue;
+    int best = -1;
+    float best_s = min_similarity;
+    for (int l = 0; l < clusters; ++l) {
+      const float s = gpu::DotCpu(mean.data() + static_cast<size_t>(l) * e.dim, e.row(t), e.dim);
+      if (s >= best_s) best_s = s, best = l;
+    }
+    label[t] = best;
+  }
+  return label;
+}
+
 std::vector<int> SeparateCoOccurring(const std::vector<FaceRef>& faces,
                                      const std::vector<std::vector<size_t>>& tracks,
                                      const cluster::Embeddings& e, std::vector<int> label,
@@ -238,6 +264,20 @@ Result<nlohmann::json> FaceClustersStage::Cluster(std::vector<FaceRef> faces,
     }
   }
   cluster::Normalize(&e);
+  // Seeds: tracks whose best face is good enough to found an identity.
+  std::vector<bool> seed(tracks.size(), false);
+  cluster::Embeddings seeds;
+  seeds.dim = e.dim;
+  std::vector<size_t> seed_track;
+  for (size_t t = 0; t < tracks.size(); ++t) {
+    float q = 0;
+    for (size_t i : tracks[t]) q = std::max(q, faces[i].quality);
+    if (q < options_.seed_quality) continue;
+    seed[t] = true;
+    seed_track.push_back(t);
+    seeds.data.insert(seeds.data.end(), e.row(static_cast<int64_t>(t)), e.row(static_cast<int64_t>(t)) + e.dim);
+  }
+  seeds.n = static_cast<int64_t>(seed_track.size());
   cluster::ClusterOptions co;
   co.hdbscan.min_cluster_size = options_.min_cluster_size;
   co.hdbscan.max_distance = static_cast<float>(1.0 - options_.similarity);
@@ -245,9 +285,12 @@ Result<nlohmann::json> FaceClustersStage::Cluster(std::vector<FaceRef> faces,
   co.hdbscan.epsilon = static_cast<float>(std::max(0.0, 1.0 - options_.split_similarity));
   co.neighbours = options_.neighbours;
   co.exact_up_to = options_.exact_up_to;
-  auto run = cluster::ClusterEmbeddings(e, co, device);
+  auto run = cluster::ClusterEmbeddings(seeds, co, device);
   if (!run.ok()) return run.status();
-  cluster::Clustering c = run->clustering;
+  cluster::Clustering c;
+  c.label.assign(tracks.size(), -1);
+  for (size_t j = 0; j < seed_track.size(); ++j) c.label[seed_track[j]] = run->clustering.label[j];
+  c.label = AttachToClusters(e, seed, std::move(c.label), static_cast<float>(options_.member_similarity));
   // Two faces seen in the same picture at the same time are two people: a cluster keeps at
   // most one track of any (item, frame).
   c.label = SeparateCoOccurring(faces, tracks, e, std::move(c.label), options_.min_cluster_size);
@@ -309,6 +352,7 @@ Result<nlohmann::json> FaceClustersStage::Cluster(std::vector<FaceRef> faces,
                         {"next_id", ids.next_id},
                         {"faces", faces.size()},
                         {"tracks", tracks.size()},
+                        {"seeds", seed_track.size()},
                         {"graph", run->graph},
                         {"bridges", run->bridges},
                         {"settings",
@@ -316,6 +360,7 @@ Result<nlohmann::json> FaceClustersStage::Cluster(std::vector<FaceRef> faces,
                           {"similarity", options_.similarity},
                           {"member_similarity", options_.member_similarity},
                           {"split_similarity", options_.split_similarity},
+                          {"seed_quality", options_.seed_quality},
                           {"neighbours", options_.neighbours}}}};
 }
 

@@ -31,6 +31,7 @@ struct FaceRef {
   int face = 0;
   float box[4] = {0, 0, 0, 0};
   std::vector<float> embedding;
+  float quality = 1;  // the faces stage's `quality` (1 for results written before it had one)
   std::string Key() const;  // unique per face, for stable ids
 };
 
@@ -50,6 +51,12 @@ std::vector<std::vector<size_t>> LinkTracks(const std::vector<FaceRef>& faces,
 // (item, frame) a kept track is seen in goes to the noise (label -1); a cluster left with
 // fewer than min_cluster_size tracks becomes noise. Returns the labels, per track, the
 // clusters left numbered 0.. in their old order.
+// Attaches each unlabelled track whose quality kept it from seeding (label -1 and not a
+// seed) to the cluster whose mean direction is closest, when at least `min_similarity`;
+// the others stay noise. Returns the labels.
+std::vector<int> AttachToClusters(const cluster::Embeddings& e, const std::vector<bool>& seed,
+                                  std::vector<int> label, float min_similarity);
+
 std::vector<int> SeparateCoOccurring(const std::vector<FaceRef>& faces,
                                      const std::vector<std::vector<size_t>>& tracks,
                                      const cluster::Embeddings& e, std::vector<int> label,

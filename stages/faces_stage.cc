@@ -14,12 +14,15 @@ namespace {
 const char* const kKeypoints[6] = {"right_eye", "left_eye", "nose", "mouth", "right_ear",
                                    "left_ear"};
 
-nlohmann::json FaceJson(const models::FaceBox& f, float presence,
+nlohmann::json FaceJson(const models::FaceBox& f, float presence, const FaceQuality& q,
                         const models::FaceDescription& d) {
   nlohmann::json kp = nlohmann::json::object();
   for (int k = 0; k < 6; ++k) kp[kKeypoints[k]] = {f.keypoints[k].x, f.keypoints[k].y};
   nlohmann::json face = {{"box", {f.x1, f.y1, f.x2, f.y2}}, {"score", f.score},
-                         {"verified", presence}, {"keypoints", kp}};
+                         {"verified", presence}, {"quality", q.score},
+                         {"quality_parts", {{"size_px", q.size_px}, {"sharpness", q.sharpness},
+                                            {"frontal", q.frontal}, {"presence", q.presence}}},
+                         {"keypoints", kp}};
   face["embedding"] = d.embedding.values;
   if (d.has_attributes) {
     face["age"] = d.age;
@@ -105,11 +108,12 @@ Status FacesStage::Detect(const models::ModelManifest& m, const ModelBatch& batc
   return Status::OK();
 }
 
-Status FacesStage::Verify(models::ModelRunner& verifier, const std::vector<cv::Mat>& proposed,
-                          const models::BatchOutputs& checked,
+Status FacesStage::Verify(models::ModelRunner& verifier, const ModelBatch& batch,
+                          const std::vector<cv::Mat>& proposed, const models::BatchOutputs& checked,
                           std::vector<FrameFaces>* frames) const {
   size_t c = 0;
-  for (FrameFaces& frame : *frames) {
+  for (size_t i = 0; i < frames->size(); ++i) {
+    FrameFaces& frame = (*frames)[i];
     std::vector<models::FaceBox> kept;
     for (const models::FaceBox& f : frame.faces) {
       auto mesh = models::DecodeFaceMesh(verifier.manifest(), checked[c], proposed[c].size());
@@ -121,6 +125,9 @@ Status FacesStage::Verify(models::ModelRunner& verifier, const std::vector<cv::M
       }
       kept.push_back(f);
       frame.presence.push_back(mesh->presence);
+      const double side = std::min(f.x2 - f.x1, f.y2 - f.y1);
+      frame.quality.push_back(ScoreFaceQuality(side, FaceSharpness(FaceCrop(batch.frames[i].bgr, f, 1.0f)),
+                                               models::FaceFrontalness(*mesh), mesh->presence));
     }
     frame.faces = std::move(kept);
   }
@@ -137,7 +144,7 @@ Status FacesStage::Describe(const models::ModelManifest& embedder,
     for (size_t k = 0; k < frames[i].faces.size(); ++k) {
       auto d = models::DecodeFaceDescription(embedder, described[c++]);
       if (!d.ok()) return d.status();
-      list.push_back(FaceJson(frames[i].faces[k], frames[i].presence[k], *d));
+      list.push_back(FaceJson(frames[i].faces[k], frames[i].presence[k], frames[i].quality[k], *d));
     }
     nlohmann::json& r = (*results)[i].result;
     r = {{"detector", options_.detector}, {"embedding_model", embedder.name},
@@ -188,7 +195,7 @@ Status FacesStage::Analyse(const ModelBatch& batch, const StageContext& ctx,
       proposed.push_back(FaceCrop(batch.frames[i].bgr, f, kVerifyCropScale));
   auto checked = run(verifier, proposed);
   if (!checked.ok()) return checked.status();
-  if (Status v = Verify(verifier, proposed, *checked, &frames); !v.ok()) return v;
+  if (Status v = Verify(verifier, batch, proposed, *checked, &frames); !v.ok()) return v;
   for (size_t i = 0; i < frames.size(); ++i)
     for (const auto& f : frames[i].faces) crops.push_back(FaceCrop(batch.frames[i].bgr, f));
   auto described = run(embedder, crops);

@@ -11,6 +11,7 @@
 
 #include <opencv2/core.hpp>
 
+#include "analysis/face_quality.h"
 #include "models/decode.h"
 #include "models/face_tiles.h"
 #include "stages/model_stage.h"
@@ -60,6 +61,7 @@ class FacesStage : public ModelStage {
     models::TilePlan plan;               // empty for the whole-frame detector
     std::vector<models::FaceBox> faces;  // merged, frame pixels
     std::vector<float> presence;         // the verifier's, one per face
+    std::vector<FaceQuality> quality;    // one per face (analysis/face_quality.h)
     // Faces the detector proposed and the verifier refused, with their presence: in the
     // result (`refused`; the presence is `verified`, the contract's key), so that what was
     // left out can be seen and the cut re-measured.
@@ -71,10 +73,12 @@ class FacesStage : public ModelStage {
   // Each frame's result: its kept faces described by the embedder's run, and the refused.
   Status Describe(const models::ModelManifest& embedder, const std::vector<FrameFaces>& frames,
                   const models::BatchOutputs& described, std::vector<FrameResult>* results) const;
-  // Keeps the faces the verifier agrees are faces (min_presence), with its presence.
-  // `proposed`: the crops the verifier saw, one per face, in frame order.
-  Status Verify(models::ModelRunner& verifier, const std::vector<cv::Mat>& proposed,
-                const models::BatchOutputs& checked, std::vector<FrameFaces>* frames) const;
+  // Keeps the faces the verifier agrees are faces (min_presence), with its presence and
+  // each kept face's quality. `proposed`: the crops the verifier saw, one per face, in
+  // frame order.
+  Status Verify(models::ModelRunner& verifier, const ModelBatch& batch,
+                const std::vector<cv::Mat>& proposed, const models::BatchOutputs& checked,
+                std::vector<FrameFaces>* frames) const;
   // Decodes the whole-frame and tile runs and merges them into each frame's faces.
   Status Detect(const models::ModelManifest& m, const ModelBatch& batch,
                 const models::BatchOutputs& whole, const models::BatchOutputs& tiled,

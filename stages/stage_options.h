@@ -70,6 +70,10 @@ struct FaceClustersOptions {  // the face_clusters stage (dataset-level)
   double track_iou = 0.3;           // video: a face continues a track in the next sampled frame
   double track_similarity = 0.5;    //   when its box overlaps this much and its embedding is this close
   int64_t budget_ms = 3'600'000;    // the one dataset-level job's time budget (face_clusters.budget_ms)
+  // Identities are seeded only by tracks whose best face has at least this `quality`
+  // (analysis/face_quality.h); the others join the closest identity at member_similarity
+  // or stay noise (face_clusters.seed_quality; bench/README "Faces: quality and identities").
+  double seed_quality = 0.4;
 
   bool operator==(const FaceClustersOptions&) const = default;
 };

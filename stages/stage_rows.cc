@@ -58,6 +58,8 @@ void AddFacesRows(StageOptions* o, OptionRows* rows) {
   rows->push_back(NumberRow("face_clusters.split_similarity",
                             "FRAMEMILL_FACE_CLUSTERS_SPLIT_SIMILARITY", &c.split_similarity, -1,
                             1));
+  rows->push_back(NumberRow("face_clusters.seed_quality", "FRAMEMILL_FACE_CLUSTERS_SEED_QUALITY",
+                            &c.seed_quality, 0, 1));
   rows->push_back(IntRow("face_clusters.budget_ms", "FRAMEMILL_FACE_CLUSTERS_BUDGET_MS", "",
                          {&c.budget_ms}, 0, 7 * int64_t{86'400'000}));
 }

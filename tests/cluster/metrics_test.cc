@@ -28,5 +28,22 @@ TEST(MetricsTest, MergesSplitsAndNoiseAreCounted) {
   EXPECT_LT(a.ari, 1.0);
 }
 
+TEST(MetricsTest, PairwiseAndBCubedByHand) {
+  // Truth {a a a b b}, found {x x y y y}: 4 true pairs, 4 found pairs, 2 in both.
+  // BCubed per point: precision 1, 1, 1/3, 2/3, 2/3; recall 2/3, 2/3, 1/3, 1, 1.
+  Agreement a = Compare({0, 0, 0, 1, 1}, {0, 0, 1, 1, 1});
+  EXPECT_NEAR(a.pair_precision, 0.5, 1e-12);
+  EXPECT_NEAR(a.pair_recall, 0.5, 1e-12);
+  EXPECT_NEAR(a.pair_f, 0.5, 1e-12);
+  EXPECT_NEAR(a.bcubed_precision, 11.0 / 15.0, 1e-12);
+  EXPECT_NEAR(a.bcubed_recall, 11.0 / 15.0, 1e-12);
+  // Noise is a singleton: calling everyone noise is precise and recalls nothing of a pair.
+  Agreement n = Compare({0, 0}, {-1, -1});
+  EXPECT_DOUBLE_EQ(n.pair_precision, 1.0);
+  EXPECT_DOUBLE_EQ(n.pair_recall, 0.0);
+  EXPECT_DOUBLE_EQ(n.bcubed_precision, 1.0);
+  EXPECT_DOUBLE_EQ(n.bcubed_recall, 0.5);
+}
+
 }  // namespace
 }  // namespace framemill::cluster

