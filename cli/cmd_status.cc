@@ -1,6 +1,7 @@
 #include "cli/command.h"
 
 #include <cstdio>
+#include <map>
 #include <ctime>
 #include <iostream>
 #include <optional>
@@ -8,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "base/json_text.h"
+#include "media/kind.h"
+#include "scheduler/cost_model.h"
 #include "scheduler/progress.h"
 
 namespace framemill {
@@ -19,7 +22,11 @@ struct StatusReport {
   std::vector<StageCounts> counts;
   std::vector<ErrorClassCount> failures;
   std::optional<RunRecord> last_run;
+  // Per stage and media kind, the median of the newest done jobs' own times (ms).
+  std::map<std::string, std::map<MediaKind, double>> ms_per_item;
 };
+
+constexpr int64_t kTimesRead = 2'000;  // done jobs' own times behind ms_per_item
 
 // The crawler's report, as img2dataset gives it: success rate and failures by class.
 struct FetchSummary {
@@ -45,6 +52,14 @@ Result<StatusReport> ReadStatus(JobStore& store) {
   r.counts = std::move(counts).value();
   r.failures = std::move(failures).value();
   r.last_run = std::move(last).value();
+  auto times = store.RecentJobTimes(kTimesRead);
+  if (!times.ok()) return times.status();
+  CostModel model;
+  model.Learn(*times);
+  for (const JobTime& t : *times) {
+    const double ms = model.MedianMs(t.stage, t.kind);
+    if (ms >= 0) r.ms_per_item[t.stage][t.kind] = ms;
+  }
   return r;
 }
 
@@ -94,7 +109,10 @@ nlohmann::json StatusJson(const std::string& db, const StatusReport& r,
                             {"done", c.done},       {"failed", c.failed},
                             {"skipped", c.skipped}, {"waiting", c.waiting},
                             {"throughput_per_s", RateOf(c)},
-                            {"eta_s", OrNull(eta >= 0, eta)}};
+                            {"eta_s", OrNull(eta >= 0, eta)},
+                            {"ms_per_item", nlohmann::json::object()}};
+    if (auto it = r.ms_per_item.find(c.stage); it != r.ms_per_item.end())
+      for (const auto& [kind, ms] : it->second) j["stages"][c.stage]["ms_per_item"][std::string(MediaKindName(kind))] = ms;
   }
   j["failures"] = nlohmann::json::array();
   for (const auto& e : r.failures)
@@ -124,6 +142,14 @@ void PrintStageTable(const std::string& db, const StatusReport& r) {
                 RateOf(c), FormatDuration(EtaOf(c)).c_str());
   }
   if (r.counts.empty()) std::printf("(no jobs: run `framemill enqueue SOURCE...`)\n");
+  if (!r.ms_per_item.empty()) std::printf("\ntime per item (median of recent jobs' own times):\n");
+  for (const auto& [stage, kinds] : r.ms_per_item) {
+    std::printf("  %-14s", stage.c_str());
+    for (const auto& [kind, ms] : kinds)
+      std::printf("  %s %s", std::string(MediaKindName(kind)).c_str(),
+                  ms < 1000 ? (std::to_string(static_cast<int>(ms)) + " ms").c_str() : FormatDuration(ms / 1000).c_str());
+    std::printf("\n");
+  }
   for (const StageCounts& c : r.counts) {
     if (c.retry_later == 0) continue;
     const time_t t = static_cast<time_t>(c.next_retry_at / 1000);

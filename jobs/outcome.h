@@ -65,6 +65,12 @@ struct FinishedJob {
   // its server's clock (PostgreSQL) applies the delay, not the worker's absolute time.
   int64_t decided_at_ms = 0;
   std::string stage;  // the claimed job's stage; empty: not known to the caller
+  // The job's own time, as the worker measured it: its start (worker's clock), its run (a
+  // group a stage ran together shares its time evenly; -1: not measured) and the seconds
+  // of media it covered (-1: unknown). Stored with a done job's result.
+  int64_t started_at_ms = 0;
+  int64_t run_ms = -1;
+  double media_seconds = -1;
 };
 
 }  // namespace framemill

@@ -12,6 +12,8 @@ void AddRunRows(RunOptions* o, OptionRows* rows) {
   rows->push_back(IntRow("run.lease_ms", "FRAMEMILL_LEASE_MS", "", {&w.lease_ms}, 200,
                          86'400'000));
   rows->push_back(IntRow("run.poll_ms", "", "", {&w.poll_ms}, 10, 60'000));
+  rows->push_back(IntRow("run.claim_target_ms", "FRAMEMILL_CLAIM_TARGET_MS", "", {&w.claim_target_ms}, 0,
+                         86'400'000));
   rows->push_back(IntRow("run.retry_base_ms", "FRAMEMILL_RETRY_BASE_MS", "",
                          {&w.retry.base_delay_ms}, 0, 3'600'000));
   rows->push_back(IntRow("run.retry_max_ms", "", "", {&w.retry.max_delay_ms}, 0, 86'400'000));

@@ -55,12 +55,17 @@ class HeartbeatThread {
   std::thread thread_;
 };
 
-// The size in MB of a job's file; 0 for a URL not yet fetched or a file gone.
-double SourceMegabytes(const ClaimedJob& job) {
+// The size of a job's file; 0 for a URL not yet fetched or a file gone.
+int64_t SourceBytes(const ClaimedJob& job) {
   struct stat st {};
   if (job.source.find("://") != std::string::npos || stat(job.source.c_str(), &st) != 0) return 0;
-  return static_cast<double>(st.st_size) / (1 << 20);
+  return static_cast<int64_t>(st.st_size);
 }
+double SourceMegabytes(const ClaimedJob& job) { return static_cast<double>(SourceBytes(job)) / (1 << 20); }
+
+constexpr int64_t kCostRefreshMs = 30'000;  // how often a worker reads others' job times
+constexpr int64_t kCostHistory = 2'000;     // done jobs' times read each time
+constexpr double kTailShare = 4;            // at the tail a claim keeps target / this
 
 }  // namespace
 
@@ -116,7 +121,9 @@ Status Worker::Run() {
     if (!jobs.ok()) return jobs.status();
     if (!jobs->empty()) FM_RETURN_IF_ERROR(Localize(&*jobs));
     if (!jobs->empty()) {
+      const int64_t given = stats_.given_back;
       FM_RETURN_IF_ERROR(RunBatch(std::move(jobs).value()));
+      if (stats_.given_back > given) SleepFor(options_.give_back_pause_ms);
       continue;
     }
     auto left = store_->CountOutstanding(options_.stages);
@@ -146,7 +153,58 @@ int Worker::BatchOf(const std::string& stage) const {
   return it != options_.batch_by_stage.end() && it->second > 0 ? it->second : options_.batch;
 }
 
+void Worker::RefreshCosts() {
+  const int64_t now = SteadyNowMs();
+  if (costs_loaded_at_ >= 0 && now - costs_loaded_at_ < kCostRefreshMs) return;
+  costs_loaded_at_ = now;
+  auto times = store_->RecentJobTimes(kCostHistory);
+  if (!times.ok()) {
+    spdlog::warn("could not read job times: {}", times.status().ToString());
+    return;
+  }
+  costs_ = CostModel();
+  costs_.Learn(*times);
+}
+
+Status Worker::TrimToTarget(std::vector<ClaimedJob>* jobs, bool tail) {
+  if (options_.claim_target_ms <= 0 || jobs->size() <= 1) return Status::OK();
+  RefreshCosts();
+  std::vector<std::pair<double, ClaimedJob>> costed;
+  for (ClaimedJob& j : *jobs) costed.emplace_back(costs_.ExpectedMs(j.stage, j.kind, SourceBytes(j)), std::move(j));
+  // The claim took the last due jobs: the longest first, and a quarter of the target, so
+  // that what is left goes to the workers that fall idle first.
+  if (tail)
+    std::stable_sort(costed.begin(), costed.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<double> expected;
+  jobs->clear();
+  for (auto& [ms, j] : costed) {
+    expected.push_back(ms);
+    jobs->push_back(std::move(j));
+  }
+  const double target = static_cast<double>(options_.claim_target_ms) / (tail ? kTailShare : 1);
+  const size_t keep = KeepWithinTarget(expected, target);
+  if (keep >= jobs->size()) return Status::OK();
+  std::vector<ClaimedJob> rest(jobs->begin() + static_cast<long>(keep), jobs->end());
+  jobs->resize(keep);
+  auto r = store_->Release(rest);
+  if (!r.ok()) return r.status();
+  stats_.trimmed += *r;
+  return Status::OK();
+}
+
 Result<std::vector<ClaimedJob>> Worker::ClaimBatch() {
+  auto jobs = ClaimByCount();
+  if (!jobs.ok() || jobs->empty()) return jobs;
+  // A claim short of its limit found every due job there was.
+  const bool tail = static_cast<int>(jobs->size()) < options_.batch;
+  if (Status s = TrimToTarget(&*jobs, tail); !s.ok()) {
+    (void)store_->Release(*jobs);
+    return s;
+  }
+  return jobs;
+}
+
+Result<std::vector<ClaimedJob>> Worker::ClaimByCount() {
   auto jobs = store_->Claim(options_.id, options_.stages, options_.batch, options_.lease_ms);
   // A claim short of its limit found every due job there was: nothing to top up.
   if (!jobs.ok() || static_cast<int>(jobs->size()) < options_.batch ||
@@ -230,15 +288,23 @@ std::vector<FinishedJob> Worker::RunStages(const std::vector<ClaimedJob>& jobs) 
   finished.reserve(jobs.size());
   StageContext ctx{ladder_, stop_, store_};
   // Claims come in id order, so one item's stages are apart; a run of equal stages
-  // goes to its stage as one batch.
+  // goes to its stage as one batch (one job at a time to a stage that gains nothing).
+  const int64_t batch_start = clock_->NowMs();
   size_t next = 0;
   while (next < jobs.size() && !stop_->load()) {
+    if (next > 0 && ShouldGiveBack(batch_start)) {
+      stats_.given_back += static_cast<int64_t>(jobs.size() - next);
+      break;  // RunBatch gives the unstarted rest back
+    }
+    Stage* stage = registry_->Find(jobs[next].stage);
     size_t end = next;
-    const size_t cap = static_cast<size_t>(std::max(1, BatchOf(jobs[next].stage)));
+    const size_t cap = stage != nullptr && !stage->RunsJobsTogether(ctx)
+                           ? 1
+                           : static_cast<size_t>(std::max(1, BatchOf(jobs[next].stage)));
     while (end < jobs.size() && end - next < cap && jobs[end].stage == jobs[next].stage) ++end;
     std::vector<ClaimedJob> group(jobs.begin() + static_cast<long>(next),
                                   jobs.begin() + static_cast<long>(end));
-    Stage* stage = registry_->Find(group.front().stage);
+    const int64_t start = clock_->NowMs();
     std::vector<Outcome> outs;
     if (stage != nullptr) {
       outs = CallStage(stage, group, ctx);
@@ -247,11 +313,33 @@ std::vector<FinishedJob> Worker::RunStages(const std::vector<ClaimedJob>& jobs) 
                                     "stage " + group.front().stage + " is not in this build")));
     }
     outs.resize(std::min(outs.size(), group.size()));
+    const size_t from = finished.size();
     for (size_t k = 0; k < outs.size(); ++k) finished.push_back(Finish(group[k], std::move(outs[k])));
+    Time(&finished, from, start, group);
     next += outs.size();
     if (outs.size() < group.size()) break;  // stopped inside the group
   }
   return finished;
+}
+
+bool Worker::ShouldGiveBack(int64_t batch_start) {
+  if (options_.claim_target_ms <= 0 || clock_->NowMs() - batch_start < options_.claim_target_ms) return false;
+  auto left = store_->CountOutstanding(options_.stages);
+  return left.ok() && left->pending == 0;
+}
+
+void Worker::Time(std::vector<FinishedJob>* finished, size_t from, int64_t start,
+                  const std::vector<ClaimedJob>& group) {
+  const size_t n = finished->size() - from;
+  if (n == 0) return;
+  const int64_t share = std::max<int64_t>(0, clock_->NowMs() - start) / static_cast<int64_t>(n);
+  for (size_t k = 0; k < n; ++k) {
+    FinishedJob& f = (*finished)[from + k];
+    f.started_at_ms = start + share * static_cast<int64_t>(k);
+    f.run_ms = share;
+    if (f.outcome.done()) f.media_seconds = MediaSecondsOf(f.outcome.result);
+    if (f.outcome.done()) costs_.Observe({group[k].stage, group[k].kind, share, f.media_seconds, SourceBytes(group[k])});
+  }
 }
 
 namespace {

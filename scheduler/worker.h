@@ -14,6 +14,7 @@
 
 #include "base/clock.h"
 #include "gpu/oom_ladder.h"
+#include "scheduler/cost_model.h"
 #include "jobs/retry_policy.h"
 #include "stages/registry.h"
 #include "storage/job_store.h"
@@ -52,6 +53,14 @@ struct WorkerOptions {
   std::map<std::string, int> batch_by_stage;
   int64_t lease_ms = 30'000;
   int64_t poll_ms = 500;
+  // A claim keeps jobs while those kept are expected to take less than this (CostModel),
+  // and gives the rest back at once; a batch running past it gives back what it has not
+  // started when nothing is left to claim, so idle workers take it (run.claim_target_ms;
+  // 0: claims by count alone). bench/README "Claims sized by their work" says why 3 s.
+  int64_t claim_target_ms = 3'000;
+  // After giving jobs back, a worker waits this long before it claims again, so that the
+  // idle workers (they look every 25 ms) take them.
+  int64_t give_back_pause_ms = 100;
   RetryPolicy retry;                // when a failed job runs again, or fails for good
   bool forever = false;             // keep polling when nothing is left
   // Without `forever`, a worker stops when every job left waits for a retry due more than
@@ -70,6 +79,8 @@ struct WorkerOptions {
 
 struct WorkerStats {
   int64_t done = 0, failed = 0, retried = 0, skipped = 0, stale = 0, released = 0, batches = 0;
+  int64_t trimmed = 0;     // jobs a claim gave back at once: past its cost target
+  int64_t given_back = 0;  // unstarted jobs given back at the end of a run, for idle workers
   int64_t oom_events = 0, cpu_fallbacks = 0;
 };
 
@@ -87,7 +98,9 @@ class Worker {
   const WorkerStats& stats() const { return stats_; }
 
  private:
+  // A claim by count (run.batch, topped up to a stage's own batch), trimmed to the cost target.
   Result<std::vector<ClaimedJob>> ClaimBatch();
+  Result<std::vector<ClaimedJob>> ClaimByCount();
   // Maps each claimed item's path to this machine's (path_map); an item file it cannot
   // read fails at once with class file_missing (`retry --failed --class file_missing`
   // once the storage is mounted), and leaves the batch.
@@ -108,6 +121,16 @@ class Worker {
   void RecordGpuEvents(const gpu::LadderStats& before);
   Status ReleaseRest(const std::vector<ClaimedJob>& jobs, size_t finished);
   void SleepFor(int64_t ms);
+  // Keeps the claimed jobs the cost target allows and gives the rest back; at the `tail`
+  // (the claim found every due job) the longest first, within a quarter of the target.
+  Status TrimToTarget(std::vector<ClaimedJob>* jobs, bool tail);
+  // Whether a batch that began at `batch_start` (clock_) should give back its unstarted
+  // jobs now: it has run past the cost target and nothing is left for others to claim.
+  bool ShouldGiveBack(int64_t batch_start);
+  // Stamps each job of a group its share of the group's time, and learns from it.
+  void Time(std::vector<FinishedJob>* finished, size_t from, int64_t start,
+            const std::vector<ClaimedJob>& group);
+  void RefreshCosts();
 
   JobStore* store_;
   JobStore* heartbeat_store_;
@@ -119,6 +142,8 @@ class Worker {
   std::mt19937_64 rng_;  // retry jitter
   std::unique_ptr<gpu::CpuLadder> own_ladder_;  // when options.ladder is null
   gpu::OomLadder* ladder_ = nullptr;
+  CostModel costs_;
+  int64_t costs_loaded_at_ = -1;  // steady ms of the last RecentJobTimes read
 };
 
 }  // namespace framemill

@@ -49,6 +49,10 @@ LightingStage::LightingStage(LightingOptions options)
     : PerJobStage(MakeSpec(stage_names::kLighting, Takes::kImagesAndVideos)),
       options_(options) {}
 
+bool LightingStage::RunsJobsTogether(const StageContext& ctx) const {
+  return ctx.ladder != nullptr && ctx.ladder->OnDevice("LIGHTING");
+}
+
 std::vector<Outcome> LightingStage::RunBatch(const std::vector<ClaimedJob>& jobs,
                                              const StageContext& ctx) {
   if (ctx.ladder == nullptr) {

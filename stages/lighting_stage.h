@@ -16,6 +16,8 @@ class LightingStage : public PerJobStage {
   // Batches when LIGHTING runs on a device; otherwise the base's loop, job by job.
   std::vector<Outcome> RunBatch(const std::vector<ClaimedJob>& jobs,
                                 const StageContext& ctx) override;
+  // On a device a batch's frames go in one ladder run.
+  bool RunsJobsTogether(const StageContext& ctx) const override;
 
  protected:
   Outcome RunOne(const ClaimedJob& job, const StageContext& ctx) override;

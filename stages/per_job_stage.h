@@ -36,6 +36,7 @@ class PerJobStage : public Stage {
   // device) and hand the rest back to it.
   std::vector<Outcome> RunBatch(const std::vector<ClaimedJob>& jobs,
                                 const StageContext& ctx) override;
+  bool RunsJobsTogether(const StageContext&) const override { return false; }
 
  protected:
   // The spec of a per-job stage: its name (jobs/stage_names.h), the media kinds it takes,

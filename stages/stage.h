@@ -36,6 +36,10 @@ class Stage {
   // against its job and moves on.
   virtual std::vector<Outcome> RunBatch(const std::vector<ClaimedJob>& jobs,
                                         const StageContext& ctx) = 0;
+  // Whether jobs gain from running together here (a model's batch, overlapping transfers,
+  // a device's batch). False: the worker hands the stage one job at a time, so each job's
+  // own time is measured, and a batch can give back what it has not started.
+  virtual bool RunsJobsTogether(const StageContext& /*ctx*/) const { return true; }
   // One job alone, on the CPU (tests and tools).
   Outcome Run(const ClaimedJob& job);
   // The models it runs (as `framemill models list` names them): `run` checks they are

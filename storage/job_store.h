@@ -128,6 +128,16 @@ struct ItemView {
   std::vector<JobView> jobs;
 };
 
+// One done job's own time (results.run_ms), with its stage and item: status's
+// ms_per_item and the claims' cost model (scheduler/cost_model.h) are made of these.
+struct JobTime {
+  std::string stage;
+  MediaKind kind = MediaKind::kImage;
+  int64_t run_ms = 0;
+  double media_seconds = -1;  // -1: unknown
+  int64_t bytes = 0;          // the item's file size
+};
+
 // One failed attempt (job_errors), with its job's item and stage.
 struct ErrorRecord {
   int64_t job_id = 0, attempt = 0, at = 0;
@@ -228,6 +238,8 @@ class JobStore : public ResultReader {
   virtual Status ForEachItem(const std::function<Status(const ItemView&)>& fn) = 0;
   // The newest `limit` failed attempts, newest first.
   virtual Result<std::vector<ErrorRecord>> ErrorHistory(int64_t limit) = 0;
+  // The own times of the `limit` newest done jobs (by job id) that have one, newest first.
+  virtual Result<std::vector<JobTime>> RecentJobTimes(int64_t limit) = 0;
   // ForEachResult: see ResultReader.
 };
 

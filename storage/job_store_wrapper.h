@@ -84,6 +84,9 @@ class JobStoreWrapper : public JobStore {
   Status ForEachItem(const std::function<Status(const ItemView&)>& fn) override {
     return target_->ForEachItem(fn);
   }
+  Result<std::vector<JobTime>> RecentJobTimes(int64_t limit) override {
+    return target_->RecentJobTimes(limit);
+  }
   Result<std::vector<ErrorRecord>> ErrorHistory(int64_t limit) override {
     return target_->ErrorHistory(limit);
   }

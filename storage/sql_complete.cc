@@ -111,15 +111,18 @@ template <class Db>
 Status SqlComplete<Db>::StoreResults(const std::vector<FinishedJob>& batch,
                                      const std::vector<SerializedDone>& done,
                                      const std::vector<size_t>& rows, int64_t now) {
-  FM_PREPARE(res, "INSERT INTO results (job_id, device, result, artifacts, created_at) VALUES " +
-                      ValueRows(rows.size(), 5) + " ON CONFLICT (job_id) DO UPDATE SET"
+  FM_PREPARE(res, "INSERT INTO results (job_id, device, result, artifacts, created_at, started_at, run_ms,"
+                      " media_seconds) VALUES " + ValueRows(rows.size(), 8) + " ON CONFLICT (job_id) DO UPDATE SET"
                       " device = excluded.device, result = excluded.result,"
-                      " artifacts = excluded.artifacts, created_at = excluded.created_at");
+                      " artifacts = excluded.artifacts, created_at = excluded.created_at,"
+                      " started_at = excluded.started_at, run_ms = excluded.run_ms,"
+                      " media_seconds = excluded.media_seconds");
   for (size_t k = 0; k < rows.size(); ++k) {
     const size_t i = rows[k];
-    const int at = static_cast<int>(5 * k);
+    const int at = static_cast<int>(8 * k);
     res.Bind(at + 1, batch[i].job_id).Bind(at + 2, batch[i].outcome.device)
         .Bind(at + 3, done[i].result).Bind(at + 4, done[i].artifacts).Bind(at + 5, now);
+    BindJobTime(res, at + 6, batch[i]);
   }
   return res.Run();
 }
@@ -156,7 +159,7 @@ Status SqlComplete<Db>::CompleteOne(const FinishedJob& f, const SerializedDone& 
     case Outcome::Kind::kDone:
       ++stats->done;
       ++(*per_worker)[job.worker].done;
-      return RecordDone(job, f.outcome, done, now);
+      return RecordDone(job, f, done, now);
     case Outcome::Kind::kSkipped:
       ++stats->skipped;
       return RecordSkipped(job, f.outcome, now);
@@ -173,20 +176,24 @@ Status SqlComplete<Db>::CompleteOne(const FinishedJob& f, const SerializedDone& 
 }
 
 template <class Db>
-Status SqlComplete<Db>::RecordDone(const HeldJob& job, const Outcome& o, const SerializedDone& done,
+Status SqlComplete<Db>::RecordDone(const HeldJob& job, const FinishedJob& f, const SerializedDone& done,
                                   int64_t now) {
+  const Outcome& o = f.outcome;
   FM_PREPARE(up, "UPDATE jobs SET state = " S_DONE ", finished_at = ?, device = ?,"
                  " done_token = lease_token, lease_owner = NULL, lease_token = NULL,"
                  " lease_expires_at = NULL, suspect = 0, error_class = NULL, last_error = NULL"
                  " WHERE id = ?");
   FM_RETURN_IF_ERROR(up.Bind(1, now).Bind(2, o.device).Bind(3, job.id).Run());
   done_in_txn_.insert(job.id);
-  FM_PREPARE(res, "INSERT INTO results (job_id, device, result, artifacts, created_at)"
-                  " VALUES (?,?,?,?,?) ON CONFLICT (job_id) DO UPDATE SET"
+  FM_PREPARE(res, "INSERT INTO results (job_id, device, result, artifacts, created_at, started_at, run_ms,"
+                  " media_seconds) VALUES (?,?,?,?,?,?,?,?) ON CONFLICT (job_id) DO UPDATE SET"
                   " device = excluded.device, result = excluded.result,"
-                  " artifacts = excluded.artifacts, created_at = excluded.created_at");
-  FM_RETURN_IF_ERROR(res.Bind(1, job.id).Bind(2, o.device).Bind(3, done.result)
-                         .Bind(4, done.artifacts).Bind(5, now).Run());
+                  " artifacts = excluded.artifacts, created_at = excluded.created_at,"
+                  " started_at = excluded.started_at, run_ms = excluded.run_ms,"
+                  " media_seconds = excluded.media_seconds");
+  res.Bind(1, job.id).Bind(2, o.device).Bind(3, done.result).Bind(4, done.artifacts).Bind(5, now);
+  BindJobTime(res, 6, f);
+  FM_RETURN_IF_ERROR(res.Run());
   if (o.fetched) {
     FM_RETURN_IF_ERROR(this->ApplyFetched(job.id, *o.fetched, now));
   } else if (const StageSpec* spec = graph_->Find(job.stage); spec != nullptr && spec->downloads) {

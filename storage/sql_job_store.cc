@@ -197,6 +197,11 @@ Status SqlJobStore<Db>::ForEachItem(const std::function<Status(const ItemView&)>
   return queries_->ForEachItem(fn);
 }
 template <class Db>
+Result<std::vector<JobTime>> SqlJobStore<Db>::RecentJobTimes(int64_t limit) {
+  return queries_->RecentJobTimes(limit);
+}
+
+template <class Db>
 Result<std::vector<ErrorRecord>> SqlJobStore<Db>::ErrorHistory(int64_t limit) {
   return queries_->ErrorHistory(limit);
 }

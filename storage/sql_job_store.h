@@ -64,6 +64,7 @@ class SqlJobStore : public JobStore {
   Result<std::vector<RunRecord>> Runs(int limit) override;
   Status ForEachItem(const std::function<Status(const ItemView&)>& fn) override;
   Result<std::vector<ErrorRecord>> ErrorHistory(int64_t limit) override;
+  Result<std::vector<JobTime>> RecentJobTimes(int64_t limit) override;
   Status ForEachResult(const std::string& stage,
                        const std::function<Status(const ExportRow&)>& fn) override;
   Result<std::optional<ExportRow>> ResultOf(int64_t item_id, const std::string& stage) override;

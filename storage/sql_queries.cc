@@ -260,6 +260,24 @@ Result<std::vector<ErrorRecord>> SqlQueries<Db>::ErrorHistory(int64_t limit) {
 }
 
 template <class Db>
+Result<std::vector<JobTime>> SqlQueries<Db>::RecentJobTimes(int64_t limit) {
+  return ReadAll<JobTime>(
+      "SELECT j.stage, i.kind, r.run_ms, r.media_seconds, i.size FROM results r"
+      " JOIN jobs j ON j.id = r.job_id JOIN items i ON i.id = j.item_id"
+      " WHERE r.run_ms IS NOT NULL ORDER BY r.job_id DESC LIMIT ?",
+      [&](Stmt& q) { q.Bind(1, limit); },
+      [](const Stmt& q) {
+        JobTime t;
+        t.stage = q.Text(0);
+        t.kind = static_cast<MediaKind>(q.Int(1));
+        t.run_ms = q.Int(2);
+        t.media_seconds = q.IsNull(3) ? -1 : q.Double(3);
+        t.bytes = q.Int(4);
+        return t;
+      });
+}
+
+template <class Db>
 Status SqlQueries<Db>::ForEachResult(const std::string& stage,
                                      const std::function<Status(const ExportRow&)>& fn) {
   const std::string sql =

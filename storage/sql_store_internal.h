@@ -50,6 +50,18 @@
 
 namespace framemill::sql {
 
+// A done job's own time (FinishedJob's started_at_ms, run_ms, media_seconds) bound at
+// `at`, at + 1 and at + 2; what was not measured as NULL.
+template <class Stmt>
+void BindJobTime(Stmt& st, int at, const FinishedJob& f) {
+  if (f.run_ms >= 0) {
+    st.Bind(at, f.started_at_ms).Bind(at + 1, f.run_ms);
+  } else {
+    st.BindNull(at).BindNull(at + 1);
+  }
+  if (f.media_seconds >= 0) st.Bind(at + 2, f.media_seconds); else st.BindNull(at + 2);
+}
+
 constexpr int kPending = static_cast<int>(JobState::kPending);
 constexpr int kRunning = static_cast<int>(JobState::kRunning);
 constexpr int kDone = static_cast<int>(JobState::kDone);
@@ -366,7 +378,7 @@ class SqlComplete : public SqlGraphMoves<Db> {
                       int64_t now);
   Status CompleteOne(const FinishedJob& f, const SerializedDone& done, int64_t now,
                      CompleteStats* stats, Tallies* per_worker);
-  Status RecordDone(const HeldJob& job, const Outcome& o, const SerializedDone& done, int64_t now);
+  Status RecordDone(const HeldJob& job, const FinishedJob& f, const SerializedDone& done, int64_t now);
   Status RecordSkipped(const HeldJob& job, const Outcome& o, int64_t now);
   Status RecordFailed(const HeldJob& job, const Outcome& o, int64_t retry_at_ms, int64_t now);
   Status AddWorkerTallies(const Tallies& per_worker, int64_t now);
@@ -435,6 +447,7 @@ class SqlQueries : public SqlContext<Db> {
   Result<std::vector<RunRecord>> Runs(int limit);
   Status ForEachItem(const std::function<Status(const ItemView&)>& fn);
   Result<std::vector<ErrorRecord>> ErrorHistory(int64_t limit);
+  Result<std::vector<JobTime>> RecentJobTimes(int64_t limit);
   Status ForEachResult(const std::string& stage, const std::function<Status(const ExportRow&)>& fn);
   Result<std::optional<ExportRow>> ResultOf(int64_t item_id, const std::string& stage);
 

@@ -114,6 +114,7 @@ TEST_F(ReportTest, EveryPageIsWrittenWithTheAnalysesDrawnAndPicturesAreMadeOnce)
   EXPECT_EQ(Count(noise, "src=\"../assets/faces/"), 1) << noise;
   EXPECT_NE(noise.find("q 0.12"), std::string::npos) << noise;
   const std::string index = Page("index.html");
+  EXPECT_NE(index.find("<h2>Where the time goes</h2>"), std::string::npos);
   EXPECT_NE(index.find("<div class=\"v\">4</div><div class=\"l\">items</div>"), std::string::npos);
   EXPECT_EQ(index.find("A run is in progress"), std::string::npos);
   EXPECT_LT(s.index_bytes, 100'000);
