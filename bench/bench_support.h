@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,12 @@ inline ClaimedJob ImageJob(const std::string& stage, const std::string& path) {
   job.source = path;
   job.kind = MediaKind::kImage;
   return job;
+}
+
+// The value of the flag `prefix` ("--name=") in `arg`, or null when `arg` is another flag.
+inline const char* FlagValue(const char* arg, const char* prefix) {
+  const size_t n = std::strlen(prefix);
+  return std::strncmp(arg, prefix, n) == 0 ? arg + n : nullptr;
 }
 
 // Whether `name` is in the comma-separated `csv`; an empty list selects everything.

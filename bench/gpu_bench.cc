@@ -627,26 +627,34 @@ std::vector<fg::FlowPair> FlowPairs(const InputSet& frames, cv::Size size, int n
   return pairs;
 }
 
+// Seconds per call of `fn` (one warm-up, then calls for >= min_time); 0 if a call fails.
+template <typename Fn>
+double SecondsPerCall(Fn fn, double min_time) {
+  if (!fn()) return 0;
+  int calls = 0;
+  const double t0 = Now();
+  double secs = 0;
+  while (secs < min_time) {
+    if (!fn()) return 0;
+    ++calls;
+    secs = Now() - t0;
+  }
+  return secs / calls;
+}
+
 void RunFlow(const InputSet& frames, fg::ComputeBackend& cpu, fg::ComputeBackend* gpu, const Options& o,
              std::vector<std::string>* summary) {
-  using Clock = std::chrono::steady_clock;
   for (cv::Size size : {cv::Size(320, 180), cv::Size(1280, 720)}) {
     const auto pairs = FlowPairs(frames, size, 8);
+    // Pairs per second of batches of `batch`; the last batch's flows in *last.
     auto rate = [&](fg::ComputeBackend& b, int batch, std::vector<cv::Mat>* last) -> double {
       const std::vector<fg::FlowPair> one(pairs.begin(), pairs.begin() + batch);
-      auto warm = b.DenseFlowBatch(one, {});
-      if (!warm.ok()) return 0;
-      int64_t done = 0;
-      const auto t0 = Clock::now();
-      double secs = 0;
-      while (secs < o.min_time) {
+      const double secs = SecondsPerCall([&] {
         auto r = b.DenseFlowBatch(one, {});
-        if (!r.ok()) return 0;
-        if (last) *last = std::move(r).value();
-        done += batch;
-        secs = std::chrono::duration<double>(Clock::now() - t0).count();
-      }
-      return double(done) / secs;
+        if (r.ok()) *last = std::move(r).value();
+        return r.ok();
+      }, o.min_time);
+      return secs > 0 ? batch / secs : 0;
     };
     std::vector<cv::Mat> cpu_out, gpu_out;
     const double c = rate(cpu, 1, &cpu_out);
@@ -688,20 +696,6 @@ fg::PatchMatchTask HoleTask(const cv::Mat& bgr, cv::Size size, int radius) {
   return t;
 }
 
-// Seconds per call of `fn` (one warm-up, then calls for >= min_time); 0 if a call fails.
-template <typename Fn>
-double SecondsPerCall(Fn fn, double min_time) {
-  if (!fn()) return 0;
-  int calls = 0;
-  const double t0 = Now();
-  double secs = 0;
-  while (secs < min_time) {
-    if (!fn()) return 0;
-    ++calls;
-    secs = Now() - t0;
-  }
-  return secs / calls;
-}
 
 // patch_match: ms per megapixel of the patch search (PatchMatchSpec defaults) on the CPU
 // twin (parallel over rows, every core) and on CUDA (a batch of 4 tasks), and whether

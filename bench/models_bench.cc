@@ -252,11 +252,7 @@ void FacesPrecision(const Flags& flags) {
 int Main(int argc, char** argv) {
   Flags flags;
   for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto val = [&](const char* p) -> const char* {
-      size_t n = std::strlen(p);
-      return a.compare(0, n, p) == 0 ? argv[i] + n : nullptr;
-    };
+    auto val = [&](const char* p) { return bench::FlagValue(argv[i], p); };
     if (const char* v = val("--benchmarks=")) flags.benchmarks = v;
     else if (const char* v = val("--models=")) flags.models = v;
     else if (const char* v = val("--only=")) flags.only = v;

@@ -144,11 +144,7 @@ void LightingPhotos(const Flags& f, const std::string& tmp) {
 int Main(int argc, char** argv) {
   Flags f;
   for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto val = [&](const char* p) -> const char* {
-      const size_t n = std::strlen(p);
-      return a.compare(0, n, p) == 0 ? argv[i] + n : nullptr;
-    };
+    auto val = [&](const char* p) { return bench::FlagValue(argv[i], p); };
     if (const char* v = val("--benchmarks=")) f.benchmarks = v;
     else if (const char* v = val("--reps=")) f.reps = std::max(1, std::atoi(v));
     else if (const char* v = val("--photos=")) f.photos = std::max(1, std::atoi(v));

@@ -56,10 +56,9 @@ Result<StatusReport> ReadStatus(JobStore& store) {
   if (!times.ok()) return times.status();
   CostModel model;
   model.Learn(*times);
-  for (const JobTime& t : *times) {
-    const double ms = model.MedianMs(t.stage, t.kind);
-    if (ms >= 0) r.ms_per_item[t.stage][t.kind] = ms;
-  }
+  for (const JobTime& t : *times) r.ms_per_item[t.stage].emplace(t.kind, -1);
+  for (auto& [stage, kinds] : r.ms_per_item)
+    for (auto& [kind, ms] : kinds) ms = model.MedianMs(stage, kind);
   return r;
 }
 

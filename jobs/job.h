@@ -36,6 +36,7 @@ struct ClaimedJob {
   std::string source;
   MediaKind kind = MediaKind::kImage;
   std::string media_info;  // JSON
+  int64_t size = 0;        // the item's file size as enqueued (0 for a URL not yet fetched)
 };
 
 }  // namespace framemill

@@ -55,13 +55,12 @@ class HeartbeatThread {
   std::thread thread_;
 };
 
-// The size of a job's file; 0 for a URL not yet fetched or a file gone.
-int64_t SourceBytes(const ClaimedJob& job) {
+// The size in MB of a job's file; 0 for a URL not yet fetched or a file gone.
+double SourceMegabytes(const ClaimedJob& job) {
   struct stat st {};
   if (job.source.find("://") != std::string::npos || stat(job.source.c_str(), &st) != 0) return 0;
-  return static_cast<int64_t>(st.st_size);
+  return static_cast<double>(st.st_size) / (1 << 20);
 }
-double SourceMegabytes(const ClaimedJob& job) { return static_cast<double>(SourceBytes(job)) / (1 << 20); }
 
 constexpr int64_t kCostRefreshMs = 30'000;  // how often a worker reads others' job times
 constexpr int64_t kCostHistory = 2'000;     // done jobs' times read each time
@@ -170,7 +169,7 @@ Status Worker::TrimToTarget(std::vector<ClaimedJob>* jobs, bool tail) {
   if (options_.claim_target_ms <= 0 || jobs->size() <= 1) return Status::OK();
   RefreshCosts();
   std::vector<std::pair<double, ClaimedJob>> costed;
-  for (ClaimedJob& j : *jobs) costed.emplace_back(costs_.ExpectedMs(j.stage, j.kind, SourceBytes(j)), std::move(j));
+  for (ClaimedJob& j : *jobs) costed.emplace_back(costs_.ExpectedMs(j.stage, j.kind, j.size), std::move(j));
   // The claim took the last due jobs: the longest first, and a quarter of the target, so
   // that what is left goes to the workers that fall idle first.
   if (tail)
@@ -337,8 +336,9 @@ void Worker::Time(std::vector<FinishedJob>* finished, size_t from, int64_t start
     FinishedJob& f = (*finished)[from + k];
     f.started_at_ms = start + share * static_cast<int64_t>(k);
     f.run_ms = share;
-    if (f.outcome.done()) f.media_seconds = MediaSecondsOf(f.outcome.result);
-    if (f.outcome.done()) costs_.Observe({group[k].stage, group[k].kind, share, f.media_seconds, SourceBytes(group[k])});
+    if (!f.outcome.done()) continue;
+    f.media_seconds = MediaSecondsOf(f.outcome.result);
+    costs_.Observe({group[k].stage, group[k].kind, share, f.media_seconds, group[k].size});
   }
 }
 

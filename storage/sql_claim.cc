@@ -144,6 +144,7 @@ void SqlClaim<Db>::SetItem(const Stmt& st, int col, ClaimedJob* j) const {
   j->source = st.IsNull(col + 1) || downloads ? st.Text(col) : st.Text(col + 1);
   j->kind = static_cast<MediaKind>(st.Int(col + 2));
   j->media_info = st.Text(col + 3);
+  j->size = st.Int(col + 4);
 }
 
 template <class Db>
@@ -190,7 +191,7 @@ Result<std::vector<ClaimedJob>> SqlClaim<Db>::ClaimSqlite(const std::string& wor
     FM_RETURN_IF_ERROR(claim(suspect_sql, false));
     if (out.empty()) FM_RETURN_IF_ERROR(claim(sql, true));
     for (ClaimedJob& j : out) {
-      FM_PREPARE(item, "SELECT source, fetched_path, kind, media_info FROM items WHERE id = ?");
+      FM_PREPARE(item, "SELECT source, fetched_path, kind, media_info, size FROM items WHERE id = ?");
       item.Bind(1, j.item_id);
       FM_STEP(row, item.Step());
       if (!row) return Status::Internal("job " + std::to_string(j.id) + " has no item");
@@ -226,7 +227,7 @@ std::string PgClaimSql(size_t stages) {
          " WHERE id IN (SELECT id FROM s UNION ALL SELECT id FROM p)"
          " RETURNING id, item_id, stage, attempts, max_attempts)"
          " SELECT c.id, c.item_id, c.stage, c.attempts, c.max_attempts, i.source, i.fetched_path,"
-         " i.kind, i.media_info FROM c JOIN items i ON i.id = c.item_id";
+         " i.kind, i.media_info, i.size FROM c JOIN items i ON i.id = c.item_id";
 }
 }  // namespace
 
