@@ -55,7 +55,9 @@ struct Similarity {
 
 Similarity FitCamera(const cv::Mat& flow) {
   const cv::Rect in = Interior(flow.size());
-  const int step = std::max(4, flow.cols / 48);
+  // About 750 samples at 320 px (the peer's script fits 300): width/48 gave 1,680, and
+  // RANSAC's cost with them, for no accuracy the camera benchmark could see (bench/README).
+  const int step = std::max(4, flow.cols / 32);
   std::vector<cv::Point2f> from, to;
   for (int y = in.y; y < in.y + in.height; y += step)
     for (int x = in.x; x < in.x + in.width; x += step) {
@@ -75,6 +77,18 @@ Similarity FitCamera(const cv::Mat& flow) {
   return s;
 }
 
+// The 45-degree sector (0 right, 2 down, 4 left, 6 up; image y points down) nearest to the
+// direction of (x, y): round(atan2(y, x) / 45) mod 8, decided by comparisons with
+// tan(22.5 deg) instead of a trigonometric call per pixel.
+int Sector(float x, float y) {
+  constexpr float kTan22_5 = 0.41421356f;
+  const float ax = std::abs(x), ay = std::abs(y);
+  if (ay <= kTan22_5 * ax) return x >= 0 ? 0 : 4;
+  if (ax < kTan22_5 * ay) return y > 0 ? 2 : 6;
+  if (y > 0) return x > 0 ? 1 : 3;
+  return x > 0 ? 7 : 5;
+}
+
 SubjectMotion Residual(const cv::Mat& flow, const cv::Matx23d& m, double to_source,
                        double moving_px) {
   const cv::Rect in = Interior(flow.size());
@@ -82,38 +96,66 @@ SubjectMotion Residual(const cv::Mat& flow, const cv::Matx23d& m, double to_sour
   speed.reserve(size_t(in.area()));
   std::array<double, 8> weight{};
   std::array<cv::Point2d, 8> sum{};
+  double total = 0;
+  size_t moving = 0;
+  // In float: the flow itself is float, and this runs over every interior pixel.
+  const float s = static_cast<float>(to_source), thr = static_cast<float>(moving_px);
+  const float a = float(m(0, 0)) - 1, b = float(m(0, 1)), c = float(m(0, 2));
+  const float d = float(m(1, 0)), e = float(m(1, 1)) - 1, g = float(m(1, 2));
   for (int y = in.y; y < in.y + in.height; ++y) {
     const auto* f = flow.ptr<cv::Point2f>(y);
+    const float fy = float(y);
     for (int x = in.x; x < in.x + in.width; ++x) {
-      const double cx = m(0, 0) * x + m(0, 1) * y + m(0, 2) - x;
-      const double cy = m(1, 0) * x + m(1, 1) * y + m(1, 2) - y;
-      const double rx = (f[x].x - cx) * to_source, ry = (f[x].y - cy) * to_source;
-      const double v = std::hypot(rx, ry);
-      speed.push_back(static_cast<float>(v));
-      if (v <= moving_px) continue;
-      // Directions in 8 sectors of 45 degrees, weighted by speed; image y points down.
-      double deg = std::atan2(ry, rx) * 180 / kPi;
-      if (deg < 0) deg += 360;
-      const int sector = static_cast<int>(std::lround(deg / 45)) % 8;
+      const float fx = float(x);
+      const float rx = (f[x].x - (a * fx + b * fy + c)) * s;
+      const float ry = (f[x].y - (d * fx + e * fy + g)) * s;
+      const float v = std::sqrt(rx * rx + ry * ry);
+      speed.push_back(v);
+      total += v;
+      if (v <= thr) continue;
+      ++moving;
+      const int sector = Sector(rx, ry);
       weight[sector] += v;
       sum[sector] += cv::Point2d(rx, ry);
     }
   }
-  SubjectMotion s;
-  if (speed.empty()) return s;
-  s.mean = std::accumulate(speed.begin(), speed.end(), 0.0) / speed.size();
+  SubjectMotion out;
+  if (speed.empty()) return out;
+  out.mean = total / speed.size();
   const size_t k = std::min(speed.size() - 1, size_t(0.95 * speed.size()));
   std::nth_element(speed.begin(), speed.begin() + k, speed.end());
-  s.p95 = speed[k];
-  size_t moving = 0;
-  for (float v : speed) moving += v > moving_px;
-  s.moving_fraction = double(moving) / speed.size();
+  out.p95 = speed[k];
+  out.moving_fraction = double(moving) / speed.size();
   const auto top = std::max_element(weight.begin(), weight.end()) - weight.begin();
   if (weight[top] > 0) {
     double deg = std::atan2(sum[top].y, sum[top].x) * 180 / kPi;
-    s.direction_deg = deg < 0 ? deg + 360 : deg;
+    out.direction_deg = deg < 0 ? deg + 360 : deg;
   }
-  return s;
+  return out;
+}
+
+// The shape of the frame's luma: 32 bins over [-3, 3] standard deviations about its mean.
+// Counted on the 8-bit levels (an integer histogram) and folded, since every pixel of one
+// level lands in the same bin; counting the float image cost more (with the camera grid's
+// coarser step, one thread went from 495 to 558 frames/s on vtest.avi: bench/README).
+cv::Mat NormalisedLumaHistogram(const cv::Mat& gray, double mean, double stddev) {
+  constexpr int kBins = 32;
+  constexpr double kLo = -3, kHi = 3;
+  const int levels[] = {256};
+  const float range[] = {0, 256};
+  const float* ranges[] = {range};
+  const int channel[] = {0};
+  cv::Mat by_level;
+  cv::calcHist(&gray, 1, channel, cv::Mat(), by_level, 1, levels, ranges);
+  const double sd = std::max(stddev, 1.0);
+  cv::Mat out = cv::Mat::zeros(1, kBins, CV_32F);
+  for (int v = 0; v < 256; ++v) {
+    const double z = (v - mean) / sd;
+    if (z < kLo || z >= kHi) continue;
+    const int bin = std::min(kBins - 1, static_cast<int>((z - kLo) * kBins / (kHi - kLo)));
+    out.at<float>(bin) += by_level.at<float>(v);
+  }
+  return out;
 }
 
 // Jitter: the RMS of the camera's displacement about its running median (5 pairs), the
@@ -224,14 +266,10 @@ MotionAnalyser::Frame MotionAnalyser::Prepare(int64_t index, const cv::Mat& bgr)
   const float h_range[] = {0, 180}, s_range[] = {0, 256};
   const float* hs_ranges[] = {h_range, s_range};
   const int hs_channels[] = {0, 1};
-  cv::Mat hs, luma;
+  cv::Mat hs;
   cv::calcHist(&hsv, 1, hs_channels, dark_free, hs, 2, hs_bins, hs_ranges);
-  const int l_bins[] = {32};
-  const float l_range[] = {-3, 3};
-  const float* l_ranges[] = {l_range};
-  const int l_channel[] = {0};
-  cv::calcHist(&f.normalised, 1, l_channel, cv::Mat(), luma, 1, l_bins, l_ranges);
-  hs = hs.reshape(1, 1), luma = luma.reshape(1, 1);
+  hs = hs.reshape(1, 1);
+  cv::Mat luma = NormalisedLumaHistogram(f.gray, mean[0], stddev[0]);
   cv::normalize(hs, hs, 1, 0, cv::NORM_L1);
   cv::normalize(luma, luma, 1, 0, cv::NORM_L1);
   cv::hconcat(hs * 0.5, luma * 0.5, f.histogram);

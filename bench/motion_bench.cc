@@ -2,7 +2,7 @@
 // line per (workload, variant). It measures only; nothing is asserted.
 //
 //   motion_bench [--benchmarks=decode,motion,camera,flow,pose,audio_sync] [--reps=3] [--width=320]
-//                [--video720=PATH]
+//                [--video720=PATH] [--threads=N]
 //
 // Workloads (default: all, in this order):
 //   decode   the analysis reader (libav*, one libswscale pass to the analysis width) against
@@ -73,6 +73,7 @@ struct Flags {
   std::string skimage = "/usr/lib/python3/dist-packages/skimage/data";
   int reps = 3;
   int width = 320;
+  int threads = 0;  // >0: OpenCV's threads, as a worker's share of the cores (1 with 2 workers on 2)
 };
 
 using bench::Listed;
@@ -366,11 +367,13 @@ int Main(int argc, char** argv) {
     else if (const char* v = val("--video720=")) flags.video720 = v;
     else if (const char* v = val("--reps=")) flags.reps = std::max(1, std::atoi(v));
     else if (const char* v = val("--width=")) flags.width = std::max(32, std::atoi(v));
+    else if (const char* v = val("--threads=")) flags.threads = std::max(1, std::atoi(v));
     else {
       std::fprintf(stderr, "motion_bench: unknown flag %s\n", argv[i]);
       return 2;
     }
   }
+  if (flags.threads > 0) cv::setNumThreads(flags.threads);
   testing::TempDir tmp;
   const std::string video480 = tmp / "480p.mp4";
   auto scaled = testing::RunProcess({"/usr/bin/ffmpeg", "-v", "error", "-y", "-i", flags.video720, "-vf",

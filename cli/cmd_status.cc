@@ -10,7 +10,6 @@
 
 #include "base/json_text.h"
 #include "media/kind.h"
-#include "scheduler/cost_model.h"
 #include "scheduler/progress.h"
 
 namespace framemill {
@@ -22,11 +21,10 @@ struct StatusReport {
   std::vector<StageCounts> counts;
   std::vector<ErrorClassCount> failures;
   std::optional<RunRecord> last_run;
-  // Per stage and media kind, the median of the newest done jobs' own times (ms).
+  // Per stage and media kind, the median of the newest done jobs' own times (ms;
+  // SummariseJobTimes, as the report shows them).
   std::map<std::string, std::map<MediaKind, double>> ms_per_item;
 };
-
-constexpr int64_t kTimesRead = 2'000;  // done jobs' own times behind ms_per_item
 
 // The crawler's report, as img2dataset gives it: success rate and failures by class.
 struct FetchSummary {
@@ -52,13 +50,10 @@ Result<StatusReport> ReadStatus(JobStore& store) {
   r.counts = std::move(counts).value();
   r.failures = std::move(failures).value();
   r.last_run = std::move(last).value();
-  auto times = store.RecentJobTimes(kTimesRead);
+  auto times = store.RecentJobTimes(kJobTimesShown);
   if (!times.ok()) return times.status();
-  CostModel model;
-  model.Learn(*times);
-  for (const JobTime& t : *times) r.ms_per_item[t.stage].emplace(t.kind, -1);
-  for (auto& [stage, kinds] : r.ms_per_item)
-    for (auto& [kind, ms] : kinds) ms = model.MedianMs(stage, kind);
+  for (const auto& [key, summary] : SummariseJobTimes(*times))
+    r.ms_per_item[key.first][key.second] = static_cast<double>(summary.median_ms);
   return r;
 }
 

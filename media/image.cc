@@ -1,6 +1,8 @@
 #include "media/image.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <utility>
 
 #include <opencv2/imgcodecs.hpp>
 
@@ -8,7 +10,27 @@
 
 namespace framemill {
 
-Result<cv::Mat> DecodeImageFile(const std::string& path, const ImageLimits& limits) {
+namespace {
+
+// The strongest DCT scaling of a JPEG whose longest side `longest` keeps at least
+// `min_long_side` pixels (libjpeg rounds the scaled size up).
+int JpegReduction(int64_t longest, int min_long_side) {
+  if (min_long_side <= 0) return 1;
+  for (int r : {8, 4, 2})
+    if ((longest + r - 1) / r >= min_long_side) return r;
+  return 1;
+}
+
+int ReducedFlag(int reduction) {
+  switch (reduction) {
+    case 2: return cv::IMREAD_REDUCED_COLOR_2;
+    case 4: return cv::IMREAD_REDUCED_COLOR_4;
+    case 8: return cv::IMREAD_REDUCED_COLOR_8;
+    default: return cv::IMREAD_COLOR;
+  }
+}
+
+Result<ScaledImage> Decode(const std::string& path, const ImageLimits& limits, int min_long_side) {
   auto bytes = ReadFileBytes(path);
   if (!bytes.ok()) return bytes.status();
   const std::string& b = *bytes;
@@ -46,17 +68,43 @@ Result<cv::Mat> DecodeImageFile(const std::string& path, const ImageLimits& limi
     if (b.find("\xFF\xD9", tail) == std::string::npos)
       return Status::Corruption("truncated JPEG: no end-of-image marker");
   }
-  cv::Mat img;
+  // Only libjpeg scales while decoding; OpenCV would decode any other format in full and
+  // then resize it.
+  const int reduction = sniffed->format == "jpeg"
+                            ? JpegReduction(std::max(header->width, header->height), min_long_side)
+                            : 1;
+  ScaledImage out;
+  out.reduction = reduction;
   try {
-    img = cv::imdecode(cv::Mat(1, static_cast<int>(b.size()), CV_8U, const_cast<char*>(b.data())),
-                       cv::IMREAD_COLOR);
+    out.image = cv::imdecode(cv::Mat(1, static_cast<int>(b.size()), CV_8U, const_cast<char*>(b.data())),
+                             ReducedFlag(reduction));
   } catch (const cv::Exception& e) {
     return Status::Corruption("could not decode " + sniffed->format + ": " + e.what());
   }
-  if (img.empty())
+  if (out.image.empty())
     return Status::Corruption("could not decode " + sniffed->format +
                               " data (truncated or corrupt)");
-  return img;
+  // The header's size is before EXIF orientation; the image is after it.
+  out.source = cv::Size(static_cast<int>(header->width), static_cast<int>(header->height));
+  if (reduction == 1) {
+    out.source = out.image.size();
+  } else if ((out.image.cols > out.image.rows) != (out.source.width > out.source.height)) {
+    std::swap(out.source.width, out.source.height);
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<cv::Mat> DecodeImageFile(const std::string& path, const ImageLimits& limits) {
+  auto img = Decode(path, limits, 0);
+  if (!img.ok()) return img.status();
+  return std::move(img->image);
+}
+
+Result<ScaledImage> DecodeImageFileScaled(const std::string& path, const ImageLimits& limits,
+                                          int min_long_side) {
+  return Decode(path, limits, min_long_side);
 }
 
 }  // namespace framemill

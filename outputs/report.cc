@@ -1033,27 +1033,22 @@ class ReportWriter {
     return s.str() + "</table>";
   }
 
-  // Where the time goes: per stage and media kind, the newest done jobs' own times.
+  // Where the time goes: per stage and media kind, the newest done jobs' own times
+  // (SummariseJobTimes, the medians `status` prints).
   static std::string TimeTable(const std::vector<JobTime>& times) {
-    std::map<std::pair<std::string, MediaKind>, std::vector<int64_t>> by;
+    const auto by = SummariseJobTimes(times);
     int64_t total = 0;
-    for (const JobTime& t : times) {
-      by[{t.stage, t.kind}].push_back(t.run_ms);
-      total += t.run_ms;
-    }
+    for (const auto& [key, t] : by) total += t.total_ms;
     std::ostringstream s;
     s << "<h2>Where the time goes</h2><div class=\"muted\">The newest " << Int(static_cast<int64_t>(times.size()))
       << " done jobs, each timed by its worker.</div><table><tr><th>stage</th><th>kind</th><th class=\"n\">jobs</th>"
       << "<th class=\"n\">median per item</th><th class=\"n\">total</th><th class=\"n\">share</th></tr>";
-    for (auto& [key, ms] : by) {
-      std::sort(ms.begin(), ms.end());
-      int64_t sum = 0;
-      for (int64_t m : ms) sum += m;
+    for (const auto& [key, t] : by) {
       s << "<tr><td>" << Esc(key.first) << "</td><td>" << MediaKindName(key.second) << "</td><td class=\"n\">"
-        << Int(static_cast<int64_t>(ms.size())) << "</td><td class=\"n\">"
-        << (ms[ms.size() / 2] < 1000 ? std::to_string(ms[ms.size() / 2]) + " ms" : Duration(ms[ms.size() / 2]))
-        << "</td><td class=\"n\">" << Duration(sum) << "</td><td class=\"n\">"
-        << Num(total > 0 ? 100.0 * static_cast<double>(sum) / static_cast<double>(total) : 0.0, 1) << "%</td></tr>";
+        << Int(t.jobs) << "</td><td class=\"n\">"
+        << (t.median_ms < 1000 ? std::to_string(t.median_ms) + " ms" : Duration(t.median_ms))
+        << "</td><td class=\"n\">" << Duration(t.total_ms) << "</td><td class=\"n\">"
+        << Num(total > 0 ? 100.0 * static_cast<double>(t.total_ms) / static_cast<double>(total) : 0.0, 1) << "%</td></tr>";
     }
     if (by.empty()) s << "<tr><td colspan=\"6\" class=\"muted\">no job timed yet</td></tr>";
     return s.str() + "</table>";
@@ -1099,7 +1094,7 @@ class ReportWriter {
     kpi(Int(totals[3]), "<a href=\"failures.html\">failed</a>");
     kpi(std::to_string(clusters_.size()), "<a href=\"clusters/index.html\">identity clusters</a>");
     kpi(Int(shown_), "<a href=\"grid/1.html\">items to browse</a>");
-    auto times = store_.RecentJobTimes(kTimesShown);
+    auto times = store_.RecentJobTimes(kJobTimesShown);
     if (!times.ok()) return times.status();
     s << "</div>" << StagesTable() << "<h2>Throughput</h2>" << ThroughputChart() << TimeTable(*times) << FailuresTable()
       << RunsTable(*runs) << kFooter;
@@ -1124,7 +1119,6 @@ class ReportWriter {
   std::set<ClusterKey> noise_of_;
   std::vector<ClusterInfo::Member> noise_members_;
   static constexpr int64_t kNoiseShown = 500;  // noise faces with a crop on the noise page
-  static constexpr int64_t kTimesShown = 5'000;  // done jobs behind "where the time goes"
   std::vector<ClusterInfo> clusters_;
   std::map<int64_t, size_t> cluster_index_;
   size_t noise_ = 0;

@@ -6,6 +6,7 @@
 #include "base/clock.h"
 #include "gpu/compute_backend.h"
 #include "jobs/stage_names.h"
+#include "media/image.h"
 #include "media/video.h"
 
 namespace framemill {
@@ -25,9 +26,9 @@ struct Frame {
 Status Decode(const ClaimedJob& job, const LightingOptions& opt, std::vector<Frame>* frames,
               size_t j, nlohmann::json* media_info) {
   if (job.kind == MediaKind::kImage) {
-    auto img = DecodeImageFile(job.source, opt.limits);
+    auto img = DecodeImageFileScaled(job.source, opt.limits, opt.decode_min_side);
     if (!img.ok()) return img.status();
-    frames->push_back({j, -1, lighting::WorkingImage(*img), img->cols, img->rows});
+    frames->push_back({j, -1, lighting::WorkingImage(img->image), img->source.width, img->source.height});
     *media_info = {{"kind", "image"}};
     return Status::OK();
   }

@@ -31,6 +31,11 @@ void AddMediaRows(StageOptions* o, OptionRows* rows) {
                          {&o->model_frames.video_frames}, 1, 1'000));
 }
 
+void AddLightingRows(LightingOptions* l, OptionRows* rows) {
+  rows->push_back(IntRow("lighting.decode_min_side", "FRAMEMILL_LIGHTING_DECODE_MIN_SIDE", "",
+                         {&l->decode_min_side}, 0, 100'000));
+}
+
 void AddFacesRows(StageOptions* o, OptionRows* rows) {
   rows->push_back(NumberRow("categorize.min_score", "FRAMEMILL_CATEGORIZE_MIN_SCORE",
                             &o->categorize.min_score, 0, 1));
@@ -146,6 +151,7 @@ void AddAudioSyncRows(AudioSyncOptions* a, OptionRows* rows) {
 
 void AddStageRows(StageOptions* o, OptionRows* rows) {
   AddMediaRows(o, rows);
+  AddLightingRows(&o->lighting, rows);
   AddFacesRows(o, rows);
   AddPoseRows(&o->pose, rows);
   AddInpaintRows(o, rows);

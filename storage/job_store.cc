@@ -1,5 +1,7 @@
 #include "storage/job_store.h"
 
+#include <algorithm>
+
 #include "storage/pg_db.h"
 
 namespace framemill {
@@ -9,6 +11,21 @@ Result<std::optional<RunRecord>> JobStore::LastRun() {
   if (!runs.ok()) return runs.status();
   if (runs->empty()) return std::optional<RunRecord>();
   return std::optional<RunRecord>(runs->front());
+}
+
+std::map<std::pair<std::string, MediaKind>, JobTimeSummary> SummariseJobTimes(
+    const std::vector<JobTime>& times) {
+  std::map<std::pair<std::string, MediaKind>, std::vector<int64_t>> by;
+  for (const JobTime& t : times) by[{t.stage, t.kind}].push_back(t.run_ms);
+  std::map<std::pair<std::string, MediaKind>, JobTimeSummary> out;
+  for (auto& [key, ms] : by) {
+    JobTimeSummary& s = out[key];
+    s.jobs = static_cast<int64_t>(ms.size());
+    for (int64_t m : ms) s.total_ms += m;
+    std::nth_element(ms.begin(), ms.begin() + static_cast<long>(ms.size() / 2), ms.end());
+    s.median_ms = ms[ms.size() / 2];
+  }
+  return out;
 }
 
 bool IsPostgresUri(std::string_view db) {

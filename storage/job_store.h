@@ -6,10 +6,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <unordered_map>
 #include <vector>
 
@@ -137,6 +139,17 @@ struct JobTime {
   double media_seconds = -1;  // -1: unknown
   int64_t bytes = 0;          // the item's file size
 };
+
+// The newest done jobs' own times per stage and media kind, as `status` (ms_per_item) and
+// the report ("Where the time goes") both show them: one sample, one median.
+constexpr int64_t kJobTimesShown = 2'000;  // the newest done jobs read for them
+struct JobTimeSummary {
+  int64_t jobs = 0;
+  int64_t median_ms = 0;  // of an even count, the upper of the middle two
+  int64_t total_ms = 0;
+};
+std::map<std::pair<std::string, MediaKind>, JobTimeSummary> SummariseJobTimes(
+    const std::vector<JobTime>& times);
 
 // One failed attempt (job_errors), with its job's item and stage.
 struct ErrorRecord {

@@ -96,11 +96,19 @@ TEST_F(CliTest, StatusJsonHasItemsAndPerStageCounts) {
   EXPECT_EQ(j["stages"]["lighting"]["done"], kImages);
   EXPECT_EQ(j["stages"]["lighting"]["failed"], 0);
   EXPECT_EQ(j["stages"]["lighting"]["skipped"], 0);
+  // Time per item: the median of the jobs' own times as the store holds them (the upper
+  // middle one of an even count).
+  ASSERT_TRUE(j["stages"]["lighting"]["ms_per_item"].contains("image")) << after.out;
+  std::vector<long long> run_ms;
+  for (const std::string& v : QueryRows(db_, "SELECT run_ms FROM results ORDER BY run_ms")) run_ms.push_back(std::stoll(v));
+  ASSERT_EQ(run_ms.size(), static_cast<size_t>(kImages));
+  EXPECT_EQ(j["stages"]["lighting"]["ms_per_item"]["image"].get<double>(), run_ms[run_ms.size() / 2]);
 
   // The human-readable form works too.
   auto text = Fm({"status"});
   EXPECT_EQ(text.exit_code, 0);
   EXPECT_NE(text.out.find("lighting"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("time per item"), std::string::npos) << text.out;
 }
 
 // A failure's example can quote a file name, which may hold terminal escapes and bytes

@@ -69,6 +69,51 @@ TEST(MediaTest, DecodesARealPhoto) {
   EXPECT_EQ(img->channels(), 3);
 }
 
+// A JPEG with an EXIF orientation tag inserted after its SOI: `value` 6 turns it 90 degrees.
+std::string WithExifOrientation(const std::string& jpeg, uint8_t value) {
+  const std::string tiff = std::string("II*\0\x08\0\0\0", 8) +          // little endian, IFD at 8
+                           std::string("\x01\0", 2) +                         // one entry
+                           std::string("\x12\x01\x03\0\x01\0\0\0", 8) +  // 0x0112 SHORT x1
+                           std::string(1, static_cast<char>(value)) + std::string("\0\0\0", 3) +
+                           std::string("\0\0\0\0", 4);                     // no next IFD
+  const std::string body = std::string("Exif\0\0", 6) + tiff;
+  const size_t len = body.size() + 2;
+  const std::string app1 = std::string("\xFF\xE1", 2) + static_cast<char>(len >> 8) + static_cast<char>(len & 0xFF) + body;
+  return jpeg.substr(0, 2) + app1 + jpeg.substr(2);
+}
+
+// libjpeg's DCT scaling, as far as the longest side keeps its floor; the size in the
+// file is reported after the EXIF orientation, as the image is.
+TEST(MediaTest, AJpegDecodesAtTheStrongestScaleThatKeepsItsFloor) {
+  const std::string photo = SampleData("messi5.jpg");  // 548x342
+  const cv::Mat full = *DecodeImageFile(photo, ImageLimits{});
+  for (auto [floor, reduction] : std::vector<std::pair<int, int>>{{0, 1}, {548, 1}, {274, 2}, {200, 2}, {137, 4}, {60, 8}, {1, 8}}) {
+    auto r = DecodeImageFileScaled(photo, ImageLimits{}, floor);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->reduction, reduction) << "floor " << floor;
+    EXPECT_EQ(r->source, full.size()) << "floor " << floor;
+    EXPECT_EQ(r->image.cols, (548 + reduction - 1) / reduction) << "floor " << floor;
+    EXPECT_EQ(r->image.rows, (342 + reduction - 1) / reduction) << "floor " << floor;
+    EXPECT_GE(std::max(r->image.cols, r->image.rows), floor);
+  }
+  // The scaled pixels are the full image's, averaged: its mean colour is kept.
+  const cv::Mat half = DecodeImageFileScaled(photo, ImageLimits{}, 274)->image;
+  for (int c = 0; c < 3; ++c) EXPECT_NEAR(cv::mean(half)[c], cv::mean(full)[c], 1.0) << c;
+
+  TempDir dir;
+  WriteFile(dir / "turned.jpg", WithExifOrientation(ReadFile(photo), 6));
+  auto turned = DecodeImageFileScaled(dir / "turned.jpg", ImageLimits{}, 137);
+  ASSERT_TRUE(turned.ok()) << turned.status().ToString();
+  EXPECT_EQ(turned->source, cv::Size(342, 548));
+  EXPECT_EQ(turned->image.size(), cv::Size(86, 137));
+  // Only JPEG scales while decoding: a PNG comes whole.
+  cv::imwrite(dir / "messi.png", full);
+  auto png = DecodeImageFileScaled(dir / "messi.png", ImageLimits{}, 60);
+  ASSERT_TRUE(png.ok());
+  EXPECT_EQ(png->reduction, 1);
+  EXPECT_EQ(png->image.size(), full.size());
+}
+
 TEST(MediaTest, RefusesOversizedImagesBeforeDecoding) {
   ImageLimits small;
   small.max_pixels = 100'000;  // messi5 is 187,416 pixels

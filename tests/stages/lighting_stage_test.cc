@@ -28,6 +28,26 @@ TEST(LightingStageTest, ImageResultHasTheDocumentedKeys) {
   EXPECT_LT(out.result["color_temperature_k"].get<double>(), 4500);  // a warm photo
 }
 
+// A JPEG decoded at a reduced scale (lighting.decode_min_side) reports the photo's own
+// size and stays within the tolerance bench/README states against a full decode.
+TEST(LightingStageTest, AReducedDecodeStaysWithinItsToleranceOfAFullOne) {
+  LightingOptions full_opt;
+  full_opt.decode_min_side = 0;
+  LightingStage full(full_opt), reduced{LightingOptions{}};
+  for (const char* name : {"apple.jpg", "baboon.jpg", "building.jpg", "fruits.jpg", "leuvenA.jpg", "starry_night.jpg"}) {
+    const ClaimedJob job = JobFor(testing::SampleData(name), MediaKind::kImage);
+    Outcome a = full.Run(job), b = reduced.Run(job);
+    ASSERT_EQ(a.kind, Outcome::Kind::kDone) << name;
+    ASSERT_EQ(b.kind, Outcome::Kind::kDone) << name;
+    EXPECT_EQ(b.result["width"], a.result["width"]) << name;
+    EXPECT_EQ(b.result["height"], a.result["height"]) << name;
+    EXPECT_NEAR(b.result["exposure_ev"].get<double>(), a.result["exposure_ev"].get<double>(), 0.06) << name;
+    EXPECT_NEAR(b.result["color_temperature_k"].get<double>(), a.result["color_temperature_k"].get<double>(), 81) << name;
+    EXPECT_NEAR(b.result["luminance_percentiles"]["p50"].get<double>(),
+                a.result["luminance_percentiles"]["p50"].get<double>(), 0.03) << name;
+  }
+}
+
 TEST(LightingStageTest, VideoIsAnalysedOverSampledFrames) {
   LightingOptions m;
   m.video_frames = 5;

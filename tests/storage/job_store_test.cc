@@ -1950,5 +1950,21 @@ INSTANTIATE_TEST_SUITE_P(Stores, DatasetStageTest,
 INSTANTIATE_TEST_SUITE_P(Stores, UrlItemTest,
                          ::testing::Values(SqlDialect::kSqlite, SqlDialect::kPostgres), DialectName);
 
+// What `status` and the report show as the time per item: one definition for both.
+TEST(SummariseJobTimesTest, MedianAndTotalPerStageAndKind) {
+  auto t = [](const char* stage, MediaKind kind, int64_t ms) { return JobTime{stage, kind, ms, -1, 0}; };
+  const auto s = SummariseJobTimes({t("lighting", MediaKind::kImage, 9), t("lighting", MediaKind::kImage, 1),
+                                    t("lighting", MediaKind::kImage, 5), t("lighting", MediaKind::kVideo, 40),
+                                    t("motion", MediaKind::kVideo, 300), t("motion", MediaKind::kVideo, 100)});
+  ASSERT_EQ(s.size(), 3u);
+  const JobTimeSummary& images = s.at({"lighting", MediaKind::kImage});
+  EXPECT_EQ(images.jobs, 3);
+  EXPECT_EQ(images.median_ms, 5);
+  EXPECT_EQ(images.total_ms, 15);
+  EXPECT_EQ(s.at({"lighting", MediaKind::kVideo}).median_ms, 40);
+  EXPECT_EQ(s.at({"motion", MediaKind::kVideo}).median_ms, 300);  // the upper of two
+  EXPECT_TRUE(SummariseJobTimes({}).empty());
+}
+
 }  // namespace
 }  // namespace framemill
