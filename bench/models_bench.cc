@@ -2,7 +2,7 @@
 // setup, then one line per (workload, model). It measures only; nothing is asserted.
 // The GPU figures come from gpu_bench's `engine` workload, run on a GPU machine.
 //
-//   models_bench [--benchmarks=dnn,engine_cpu,plan,faces,faces_precision] [--models=DIR] [--only=a,b]
+//   models_bench [--benchmarks=dnn,engine_cpu,plan,faces,faces_precision,categorize_precision] [--models=DIR] [--only=a,b]
 //                [--reps=5] [--batch=8] [--image=PATH]
 //
 // Workloads (default: all, in this order):
@@ -15,6 +15,10 @@
 //   faces       the faces stage end to end (decode, detection, embeddings) on --image and
 //               on the Solvay group photo (visp-images-data), with the whole-frame
 //               detector and with the tiled one: ms per image, faces, tiles
+//   categorize_precision  (not by default) the categorize stage on the labelled pictures of
+//               tests/data/categorize_labels.csv: per threshold on the object score, the
+//               labels shown, how many are right (precision), how many of the labelled
+//               objects are shown (recall), and the negatives that show any label
 //   faces_precision  (not by default) the faces stage with its defaults on the pictures of
 //               bench/data/faces_negatives.txt (no human face: every face is false) and on
 //               Solvay 1927 against ViSP's boxes: per score threshold, false faces, recall
@@ -30,6 +34,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <thread>
 #include <string>
 #include <vector>
@@ -45,6 +50,7 @@
 #include "models/model_cache.h"
 #include "models/model_store.h"
 #include "media/geometry.h"
+#include "stages/categorize_stage.h"
 #include "stages/faces_stage.h"
 #include "tests/support/solvay_truth.h"
 
@@ -249,6 +255,80 @@ void FacesPrecision(const Flags& flags) {
   }
 }
 
+// tests/data/categorize_labels.csv: each picture with the COCO labels present in it.
+std::vector<std::pair<std::string, std::set<std::string>>> CategorizeLabels() {
+  std::ifstream in(std::string(FRAMEMILL_SOURCE_DIR) + "/tests/data/categorize_labels.csv");
+  std::vector<std::pair<std::string, std::set<std::string>>> out;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t comma = line.find(',');
+    std::set<std::string> present;
+    std::string rest = line.substr(comma + 1);
+    for (size_t at = 0; at < rest.size();) {
+      const size_t semi = std::min(rest.find(';', at), rest.size());
+      if (semi > at) present.insert(rest.substr(at, semi - at));
+      at = semi + 1;
+    }
+    out.push_back({line.substr(0, comma), present});
+  }
+  return out;
+}
+
+// The table categorize.min_score is chosen from (issue 29): the stage's objects down to 0.05
+// on each labelled picture; a label is shown at threshold t when its best object scores >= t.
+void CategorizePrecision(const Flags& flags) {
+  auto cache = std::make_shared<models::ModelCache>(flags.models);
+  CategorizeOptions all;
+  all.floor = all.min_score = 0.05;
+  CategorizeStage stage(cache, ModelStageOptions{}, all);
+  struct Seen {
+    std::map<std::string, double> best;  // label -> best score
+    std::set<std::string> present;
+  };
+  std::vector<Seen> pictures;
+  size_t labelled = 0, negatives = 0;
+  for (const auto& [path, present] : CategorizeLabels()) {
+    const Outcome out = stage.Run(bench::ImageJob("categorize", path));
+    if (out.kind != Outcome::Kind::kDone) {
+      std::printf("categorize_precision  %s: %s\n", path.c_str(), out.error.ToString().c_str());
+      continue;
+    }
+    Seen s;
+    s.present = present;
+    for (const auto& o : out.result["objects"]) {
+      double& b = s.best[o["label"].get<std::string>()];
+      b = std::max(b, o["score"].get<double>());
+    }
+    labelled += present.size();
+    negatives += present.empty();
+    for (const auto& [label, score] : s.best)
+      if (score >= 0.2)
+        std::printf("categorize_precision  %-5s %-14s %.3f  %s\n", present.count(label) ? "right" : "wrong",
+                    label.c_str(), score, std::filesystem::path(path).filename().c_str());
+    pictures.push_back(std::move(s));
+  }
+  std::printf("categorize_precision  %zu pictures, %zu labelled objects, %zu negatives (nothing from COCO)\n",
+              pictures.size(), labelled, negatives);
+  std::printf("categorize_precision  %9s %7s %7s %10s %8s %22s\n", "min score", "shown", "right", "precision",
+              "recall", "negatives with a label");
+  for (double t = 0.2; t < 0.751; t += 0.05) {
+    size_t shown = 0, right = 0, noisy_negatives = 0;
+    for (const Seen& s : pictures) {
+      bool any = false;
+      for (const auto& [label, score] : s.best) {
+        if (score < t) continue;
+        ++shown;
+        right += s.present.count(label);
+        any = true;
+      }
+      noisy_negatives += s.present.empty() && any;
+    }
+    std::printf("categorize_precision  %9.2f %7zu %7zu %10.3f %8.3f %15zu of %zu\n", t, shown, right,
+                shown ? double(right) / double(shown) : 1.0, labelled ? double(right) / double(labelled) : 0.0,
+                noisy_negatives, negatives);
+  }
+}
+
 int Main(int argc, char** argv) {
   Flags flags;
   for (int i = 1; i < argc; ++i) {
@@ -285,6 +365,7 @@ int Main(int argc, char** argv) {
   }
   if (Listed(flags.benchmarks, "faces")) Faces(flags);
   if (Listed(flags.benchmarks, "faces_precision")) FacesPrecision(flags);
+  if (Listed(flags.benchmarks, "categorize_precision")) CategorizePrecision(flags);
   for (const std::string& w : {std::string("dnn"), std::string("engine_cpu"), std::string("plan")}) {
     if (!Listed(flags.benchmarks, w)) continue;
     for (const auto& m : installed) {

@@ -21,17 +21,22 @@ nlohmann::json Categories(const std::map<std::string, std::pair<double, int>>& b
   return out;
 }
 
-// One frame's objects (boxes clamped to the image) and categories.
+// One frame's objects (boxes clamped to the image) and categories: the objects scoring
+// below `shown` are kept, marked, and left out of the categories.
 nlohmann::json FrameResultOf(const std::string& model, const std::vector<models::Detection>& dets,
-                             cv::Size image) {
+                             cv::Size image, double shown) {
   nlohmann::json objects = nlohmann::json::array();
   std::map<std::string, std::pair<double, int>> best;
   const float W = static_cast<float>(image.width), H = static_cast<float>(image.height);
   for (const auto& d : dets) {
     const std::string label = models::CocoLabel(d.class_id);
-    objects.push_back({{"label", label}, {"class", d.class_id}, {"score", d.score},
-                       {"box", {std::clamp(d.x1, 0.f, W), std::clamp(d.y1, 0.f, H),
-                                std::clamp(d.x2, 0.f, W), std::clamp(d.y2, 0.f, H)}}});
+    nlohmann::json o = {{"label", label}, {"class", d.class_id}, {"score", d.score},
+                        {"box", {std::clamp(d.x1, 0.f, W), std::clamp(d.y1, 0.f, H),
+                                 std::clamp(d.x2, 0.f, W), std::clamp(d.y2, 0.f, H)}}};
+    const bool below = d.score < shown;
+    if (below) o["below_threshold"] = true;
+    objects.push_back(std::move(o));
+    if (below) continue;
     auto& b = best[label];
     b.first = std::max<double>(b.first, d.score);
     ++b.second;
@@ -51,13 +56,13 @@ Status CategorizeStage::Analyse(const ModelBatch& batch, const StageContext& ctx
   auto outs = RunOnFrames(runner, batch, ctx, device);
   if (!outs.ok()) return outs.status();
   models::DetectionOptions opt;
-  opt.min_score = static_cast<float>(options_.min_score);
+  opt.min_score = static_cast<float>(std::min(options_.floor, options_.min_score));
   opt.max_detections = 20;
   for (size_t i = 0; i < batch.frames.size(); ++i) {
     const cv::Size image = batch.frames[i].bgr.size();
     auto dets = models::DecodeObjects(runner.manifest(), (*outs)[i], image, opt);
     if (!dets.ok()) return dets.status();
-    (*results)[i].result = FrameResultOf(runner.manifest().name, *dets, image);
+    (*results)[i].result = FrameResultOf(runner.manifest().name, *dets, image, options_.min_score);
   }
   return Status::OK();
 }

@@ -39,6 +39,8 @@ void AddLightingRows(LightingOptions* l, OptionRows* rows) {
 void AddFacesRows(StageOptions* o, OptionRows* rows) {
   rows->push_back(NumberRow("categorize.min_score", "FRAMEMILL_CATEGORIZE_MIN_SCORE",
                             &o->categorize.min_score, 0, 1));
+  rows->push_back(NumberRow("categorize.floor", "FRAMEMILL_CATEGORIZE_FLOOR",
+                            &o->categorize.floor, 0, 1));
   FacesOptions& f = o->faces;
   rows->push_back(TextChoiceRow("faces.embedding_model", "FRAMEMILL_FACES_EMBEDDING_MODEL", "",
                                 &f.embedding_model, {"mobilefacenet", "faceres"}));
