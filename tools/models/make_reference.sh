@@ -19,7 +19,8 @@ mkdir -p "$2"
 out_dir="$(cd "$2" && pwd)"
 SECONDS=0
 
-if [[ ! -d "$here/node_modules/@tensorflow/tfjs-core" || ! -d "$here/node_modules/onnxruntime-node" ]]; then
+if [[ ! -d "$here/node_modules/@tensorflow/tfjs-core" || ! -d "$here/node_modules/@tensorflow/tfjs-layers" \
+      || ! -d "$here/node_modules/onnxruntime-node" ]]; then
   # --ignore-scripts: onnxruntime-node's install script fetches from a host CI may not reach;
   # the CPU binaries it needs ship inside the npm package.
   (cd "$here" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
@@ -29,9 +30,9 @@ fi
   --images "$here/golden_images.json" --out "$out_dir/inputs"
 
 # tfjs-backend-cpu is single-threaded: two processes with about equal work use both CI cores.
-groups=("centernet mobilefacenet selfie blazeface-tiled movenet-multipose silero-vad" "isnet blazepose-full faceres movenet-lightning blazeface facemesh")
+groups=("centernet mobilefacenet selfie blazeface-tiled movenet-multipose silero-vad nsfw-inception" "isnet blazepose-full faceres movenet-lightning blazeface facemesh nsfw")
 if [[ "$(nproc)" -lt 2 ]]; then
-  groups=("centernet mobilefacenet selfie blazeface-tiled movenet-multipose silero-vad isnet blazepose-full faceres movenet-lightning blazeface facemesh")
+  groups=("centernet mobilefacenet selfie blazeface-tiled movenet-multipose silero-vad isnet blazepose-full faceres movenet-lightning blazeface facemesh nsfw nsfw-inception")
 fi
 mkdir -p "$out_dir/reference"
 pids=()

@@ -9,8 +9,9 @@
 //   OUT_DIR/reference/<model>/decoded_<i>.json  the full model's own decode (reference_outputs), and
 //                                               for blazeface a decode written here (see decodeBlazeface)
 //   OUT_DIR/reference/<model>/done.json         written last; its key makes reruns skip the model
-// TF.js graph models run on @tensorflow/tfjs-backend-cpu; ISNet (an ONNX file with fp16 weights) runs
-// on onnxruntime-node, reassembled here from the package's chunks.
+// TF.js graph models run on @tensorflow/tfjs-backend-cpu; nsfwjs's Keras layers models on
+// @tensorflow/tfjs-layers (same backend), read from the package's UMD bundles; ISNet (an ONNX file
+// with fp16 weights) runs on onnxruntime-node, reassembled here from the package's chunks.
 //
 // TF.js prints a banner on stdout, so results go to files only; stdout carries a summary line per model.
 
@@ -25,6 +26,7 @@ const require = createRequire(import.meta.url);
 const tf = require('@tensorflow/tfjs-core');
 require('@tensorflow/tfjs-backend-cpu');
 const tfconv = require('@tensorflow/tfjs-converter');
+const tfl = require('@tensorflow/tfjs-layers');
 
 const PACKAGES = {
   human: {
@@ -49,9 +51,19 @@ const PACKAGES = {
     dir: 'vad-web-0.0.31',
     members: ['dist/silero_vad_v5.onnx'],
   },
+  nsfwjs: {
+    tgz: 'nsfwjs-4.4.0.tgz',
+    sha256: '585cd178f3b994337c4d10a87b080d342fc52f8b9bf0085c4d1f345a3a1c5382',
+    dir: 'nsfwjs-4.4.0',
+    // dist/models/package.json says "type": "commonjs", so require() reads the UMD bundles.
+    members: ['dist/models/package.json', 'dist/models/mobilenet_v2/model.min.js',
+      'dist/models/mobilenet_v2/group1-shard1of1.min.js', 'dist/models/inception_v3/model.min.js',
+      ...[1, 2, 3, 4, 5, 6].map((i) => `dist/models/inception_v3/group1-shard${i}of6.min.js`)],
+  },
 };
 const MODEL_ORDER = ['mobilefacenet', 'blazeface', 'selfie', 'movenet-lightning', 'movenet-multipose', 'faceres',
-  'blazepose-full', 'centernet', 'isnet', 'blazeface-tiled', 'silero-vad', 'facemesh'];
+  'blazepose-full', 'centernet', 'isnet', 'blazeface-tiled', 'silero-vad', 'facemesh', 'nsfw', 'nsfw-inception'];
+const KERAS_MODELS = ['nsfw', 'nsfw-inception'];
 const ISNET_RESOURCE = '/models/medium';
 
 function sha256(buf) { return createHash('sha256').update(buf).digest('hex'); }
@@ -304,6 +316,66 @@ async function runTfjsModel(name, man, pkgRoot, inDir, refDir, index) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Keras layers models (nsfwjs): the UMD bundles the manifest pins, require()d as nsfwjs's own
+// loader imports them (model.min.js exports the model JSON, each group1-shard*.min.js a base64
+// string of the weight bytes), loaded with tf.loadLayersModel through an IO handler as nsfwjs's
+// JSONHandler does. The heads (man.outputs[].tfjs_node) are Keras layer names; one tf.model reads
+// them all in a single predict.
+
+async function loadKerasModel(pkgRoot, man) {
+  checkSourceFiles(pkgRoot, man);
+  const files = Object.keys((man.source && man.source.files) || {});
+  const modelRel = files.find((f) => f.endsWith('/model.min.js'));
+  if (!modelRel) fail(`${man.name}: manifest pins no model.min.js`);
+  const j = require(path.join(pkgRoot, modelRel));
+  const weightSpecs = [];
+  const bins = [];
+  for (const group of j.weightsManifest) {
+    weightSpecs.push(...group.weights);
+    for (const p of group.paths) {
+      const rel = path.join(path.dirname(modelRel), `${p}.min.js`);
+      if (!files.includes(rel)) fail(`${man.name}: manifest does not pin ${rel}`);
+      const b64 = require(path.join(pkgRoot, rel));
+      if (typeof b64 !== 'string') fail(`${man.name}: ${rel} does not export a string`);
+      bins.push(Buffer.from(b64, 'base64'));
+    }
+  }
+  const all = Buffer.concat(bins);
+  const weightData = all.buffer.slice(all.byteOffset, all.byteOffset + all.byteLength);
+  return tfl.loadLayersModel({ load: async () => ({ modelTopology: j.modelTopology, weightSpecs, weightData }) });
+}
+
+async function runKerasModel(name, man, pkgRoot, inDir, refDir, index) {
+  const model = await loadKerasModel(pkgRoot, man);
+  const heads = man.outputs.map((o) => o.tfjs_node);
+  const refs = (man.reference_outputs || []).filter((r) => !heads.includes(r));
+  const nodes = [...heads, ...refs];
+  const inputName = man.input.tfjs_name || index.tfjs_name;
+  if (model.inputs.length !== 1 || model.inputLayers[0].name !== inputName) {
+    fail(`${name}: model input is ${model.inputLayers.map((l) => l.name)}, manifest says ${inputName}`);
+  }
+  const multi = tfl.model({ inputs: model.inputs, outputs: nodes.map((n) => model.getLayer(n).output) });
+  const stats = {};
+  for (const item of index.items) {
+    const input = readInput(inDir, item);
+    const x = tf.tensor(input, item.shape, 'float32');
+    const res = multi.predict(x);
+    const list = Array.isArray(res) ? res : [res];
+    const outs = list.map((t) => ({ shape: t.shape, dtype: t.dtype, values: t.dataSync() }));
+    tf.dispose([x, ...list]);
+    const records = nodes.map((node, k) => tensorRecord(node, outs[k].shape, outs[k].dtype, outs[k].values,
+      `${item.i}_${k}.raw`, refDir));
+    records.forEach((r, k) => { stats[nodes[k]] = mergeStats(stats[nodes[k]], r.stats); });
+    writeOutputs(path.join(refDir, `${item.i}.json`), {
+      model: name, i: item.i, image: item.id, input_sha256: item.sha256,
+      engine: `@tensorflow/tfjs-layers ${pkgVersion('@tensorflow/tfjs-layers')} backend cpu, original Keras layers model`,
+    }, records);
+  }
+  model.dispose();
+  return stats;
+}
+
+// ---------------------------------------------------------------------------------------------
 // blazeface-tiled: the faces stage's default detector, written here from its description in
 // models/face_tiles.h and stages/faces_stage.h (not from the C++): candidates above 0.5 from the
 // whole frame (stretched to 256x256) and above 0.7 from each tile; a tile's face is kept only when
@@ -518,7 +590,8 @@ async function main() {
   await tf.setBackend('cpu');
   await tf.ready();
   const self = sha256(fs.readFileSync(fileURLToPath(import.meta.url)));
-  const versions = ['@tensorflow/tfjs-core', '@tensorflow/tfjs-converter', '@tensorflow/tfjs-backend-cpu', 'onnxruntime-node']
+  const versions = ['@tensorflow/tfjs-core', '@tensorflow/tfjs-converter', '@tensorflow/tfjs-backend-cpu',
+    '@tensorflow/tfjs-layers', 'onnxruntime-node']
     .map((p) => `${p}@${pkgVersion(p)}`);
   for (const name of MODEL_ORDER) {
     if (only.length > 0 && !only.includes(name)) continue;
@@ -545,6 +618,8 @@ async function main() {
       stats = await runTiledFaces(name, man, extractPackage(modelsDir, outDir, PACKAGES.human), inDir, refDir, index);
     } else if (name === 'silero-vad') {
       stats = await runSileroVad(name, man, extractPackage(modelsDir, outDir, PACKAGES.vad), refDir);
+    } else if (KERAS_MODELS.includes(name)) {
+      stats = await runKerasModel(name, man, extractPackage(modelsDir, outDir, PACKAGES.nsfwjs), inDir, refDir, index);
     } else if (name === 'isnet') {
       stats = await runIsnet(name, man, extractPackage(modelsDir, outDir, PACKAGES.isnet), inDir, refDir, index);
     } else {

@@ -17,7 +17,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from fmlib import fmg, tfjs  # noqa: E402
+from fmlib import fmg, keras, tfjs  # noqa: E402
 import onnx  # noqa: E402
 import cv2  # noqa: E402
 
@@ -234,6 +234,249 @@ class ConvertTest(unittest.TestCase):
         self.assertEqual(conv["attrs"]["strides"], [2, 2])
         for i in doc["initializers"]:
             self.assertEqual(i["offset"] % 64, 0)
+
+
+# ---------------------------------------------------------------- Keras layers models
+
+def np_conv_pads(x, w, stride, pads, depthwise=False):
+    """NHWC convolution with explicit ((top, bottom), (left, right)) zero pads, float64."""
+    xp = np.pad(x, [(0, 0), pads[0], pads[1], (0, 0)])
+    n, h, wd, c = xp.shape
+    kh, kw = w.shape[:2]
+    oh, ow = (h - kh) // stride + 1, (wd - kw) // stride + 1
+    cout = c * w.shape[3] if depthwise else w.shape[3]
+    y = np.zeros((n, oh, ow, cout))
+    for i in range(oh):
+        for j in range(ow):
+            patch = xp[:, i * stride:i * stride + kh, j * stride:j * stride + kw, :]
+            if depthwise:
+                y[:, i, j, :] = np.einsum("nhwc,hwcm->ncm", patch, w).reshape(n, -1)
+            else:
+                y[:, i, j, :] = np.einsum("nhwc,hwco->no", patch, w)
+    return y
+
+
+def np_avgpool_same_excl(x, k):
+    """Stride-1 SAME average pooling that counts only the pixels inside (TF, Keras)."""
+    n, h, w, c = x.shape
+    p = k // 2
+    xp = np.pad(x, [(0, 0), (p, p), (p, p), (0, 0)])
+    ones = np.pad(np.ones((1, h, w, 1)), [(0, 0), (p, p), (p, p), (0, 0)])
+    y = np.zeros_like(x)
+    for i in range(h):
+        for j in range(w):
+            y[:, i, j, :] = xp[:, i:i + k, j:j + k, :].sum(axis=(1, 2)) / ones[:, i:i + k, j:j + k, :].sum()
+    return y
+
+
+def keras_layer(name, cls, inbound, **config):
+    config["name"] = name
+    return {"name": name, "class_name": cls, "config": config,
+            "inbound_nodes": [[[i, 0, 0, {}] for i in inbound]] if inbound else []}
+
+
+def to_js_literal(v):
+    """JSON as a minifier writes JavaScript: bare keys, !0/!1, .5 for 0.5."""
+    if isinstance(v, bool):
+        return "!0" if v else "!1"
+    if isinstance(v, dict):
+        return "{" + ",".join((k if k.isidentifier() else json.dumps(k)) + ":" + to_js_literal(x)
+                              for k, x in v.items()) + "}"
+    if isinstance(v, list):
+        return "[" + ",".join(to_js_literal(x) for x in v) + "]"
+    if isinstance(v, float):
+        r = repr(v)
+        return r.replace("0.", ".", 1) if r.startswith(("0.", "-0.")) else r
+    return json.dumps(v)
+
+
+def umd(var, literal):
+    """A UMD bundle shaped like nsfwjs's dist/models/*.min.js."""
+    return ('!function(e){if("object"==typeof exports&&"undefined"!=typeof module)module.exports=e();else{'
+            f'(this).{var}=e()}}}}(function(){{return function e(a,n,i){{return n}}({{1:[function(e,a,n){{a.exports='
+            f'{literal}}},{{}}]}},{{}},[1])(1)}});')
+
+
+def synthetic_keras(h=9, w=9):
+    """A small functional Keras model with every layer kind the translator knows, its UMD files
+    (uint8-quantised weights, as nsfwjs ships them) and a float64 numpy reference."""
+    rng = np.random.default_rng(7)
+    L = [
+        keras_layer("input_1", "InputLayer", [], batch_input_shape=[None, h, w, 3], dtype="float32", sparse=False),
+        keras_layer("pad", "ZeroPadding2D", ["input_1"], padding=[[0, 1], [0, 1]], data_format="channels_last"),
+        keras_layer("conv1", "Conv2D", ["pad"], filters=4, kernel_size=[3, 3], strides=[2, 2], padding="valid",
+                    data_format="channels_last", dilation_rate=[1, 1], activation="linear", use_bias=False),
+        keras_layer("bn1", "BatchNormalization", ["conv1"], axis=-1, epsilon=1e-3, center=True, scale=True),
+        keras_layer("relu1", "ReLU", ["bn1"], max_value=6, negative_slope=0, threshold=0),
+        keras_layer("dw", "DepthwiseConv2D", ["relu1"], kernel_size=[3, 3], strides=[1, 1], padding="same",
+                    data_format="channels_last", dilation_rate=[1, 1], activation="linear", use_bias=True,
+                    depth_multiplier=2),
+        keras_layer("bn2", "BatchNormalization", ["dw"], axis=3, epsilon=1e-3, center=True, scale=False),
+        keras_layer("act2", "Activation", ["bn2"], activation="relu"),
+        keras_layer("conv2", "Conv2D", ["act2"], filters=8, kernel_size=[1, 1], strides=[1, 1], padding="same",
+                    data_format="channels_last", dilation_rate=[1, 1], activation="relu", use_bias=True),
+        keras_layer("add", "Add", ["act2", "conv2"]),
+        keras_layer("bn3", "BatchNormalization", ["add"], axis=-1, epsilon=1e-3, center=True, scale=True),
+        keras_layer("ap", "AveragePooling2D", ["bn3"], pool_size=[3, 3], strides=[1, 1], padding="same",
+                    data_format="channels_last"),
+        keras_layer("cat", "Concatenate", ["ap", "bn3"], axis=-1),
+        keras_layer("mp", "MaxPooling2D", ["cat"], pool_size=[2, 2], strides=[2, 2], padding="valid",
+                    data_format="channels_last"),
+        keras_layer("gap", "AveragePooling2D", ["mp"], pool_size=[2, 2], strides=[2, 2], padding="valid",
+                    data_format="channels_last"),
+        keras_layer("flat", "Flatten", ["gap"], data_format="channels_last"),
+        keras_layer("d1", "Dense", ["flat"], units=6, activation="relu", use_bias=True),
+        keras_layer("drop", "Dropout", ["d1"], rate=0.5),
+        keras_layer("d2", "Dense", ["drop"], units=5, activation="softmax", use_bias=True),
+    ]
+    shapes = {"conv1/kernel": (3, 3, 3, 4), "bn1/gamma": (4,), "bn1/beta": (4,), "bn1/moving_mean": (4,),
+              "bn1/moving_variance": (4,), "dw/depthwise_kernel": (3, 3, 4, 2), "dw/bias": (8,),
+              "bn2/beta": (8,), "bn2/moving_mean": (8,), "bn2/moving_variance": (8,),
+              "conv2/kernel": (1, 1, 8, 8), "conv2/bias": (8,), "bn3/gamma": (8,), "bn3/beta": (8,),
+              "bn3/moving_mean": (8,), "bn3/moving_variance": (8,), "d1/kernel": (16, 6), "d1/bias": (6,),
+              "d2/kernel": (6, 5), "d2/bias": (5,)}
+    specs, blob, v = [], bytearray(), {}
+    for name, shape in shapes.items():
+        arr = rng.standard_normal(shape)
+        if name.endswith("moving_variance"):
+            arr = np.abs(arr) + 0.1
+        lo, scale = float(arr.min()), float(arr.max() - arr.min()) / 255.0
+        q = np.round((arr - lo) / scale).astype(np.uint8)
+        blob += q.tobytes()
+        v[name] = q.astype(np.float64) * scale + lo
+        specs.append({"name": name, "shape": list(shape), "dtype": "float32",
+                      "quantization": {"min": lo, "scale": scale, "dtype": "uint8"}})
+    mj = {"modelTopology": {"keras_version": "2.2.4", "backend": "tensorflow", "model_config": {
+        "class_name": "Model", "config": {"name": "m", "layers": L, "input_layers": [["input_1", 0, 0]],
+                                          "output_layers": [["d2", 0, 0]]}}},
+          "weightsManifest": [{"paths": ["group1-shard1of1"], "weights": specs}]}
+    files = {"model.min.js": umd("model", to_js_literal(mj)),
+             "group1-shard1of1.min.js": umd("group1_shard1of1", json.dumps(base64.b64encode(bytes(blob)).decode()))}
+
+    def bn(x, p, scale=True):
+        g = v[p + "/gamma"] if scale else 1.0
+        return (x - v[p + "/moving_mean"]) / np.sqrt(v[p + "/moving_variance"] + 1e-3) * g + v[p + "/beta"]
+
+    def reference(x):
+        y = np.clip(bn(np_conv_pads(x, v["conv1/kernel"], 2, ((0, 1), (0, 1))), "bn1"), 0, 6)
+        y = np_conv_pads(y, v["dw/depthwise_kernel"], 1, ((1, 1), (1, 1)), True) + v["dw/bias"]
+        a2 = np.maximum(bn(y, "bn2", False), 0)
+        c2 = np.maximum(np_conv_pads(a2, v["conv2/kernel"], 1, ((0, 0), (0, 0))) + v["conv2/bias"], 0)
+        b3 = bn(a2 + c2, "bn3")
+        cat = np.concatenate([np_avgpool_same_excl(b3, 3), b3], axis=-1)
+        n, hh, ww, c = cat.shape
+        mp = cat.reshape(n, hh // 2, 2, ww // 2, 2, c).max(axis=(2, 4))
+        feat = mp.mean(axis=(1, 2))
+        d1 = np.maximum(feat @ v["d1/kernel"] + v["d1/bias"], 0)
+        z = d1 @ v["d2/kernel"] + v["d2/bias"]
+        e = np.exp(z - z.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True), feat
+    return files, reference
+
+
+class KerasTest(unittest.TestCase):
+    def _convert(self, files):
+        mj = keras.load_umd(files["model.min.js"])
+        w = keras.decode_weights(mj["weightsManifest"], keras.shard_bytes([files["group1-shard1of1.min.js"]]))
+        return keras.convert_layers(mj["modelTopology"], w, "k", [("probabilities", "d2"), ("features", "flat")],
+                                    True)
+
+    def test_umd_literal_parsed(self):
+        lit = keras.load_umd(umd("model", '{a:!0,b:!1,"c d":[.5,-.25,1e-3,-2,null],e:{f:"x\\"y"}}'))
+        self.assertEqual(lit, {"a": True, "b": False, "c d": [0.5, -0.25, 1e-3, -2, None], "e": {"f": 'x"y'}})
+        self.assertEqual(keras.load_umd(umd("s", '"QUJD"')), "QUJD")
+
+    def test_uint8_dequantised_as_tfjs(self):
+        files, _ = synthetic_keras()
+        mj = keras.load_umd(files["model.min.js"])
+        data = keras.shard_bytes([files["group1-shard1of1.min.js"]])
+        w = keras.decode_weights(mj["weightsManifest"], data)
+        spec = mj["weightsManifest"][0]["weights"][0]
+        q = spec["quantization"]
+        raw = np.frombuffer(data, np.uint8, int(np.prod(spec["shape"])))
+        want = (raw.astype(np.float64) * q["scale"] + q["min"]).astype(np.float32)  # TF.js: double, then f32
+        np.testing.assert_array_equal(w[spec["name"]].reshape(-1), want)
+        with self.assertRaises(keras.KerasError):  # the manifest must cover the shards exactly
+            keras.decode_weights(mj["weightsManifest"], data + b"\0")
+
+    def test_translated_layers_match_numpy(self):
+        files, ref = synthetic_keras()
+        model, infos = self._convert(files)
+        self.assertEqual(infos, [("probabilities", [1, 5]), ("features", [1, 16])])
+        ops = tfjs.op_counts(model)
+        # bn1 and bn2 fold into their convolutions; bn3 (after an Add) is Mul + Add.
+        self.assertEqual(ops["Conv"], 3)
+        self.assertEqual(ops["Mul"], 1)
+        self.assertEqual(ops["GlobalAveragePool"], 1)
+        x = np.random.default_rng(5).random((2, 9, 9, 3)).astype(np.float32)  # batch 2: batchable
+        with tempfile.TemporaryDirectory() as td:
+            p = os.path.join(td, "m.onnx")
+            onnx.save(model, p)
+            net = cv2.dnn.readNetFromONNX(p)
+            net.setInput(np.ascontiguousarray(x.transpose(0, 3, 1, 2)))
+            prob, feat = net.forward(["probabilities", "features"])
+        want_p, want_f = ref(x.astype(np.float64))
+        np.testing.assert_allclose(feat, want_f, atol=2e-5)
+        np.testing.assert_allclose(prob, want_p, atol=2e-6)
+
+    def test_unknown_layer_refused_by_name(self):
+        files, _ = synthetic_keras()
+        mj = keras.load_umd(files["model.min.js"])
+        mj["modelTopology"]["model_config"]["config"]["layers"][4]["class_name"] = "PReLU"
+        w = keras.decode_weights(mj["weightsManifest"], keras.shard_bytes([files["group1-shard1of1.min.js"]]))
+        with self.assertRaises(tfjs.UnsupportedOp) as cm:
+            keras.translate(mj["modelTopology"], w, "k")
+        self.assertIn("PReLU", str(cm.exception))
+        self.assertIn("relu1", str(cm.exception))
+
+
+def models_dir():
+    return os.environ.get("FRAMEMILL_MODELS") or os.path.join(HERE, "..", "..", ".cache", "models")
+
+
+@unittest.skipUnless(os.path.isfile(os.path.join(models_dir(), "packages", "nsfwjs-4.4.0.tgz"))
+                     and os.path.isdir(os.path.join(HERE, "node_modules", "@tensorflow", "tfjs-layers")),
+                     "needs packages/nsfwjs-4.4.0.tgz in FRAMEMILL_MODELS and tools/models/node_modules (npm ci)")
+class NsfwRealModelTest(unittest.TestCase):
+    """The converted nsfwjs MobileNetV2 in cv2.dnn against TF.js layers (reference.mjs) running the
+    package's own UMD bundles, on the golden pictures (golden_images.json)."""
+
+    def test_matches_tfjs_on_real_pictures(self):
+        with tempfile.TemporaryDirectory() as td:
+            models = os.path.join(td, "models")
+            os.makedirs(os.path.join(models, "packages"))
+            os.symlink(os.path.abspath(os.path.join(models_dir(), "packages", "nsfwjs-4.4.0.tgz")),
+                       os.path.join(models, "packages", "nsfwjs-4.4.0.tgz"))
+            r = subprocess.run([sys.executable, os.path.join(HERE, "convert.py"), "--packages",
+                                os.path.join(models, "packages"), "--out", models, "--only", "nsfw"],
+                               capture_output=True, text=True, timeout=300)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            golden = os.path.join(td, "golden")
+            r = subprocess.run([sys.executable, os.path.join(HERE, "make_inputs.py"), "--models", models,
+                                "--images", os.path.join(HERE, "golden_images.json"), "--out",
+                                os.path.join(golden, "inputs")], capture_output=True, text=True, timeout=300)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            r = subprocess.run(["node", os.path.join(HERE, "reference.mjs"), models, golden, "nsfw"],
+                               capture_output=True, text=True, timeout=600)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(os.path.join(models, "nsfw", "manifest.json")) as f:
+                man = json.load(f)
+            self.assertEqual([o["name"] for o in man["outputs"]], ["probabilities", "features"])
+            self.assertEqual(man["classes"], ["Drawing", "Hentai", "Neutral", "Porn", "Sexy"])
+            net = cv2.dnn.readNetFromONNX(os.path.join(models, "nsfw", man["onnx"]))
+            with open(os.path.join(golden, "inputs", "nsfw", "index.json")) as f:
+                index = json.load(f)
+            self.assertGreaterEqual(len(index["items"]), 4)
+            for it in index["items"]:
+                x = np.fromfile(os.path.join(golden, "inputs", "nsfw", it["file"]), "<f4").reshape(it["shape"])
+                net.setInput(np.ascontiguousarray(x.transpose(0, 3, 1, 2)))
+                outs = net.forward([o["name"] for o in man["outputs"]])
+                with open(os.path.join(golden, "reference", "nsfw", f"{it['i']}.json")) as f:
+                    ref = json.load(f)
+                for o, y in zip(man["outputs"], outs):
+                    want = np.asarray(ref["outputs"][o["tfjs_node"]]["data"], np.float32).reshape(y.shape)
+                    np.testing.assert_allclose(y, want, atol=1e-3, err_msg=f"{it['id']} {o['name']}")
+                self.assertAlmostEqual(float(outs[0].sum()), 1.0, places=4)
 
 
 class CliTest(unittest.TestCase):
