@@ -200,6 +200,20 @@ Result<Mask> DecodeSegmentation(const ModelManifest& m, const std::vector<Output
 
 nlohmann::json ToJson(const PoseDecoded& p, cv::Size image);
 
+// nsfw (nsfwjs): the five class probabilities, and photo or drawing from the manifest's
+// content probe on the pooled features. `unsafe` is porn + hentai: "sexy" fires on ordinary
+// sports photos (docs/MODELS.md), so it is reported but not counted.
+struct ContentDecoded {
+  std::array<float, 5> classes{};  // drawing, hentai, neutral, porn, sexy (the model's order)
+  float unsafe = 0;
+  float photo = 0;                 // p(photo) from the probe
+  bool is_photo = false;
+};
+inline constexpr std::array<const char*, 5> kNsfwClasses = {"drawing", "hentai", "neutral", "porn", "sexy"};
+Result<ContentDecoded> DecodeContent(const ModelManifest& m, const std::vector<OutputTensor>& outs);
+// {"content": {"type": "photo"|"drawing", "p": its probability}, "nsfw": {the classes, "unsafe"}}
+nlohmann::json ToJson(const ContentDecoded& c);
+
 // The entry point manifest.postprocess names, as JSON (infer's "decoded"); null for "none".
 Result<nlohmann::json> DecodeOutputs(const ModelManifest& manifest,
                                      const std::vector<OutputTensor>& outputs, cv::Size image);

@@ -116,6 +116,24 @@ class FieldReader {
   std::string error_;
 };
 
+// "content_probe": {"features": output, "l2_normalise", "weights": [...], "bias",
+// "positive", "threshold"}.
+void ReadProbe(const json& j, FieldReader* r, LinearProbe* p) {
+  const std::string path = "content_probe";
+  p->output = r->Str(j, "features", path, true);
+  p->l2_normalise = r->Bool(j, "l2_normalise", path, true);
+  p->bias = static_cast<float>(r->Num(j, "bias", path, true));
+  p->positive = r->Str(j, "positive", path, true);
+  p->threshold = static_cast<float>(r->Num(j, "threshold", path, false, 0.5));
+  const json* w = r->Find(j, "weights", path, true);
+  if (w == nullptr) return;
+  if (!w->is_array() || w->empty()) return (void)r->Fail(path + ".weights", "is not a non-empty array");
+  for (const json& v : *w) {
+    if (!v.is_number()) return (void)r->Fail(path + ".weights", "holds a non-number");
+    p->weights.push_back(v.get<float>());
+  }
+}
+
 // A file the manifest names, relative to the model's directory.
 std::string Resolve(const fs::path& dir, const std::string& name) {
   fs::path p(name);
@@ -200,6 +218,7 @@ Result<ModelManifest> LoadManifest(const std::string& dir_in) {
   }
   m.postprocess = r.Str(j, "postprocess", "", false, "none");
   m.reference_outputs = r.Strings(j, "reference_outputs", "");
+  if (const json* probe = r.Find(j, "content_probe", "", false)) ReadProbe(*probe, &r, &m.content_probe);
   const std::string onnx = r.Str(j, "onnx", "", true);
   const std::string graph = r.Str(j, "graph", "", false);
   FM_RETURN_IF_ERROR(r.status());

@@ -19,6 +19,18 @@ struct ModelOutputSpec {
   std::string tfjs_node;        // the reference's node for the same tensor
 };
 
+// A linear classifier over one of a model's outputs: p = sigmoid(w . f + b), f L2-normalised
+// first when asked. The converter copies it into the manifest ("content_probe", trained by
+// tools/models/train_content_probe.py on tests/data/content_labels.csv). No weights: none.
+struct LinearProbe {
+  std::string output;        // the output it reads ("features")
+  bool l2_normalise = true;
+  std::vector<float> weights;
+  float bias = 0;
+  std::string positive;      // what p is the probability of ("photo")
+  float threshold = 0.5f;    // p at or above: positive
+};
+
 struct ModelManifest {
   int format_version = 1;
   std::string name;             // "mobilefacenet"
@@ -38,6 +50,7 @@ struct ModelManifest {
   std::vector<ModelOutputSpec> outputs;
   std::string postprocess;      // "l2_normalize", "blazeface", "movenet", ...
   std::vector<std::string> reference_outputs;  // TF.js nodes of the full model's outputs
+  LinearProbe content_probe;    // nsfw: photo or drawing from its pooled features
 
   std::string dir;              // absolute directory holding the files below
   std::string onnx_file;        // absolute path of model.onnx

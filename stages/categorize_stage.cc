@@ -44,6 +44,30 @@ nlohmann::json FrameResultOf(const std::string& model, const std::vector<models:
   return {{"model", model}, {"objects", objects}, {"categories", Categories(best, "count")}};
 }
 
+// A video's content and NSFW figures: the frames' mean probabilities; `unsafe` is the worst
+// frame's, since one unsafe frame makes the video unsafe.
+void SummariseContent(const std::vector<nlohmann::json>& frames, nlohmann::json* r) {
+  double photo = 0, unsafe = 0;
+  std::map<std::string, double> classes;
+  size_t n = 0;
+  for (const auto& f : frames) {
+    if (!f.contains("content") || !f.contains("nsfw")) continue;
+    const auto& c = f["content"];
+    photo += c["type"] == "photo" ? c["p"].get<double>() : 1 - c["p"].get<double>();
+    for (const char* k : models::kNsfwClasses) classes[k] += f["nsfw"][k].get<double>();
+    unsafe = std::max(unsafe, f["nsfw"]["unsafe"].get<double>());
+    ++n;
+  }
+  if (n == 0) return;
+  photo /= static_cast<double>(n);
+  const bool is_photo = photo >= 0.5;
+  (*r)["content"] = {{"type", is_photo ? "photo" : "drawing"}, {"p", is_photo ? photo : 1 - photo}};
+  nlohmann::json nsfw = nlohmann::json::object();
+  for (const auto& [k, v] : classes) nsfw[k] = v / static_cast<double>(n);
+  nsfw["unsafe"] = unsafe;
+  (*r)["nsfw"] = std::move(nsfw);
+}
+
 }  // namespace
 
 CategorizeStage::CategorizeStage(std::shared_ptr<models::ModelCache> cache,
@@ -64,6 +88,15 @@ Status CategorizeStage::Analyse(const ModelBatch& batch, const StageContext& ctx
     if (!dets.ok()) return dets.status();
     (*results)[i].result = FrameResultOf(runner.manifest().name, *dets, image, options_.min_score);
   }
+  models::ModelRunner& content = *batch.runners[1];
+  std::string content_device;
+  auto couts = RunOnFrames(content, batch, ctx, &content_device);
+  if (!couts.ok()) return couts.status();
+  for (size_t i = 0; i < batch.frames.size(); ++i) {
+    auto c = models::DecodeContent(content.manifest(), (*couts)[i]);
+    if (!c.ok()) return c.status();
+    (*results)[i].result.update(models::ToJson(*c));
+  }
   return Status::OK();
 }
 
@@ -80,6 +113,7 @@ void CategorizeStage::Summarise(const std::vector<nlohmann::json>& frames,
     }
   }
   (*r)["categories"] = Categories(best, "frames");
+  SummariseContent(frames, r);
 }
 
 }  // namespace framemill

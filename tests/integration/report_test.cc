@@ -67,7 +67,7 @@ class ReportBinaryTest : public ::testing::Test {
     delete dir_;
   }
   void SetUp() override {
-    for (const char* m : {"blazeface", "faceres", "centernet", "movenet-multipose", "selfie", "silero-vad", "facemesh"})
+    for (const char* m : {"blazeface", "faceres", "centernet", "nsfw", "movenet-multipose", "selfie", "silero-vad", "facemesh"})
       if (!fs::exists(ModelsDir() + "/" + m + "/manifest.json")) {
         if (Required("FRAMEMILL_REQUIRE_MODELS")) FAIL() << m << " not installed in " << ModelsDir();
         GTEST_SKIP() << m << " not installed in " << ModelsDir();

@@ -46,6 +46,31 @@ TEST(EngineModelTest, CpuBackendMatchesOpenCvDnnPerImageInABatch) {
   EXPECT_GT((*engine)->BatchBytesPerImage(), 0);
 }
 
+// nsfwjs's converted MobileNetV2 (categorize's content model): what CATEGORIZE_GPU runs on a
+// device is the same graph; on the CPU reference kernels it must give cv::dnn's classes and
+// the same photo-or-drawing verdict.
+TEST(EngineModelTest, ContentModelMatchesOpenCvDnnAndDecodesTheSame) {
+  FM_LOAD_MODEL_OR_SKIP(m, "nsfw");
+  auto cpu = gpu::MakeCpuBackend();
+  auto engine = EngineModel::Open(m, *cpu);
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  auto dnn = DnnModel::Open(m);
+  ASSERT_TRUE(dnn.ok()) << dnn.status().ToString();
+  std::vector<cv::Mat> pictures = {Photo("messi5.jpg"), Photo("HappyFish.jpg"), Photo("fruits.jpg")};
+  auto ours = (*engine)->Run(pictures);
+  ASSERT_TRUE(ours.ok()) << ours.status().ToString();
+  auto ref = (*dnn)->Run(pictures);
+  ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+  for (size_t i = 0; i < pictures.size(); ++i) {
+    auto a = DecodeContent(m, (*ours)[i]);
+    auto b = DecodeContent(m, (*ref)[i]);
+    ASSERT_TRUE(a.ok() && b.ok()) << (a.ok() ? b.status() : a.status()).ToString();
+    for (size_t k = 0; k < a->classes.size(); ++k) EXPECT_NEAR(a->classes[k], b->classes[k], 1e-3) << i;
+    EXPECT_NEAR(a->photo, b->photo, 1e-3) << i;
+    EXPECT_EQ(a->is_photo, b->is_photo) << i;
+  }
+}
+
 TEST(EngineModelTest, FixedBatchModelRunsImageByImageAndDecodesTheSame) {
   FM_LOAD_MODEL_OR_SKIP(m, "selfie");
   ASSERT_FALSE(m.batchable);

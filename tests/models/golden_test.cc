@@ -164,6 +164,11 @@ TEST_P(GoldenTest, MatchesReference) {
       Report(tag + "." + spec.name + ".refin_max_abs", d2.max_abs);
       EXPECT_GE(d2.cosine, 0.999) << spec.name << " (reference input)";
       EXPECT_GE(d.cosine, 0.999) << spec.name;
+      // A classifier's probabilities are what users read: each within 1e-3 of TF.js's.
+      if (spec.name == "probabilities") {
+        EXPECT_LE(d.max_abs, 1e-3) << spec.name;
+        EXPECT_LE(d2.max_abs, 1e-3) << spec.name << " (reference input)";
+      }
     }
 
     if (man->postprocess == "sigmoid_mask") {
@@ -356,7 +361,7 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                          ::testing::Values("mobilefacenet", "faceres", "blazeface",
                                            "movenet-lightning", "movenet-multipose",
                                            "blazepose-full", "centernet",
-                                           "selfie", "isnet", "facemesh"),
+                                           "selfie", "isnet", "facemesh", "nsfw"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (auto& c : s)

@@ -87,6 +87,27 @@ TEST(CategorizeStageTest, ShapesShowNoObjectsAndKeepWhatTheModelSawMarked) {
   }
 }
 
+// What curators filter on first: photo or drawing, and NSFW classes, on real pictures.
+TEST(CategorizeStageTest, PhotosAndDrawingsAreToldApartWithNsfwClasses) {
+  FM_REQUIRE_MODEL("centernet");
+  FM_REQUIRE_MODEL("nsfw");
+  CategorizeStage stage(std::make_shared<models::ModelCache>(ModelsDir()), ModelStageOptions{}, CategorizeOptions{});
+  for (const auto& [file, type] : std::vector<std::pair<std::string, std::string>>{
+           {"messi5.jpg", "photo"}, {"fruits.jpg", "photo"}, {"HappyFish.jpg", "drawing"}, {"pic5.png", "drawing"}}) {
+    Outcome out = stage.Run(JobFor("categorize", testing::SampleData(file), MediaKind::kImage));
+    ASSERT_EQ(out.kind, Outcome::Kind::kDone) << file << ": " << out.error.ToString();
+    const auto& r = out.result;
+    ASSERT_TRUE(r.contains("content") && r.contains("nsfw")) << file << ": " << r.dump();
+    EXPECT_EQ(r["content"]["type"], type) << file << ": " << r["content"].dump();
+    EXPECT_GE(r["content"]["p"].get<double>(), 0.5);
+    double sum = 0;
+    for (const char* k : {"drawing", "hentai", "neutral", "porn", "sexy"}) sum += r["nsfw"][k].get<double>();
+    EXPECT_NEAR(sum, 1.0, 1e-4) << r["nsfw"].dump();
+    EXPECT_NEAR(r["nsfw"]["unsafe"].get<double>(), r["nsfw"]["porn"].get<double>() + r["nsfw"]["hentai"].get<double>(), 1e-6);
+    EXPECT_LT(r["nsfw"]["unsafe"].get<double>(), 0.2) << file << ": " << r["nsfw"].dump();
+  }
+}
+
 TEST(CategorizeStageTest, BatchWithACorruptImageFailsOnlyThatJob) {
   FM_REQUIRE_MODEL("centernet");
   testing::TempDir d;
@@ -118,7 +139,9 @@ TEST(CategorizeStageTest, VideoIsCategorisedOverSampledFrames) {
   ASSERT_EQ(out.result["frames"].size(), 3u);
   EXPECT_EQ(out.result["media"]["kind"], "video");
   EXPECT_TRUE(Labels(out.result).count("person")) << out.result["categories"].dump();  // pedestrians
-  for (const auto& f : out.result["frames"]) EXPECT_TRUE(f.contains("objects"));
+  for (const auto& f : out.result["frames"]) EXPECT_TRUE(f.contains("objects") && f.contains("content"));
+  EXPECT_EQ(out.result["content"]["type"], "photo") << out.result["content"].dump();  // a street camera
+  EXPECT_TRUE(out.result["nsfw"].contains("unsafe"));
 }
 
 TEST(CategorizeStageTest, MissingModelFailsEachJobWithTheInstallHint) {

@@ -164,6 +164,7 @@ KERAS_MODELS = {
         batchable=True, preprocess=pp(224, 1 / 255.0), postprocess="none",
         outputs=[("probabilities", "dense_3", "NC"), ("features", "flatten_1", "NC")],
         reference_outputs=["dense_3"], classes=NSFW_CLASSES, notes=nsfw_notes(224, "MobileNetV2"),
+        content_probe="content_probe.json",
     ),
     # Not in the catalog: converted only when named with --only (measurements, a heavier option).
     "nsfw-inception": dict(
@@ -349,6 +350,12 @@ def convert_keras_model(name, spec, files, out_dir, check):
         "postprocess": spec["postprocess"], "onnx": "model.onnx", "graph": "model.fmg.json",
         "notes": spec["notes"],
     }
+    if spec.get("content_probe"):
+        # photo-or-drawing linear probe on 'features' (tools/models/train_content_probe.py)
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), spec["content_probe"])) as f:
+            manifest["content_probe"] = json.load(f)
+        manifest["notes"] += (" For photo vs drawing use 'content_probe': p(photo) = sigmoid(weights . f + bias) on "
+                              "the L2-normalised 'features' f, photo when p >= threshold.")
     return write_model_dir(out_dir, name, model, manifest, check)
 
 

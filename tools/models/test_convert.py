@@ -479,6 +479,34 @@ class NsfwRealModelTest(unittest.TestCase):
                 self.assertAlmostEqual(float(outs[0].sum()), 1.0, places=4)
 
 
+@unittest.skipUnless(os.path.isfile(os.path.join(models_dir(), "packages", "nsfwjs-4.4.0.tgz")),
+                     "needs packages/nsfwjs-4.4.0.tgz in FRAMEMILL_MODELS")
+class NsfwContentProbeTest(unittest.TestCase):
+    """The nsfw manifest carries the photo-or-drawing probe (content_probe.json) next to its 'features'."""
+
+    def test_manifest_carries_probe(self):
+        with tempfile.TemporaryDirectory() as td:
+            os.makedirs(os.path.join(td, "packages"))
+            os.symlink(os.path.abspath(os.path.join(models_dir(), "packages", "nsfwjs-4.4.0.tgz")),
+                       os.path.join(td, "packages", "nsfwjs-4.4.0.tgz"))
+            r = subprocess.run([sys.executable, os.path.join(HERE, "convert.py"), "--packages",
+                                os.path.join(td, "packages"), "--out", td, "--only", "nsfw", "--no-check"],
+                               capture_output=True, text=True, timeout=300)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(os.path.join(td, "nsfw", "manifest.json")) as f:
+                man = json.load(f)
+        with open(os.path.join(HERE, "content_probe.json")) as f:
+            self.assertEqual(man["content_probe"], json.load(f))
+        probe = man["content_probe"]
+        feats = next(o for o in man["outputs"] if o["name"] == probe["features"])
+        self.assertEqual(feats["shape"][1:], [1280])
+        self.assertEqual(len(probe["weights"]), 1280)
+        self.assertTrue(all(isinstance(v, float) and np.isfinite(v) for v in probe["weights"] + [probe["bias"]]))
+        self.assertIs(probe["l2_normalise"], True)
+        self.assertEqual(probe["positive"], "photo")
+        self.assertTrue(0.0 < probe["threshold"] < 1.0)
+
+
 class CliTest(unittest.TestCase):
     """convert.py end to end on a tiny package that holds a synthetic graph under a real model's name."""
 
