@@ -67,6 +67,7 @@ void ReportFlags(CLI::App* s, Flags& f) {
   DbFlag(s, f);
   s->add_option("-o,--output", f.output, "the report's directory (default ./framemill-report)");
   s->add_option("--limit", f.limit, "pages and pictures for the first N items only (default: all)");
+  s->add_flag("--show-nsfw", f.show_nsfw, "do not blur pictures categorize finds unsafe (nsfw.unsafe >= 0.5)");
 }
 
 void GcFlags(CLI::App* s, Flags& f) {

@@ -18,6 +18,7 @@ int CmdReport(const Flags& f) {
   ReportOptions o;
   o.dir = f.output.empty() ? "framemill-report" : f.output;
   o.limit = f.limit;
+  if (f.show_nsfw) o.nsfw_blur = 2;  // above any probability: never
   o.path_map = env->config.paths;
   const auto t0 = std::chrono::steady_clock::now();
   auto stats = WriteReport(**store, o);

@@ -25,6 +25,7 @@ struct Flags {
   int keep_days = 30, keep_runs = 10;  // gc
   int64_t shard_size = 1000;           // export --format webdataset
   int64_t limit = 0;                   // report
+  bool show_nsfw = false;              // report: no picture blurred
   std::vector<std::string> sources;
   // models / infer
   std::string models_action;  // "list" | "fetch"

@@ -149,6 +149,7 @@ th { background:#f2f4f7; font-weight:600; font-size:12px; } td.n, th.n { text-al
 .pic { position:relative; width:100%; background:#eaecf0; }
 .pic > img, .pic > svg { position:absolute; left:0; top:0; width:100%; height:100%; }
 .pic > img { object-fit:contain; }
+.pic.nsfw > img, .pic.nsfw > svg { filter:blur(18px); } .pic.nsfw::after { content:"NSFW: blurred"; position:absolute; left:6px; bottom:6px; font-size:11px; background:#101828; color:#fff; padding:1px 6px; border-radius:9px; }
 .pic .none { position:absolute; inset:0; display:flex; align-items:center; justify-content:center; color:var(--muted); font-size:12px; padding:8px; text-align:center; }
 .pager { margin:16px 0; display:flex; gap:6px; flex-wrap:wrap; } .pager a, .pager span { padding:3px 9px; border:1px solid var(--line); border-radius:5px; background:#fff; text-decoration:none; }
 .pager span.cur { background:#101828; color:#fff; }
@@ -308,8 +309,10 @@ std::string OverlaySvg(const ItemView& item, const Analyses& a) {
       objects = &it->second["objects"];
     }
     // Labels only where they stay readable; the boxes always.
+    // Only the objects shown: those below categorize.min_score stay in the result.
     if (objects != nullptr && objects->is_array())
       for (const json& o : *objects) {
+        if (o.value("below_threshold", false)) continue;
         const auto b = Box(o.value("box", json()));
         rect(b[0], b[1], b[2], b[3], "#fdb022", unit * 0.5);
         if (objects->size() <= 8)
@@ -387,9 +390,16 @@ std::string Aspect(const Analyses& a) {
 }
 
 // The still with its overlays; `prefix` leads from the page to the report's root.
+// categorize's unsafe score (0 when there is none).
+double Unsafe(const Analyses& a) {
+  auto it = a.results.find(stage_names::kCategorize);
+  return it == a.results.end() ? 0.0 : NumberOr(it->second.value("nsfw", json::object()), "unsafe", 0);
+}
+
 std::string Picture(const ItemView& item, const Analyses& a, int side, const std::string& prefix,
-                    bool have_still, bool lazy) {
-  std::string out = "<div class=\"pic\" style=\"" + Aspect(a) + "\">";
+                    bool have_still, bool lazy, double nsfw_blur) {
+  const bool blur = Unsafe(a) >= nsfw_blur;
+  std::string out = std::string("<div class=\"pic") + (blur ? " nsfw" : "") + "\" style=\"" + Aspect(a) + "\">";
   if (have_still) {
     out += "<img " + std::string(lazy ? "loading=\"lazy\" " : "") + "src=\"" + prefix + "assets/" +
            PictureCache::StillName(item, a.frame, side) + "\" alt=\"" + Esc(BaseName(item.source)) + "\">";
@@ -407,6 +417,27 @@ std::string Picture(const ItemView& item, const Analyses& a, int side, const std
 }
 
 // ------------------------------------------------------------------ figures
+
+// categorize's answers for curators: photo or drawing, the NSFW classes, and how many
+// objects were kept below the shown threshold.
+std::string ContentPanel(const json& r) {
+  if (!r.contains("content") && !r.contains("objects")) return "";
+  std::ostringstream s;
+  s << "<div class=\"panel\"><b>Content</b><table class=\"small\" style=\"margin-top:6px\">";
+  auto row = [&](const std::string& k, const std::string& v) { s << "<tr><td>" << k << "</td><td class=\"n\">" << v << "</td></tr>"; };
+  if (r.contains("content"))
+    row("type", Esc(r["content"].value("type", std::string())) + " (" + Num(NumberOr(r["content"], "p", 0), 2) + ")");
+  if (r.contains("nsfw") && r["nsfw"].is_object()) {
+    row("unsafe (porn + hentai)", Num(NumberOr(r["nsfw"], "unsafe", 0), 3));
+    for (const char* k : {"neutral", "drawing", "sexy", "porn", "hentai"}) row(k, Num(NumberOr(r["nsfw"], k, 0), 3));
+  }
+  int shown = 0, below = 0;
+  if (r.value("objects", json()).is_array())
+    for (const json& o : r["objects"]) (o.value("below_threshold", false) ? below : shown)++;
+  row("objects shown", std::to_string(shown) + (below > 0 ? " (" + std::to_string(below) + " more below the shown threshold)" : ""));
+  s << "</table></div>";
+  return s.str();
+}
 
 std::string LightingPanel(const json& r) {
   std::ostringstream s;
@@ -752,7 +783,7 @@ class ReportWriter {
     }
     FM_RETURN_IF_ERROR(WriteItemPage(item, a, have_still, made));
     grid_ += "<a class=\"card\" href=\"../items/" + page + "\">" +
-             Picture(item, a, o_.thumb_side, "../", have_still, true) + "<div class=\"meta\"><div class=\"name\" title=\"" +
+             Picture(item, a, o_.thumb_side, "../", have_still, true, o_.nsfw_blur) + "<div class=\"meta\"><div class=\"name\" title=\"" +
              Esc(item.source) + "\">" + Esc(BaseName(item.source)) + "</div><div>" + Chips(item, true) +
              "</div><div class=\"small muted\">" + CardLine(item, a) + "</div></div></a>";
     if (++in_grid_ == o_.page_size) FM_RETURN_IF_ERROR(FlushGrid(false));
@@ -763,6 +794,7 @@ class ReportWriter {
   static std::string CardLine(const ItemView& item, const Analyses& a) {
     std::vector<std::string> bits;
     if (auto it = a.results.find(stage_names::kCategorize); it != a.results.end()) {
+      if (it->second.value("content", json::object()).value("type", std::string()) == "drawing") bits.push_back("drawing");
       const json& c = it->second.value("categories", json::array());
       if (c.is_array() && !c.empty() && c[0].is_object()) bits.push_back(Esc(c[0].value("label", std::string())));
     }
@@ -854,12 +886,13 @@ class ReportWriter {
       << "<div class=\"muted small\">" << Esc(item.source) << " · " << MediaKindName(item.kind) << " · key "
       << Esc(item.content_hash) << "</div><div style=\"margin:8px 0\">" << Chips(item) << "</div>";
     if (!made.ok()) s << "<div class=\"banner\">Some pictures could not be made: " << Esc(made.message()) << "</div>";
-    s << "<div class=\"two\"><div>" << Picture(item, a, o_.preview_side, "../", have_still, false);
+    s << "<div class=\"two\"><div>" << Picture(item, a, o_.preview_side, "../", have_still, false, o_.nsfw_blur);
     if (item.kind == MediaKind::kVideo) s << "<div class=\"small muted\">frame " << a.frame << "</div>";
     s << "<div class=\"legend small\"><span><i style=\"background:#fdb022\"></i>objects</span>"
       << "<span><i style=\"background:#32d583\"></i>pose</span><span><i style=\"background:#00a0c8\"></i>segment mask</span>"
       << "<span><i style=\"background:#e6194b\"></i>faces (colour: identity cluster)</span></div>"
       << InpaintFigure(item, a, have_still) << "</div><div>" << FacesPanel(item, a);
+    if (auto it = a.results.find(stage_names::kCategorize); it != a.results.end()) s << ContentPanel(it->second);
     if (auto it = a.results.find(stage_names::kLighting); it != a.results.end()) s << LightingPanel(it->second);
     if (auto it = a.results.find(stage_names::kMotion); it != a.results.end()) s << MotionPanel(it->second, o_.path_map);
     if (auto it = a.results.find(stage_names::kAudioSync); it != a.results.end()) s << AudioSyncPanel(it->second, o_.path_map);

@@ -25,6 +25,10 @@ struct ReportOptions {
   int thumb_side = 320;          // the grid's pictures
   int preview_side = 800;        // the item page's
   int max_faces_per_cluster = 120;
+  // Pictures whose categorize `nsfw.unsafe` is at least this are blurred in the grid and on
+  // their page (report --show-nsfw: never). 0.5: porn + hentai outweigh the other classes,
+  // the model's own boundary; no labelled NSFW pictures were available to measure another.
+  double nsfw_blur = 0.5;
   PathMap path_map;              // where the store's canonical paths are on this machine
   int64_t now_ms = 0;            // the report's time (0: now)
 };

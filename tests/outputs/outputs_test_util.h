@@ -29,7 +29,7 @@ inline std::string ContentHash(const std::string& path) {
 
 class ResultStore {
  public:
-  // Stages a (images), faces (images), face_clusters (dataset-level, after faces).
+  // Stages lighting, faces, categorize (images), face_clusters (dataset-level, after faces).
   explicit ResultStore(const std::string& db) {
     std::string err;
     StageSpec a;
@@ -38,6 +38,9 @@ class ResultStore {
     StageSpec faces;
     faces.name = "faces";
     graph_.Add(faces, &err);
+    StageSpec categorize;
+    categorize.name = "categorize";
+    graph_.Add(categorize, &err);
     StageSpec clusters;
     clusters.name = "face_clusters";
     clusters.deps = {"faces"};

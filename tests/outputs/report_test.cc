@@ -127,6 +127,37 @@ TEST_F(ReportTest, EveryPageIsWrittenWithTheAnalysesDrawnAndPicturesAreMadeOnce)
     EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << e.path();
 }
 
+// categorize's answers on the pages: photo or drawing, the NSFW classes; an unsafe picture
+// blurred in the grid and on its page unless asked; objects below the shown threshold not drawn.
+TEST_F(ReportTest, ContentAndNsfwAreShownAndUnsafePicturesBlurred) {
+  rs_->Enqueue(paths_, {"categorize"});
+  rs_->Finish("categorize", [&](const ClaimedJob& j) {
+    const bool unsafe = j.source == paths_[0];
+    return Outcome::Done(
+        {{"categories", json::array()},
+         {"objects", {{{"label", "umbrella"}, {"score", 0.38}, {"box", {10, 10, 50, 50}}, {"below_threshold", true}}}},
+         {"content", {{"type", unsafe ? "photo" : "drawing"}, {"p", 0.9}}},
+         {"nsfw", {{"drawing", 0.0}, {"hentai", 0.1}, {"neutral", unsafe ? 0.1 : 0.9}, {"porn", unsafe ? 0.7 : 0.0},
+                   {"sexy", unsafe ? 0.1 : 0.0}, {"unsafe", unsafe ? 0.8 : 0.1}}},
+         {"media", {{"width", 200}, {"height", 150}}}});
+  });
+  Report();
+  std::string grid = Page("grid/1.html");
+  EXPECT_EQ(Count(grid, "class=\"pic nsfw\""), 1) << grid;
+  EXPECT_EQ(Count(grid, ">drawing"), 3) << grid;
+  const std::string item = Page("items/" + std::to_string(ItemId(paths_[0])) + ".html");
+  EXPECT_NE(item.find("class=\"pic nsfw\""), std::string::npos);
+  EXPECT_NE(item.find("<b>Content</b>"), std::string::npos) << item;
+  EXPECT_NE(item.find("unsafe (porn + hentai)</td><td class=\"n\">0.800"), std::string::npos) << item;
+  EXPECT_NE(item.find("0 (1 more below the shown threshold)"), std::string::npos) << item;
+  EXPECT_EQ(item.find("umbrella"), item.rfind("umbrella")) << "drawn over the picture: " << item;  // only in the raw result
+  ReportOptions o;
+  o.dir = dir_ / "report";
+  o.nsfw_blur = 2;  // report --show-nsfw
+  ASSERT_TRUE(WriteReport(rs_->store(), o).ok());
+  EXPECT_EQ(Count(Page("grid/1.html"), "class=\"pic nsfw\""), 0);
+}
+
 TEST_F(ReportTest, NamesFromTheDiskAreEscaped) {
   const std::string odd = dir_ / "media/<b>x&\"q\".jpg";
   fs::copy_file(paths_[0], odd);
