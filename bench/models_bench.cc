@@ -2,7 +2,7 @@
 // setup, then one line per (workload, model). It measures only; nothing is asserted.
 // The GPU figures come from gpu_bench's `engine` workload, run on a GPU machine.
 //
-//   models_bench [--benchmarks=dnn,engine_cpu,plan,faces,faces_precision,categorize_precision] [--models=DIR] [--only=a,b]
+//   models_bench [--benchmarks=dnn,engine_cpu,plan,faces,faces_precision,categorize_precision,dedup] [--models=DIR] [--only=a,b]
 //                [--reps=5] [--batch=8] [--image=PATH]
 //
 // Workloads (default: all, in this order):
@@ -15,6 +15,11 @@
 //   faces       the faces stage end to end (decode, detection, embeddings) on --image and
 //               on the Solvay group photo (visp-images-data), with the whole-frame
 //               detector and with the tiled one: ms per image, faces, tiles
+//   dedup       (not by default) the categorize and dedup stages over the distinct photos of
+//               tests/data/content_labels.csv and content_holdout.csv, each with five copies
+//               (half size, JPEG quality 30, a 10% crop, a 3-degree turn, brightness +30):
+//               per kind of copy the share grouped with its original, and the groups that
+//               join two distinct photos
 //   categorize_precision  (not by default) the categorize stage on the labelled pictures of
 //               tests/data/categorize_labels.csv: per threshold on the object score, the
 //               labels shown, how many are right (precision), how many of the labelled
@@ -33,7 +38,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <thread>
 #include <string>
@@ -41,6 +48,7 @@
 
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
 
 #include "bench/bench_support.h"
 #include "gpu/engine/cpu_kernels.h"
@@ -51,8 +59,10 @@
 #include "models/model_store.h"
 #include "media/geometry.h"
 #include "stages/categorize_stage.h"
+#include "stages/dedup_stage.h"
 #include "stages/faces_stage.h"
 #include "tests/support/solvay_truth.h"
+#include "tests/support/test_support.h"
 
 namespace framemill {
 namespace {
@@ -329,6 +339,128 @@ void CategorizePrecision(const Flags& flags) {
   }
 }
 
+// The categorize results of the bench's pictures, as the store would hand them to dedup.
+class MemoryResults : public ResultReader {
+ public:
+  std::vector<ExportRow> rows;
+  Status ForEachResult(const std::string& stage, const std::function<Status(const ExportRow&)>& fn) override {
+    for (const ExportRow& r : rows)
+      if (stage.empty() || r.stage == stage) FM_RETURN_IF_ERROR(fn(r));
+    return Status::OK();
+  }
+  Result<std::optional<ExportRow>> ResultOf(int64_t, const std::string&) override { return std::optional<ExportRow>(); }
+};
+
+// The distinct photos of the content sets: stereo pairs, sequence frames and pattern boards left out.
+std::vector<std::string> DistinctPhotos() {
+  const std::set<std::string> skip = {"basketball2.png", "aero3.jpg", "right07.jpg", "001.jpg", "002.jpg",
+                                      "image.0001.pgm", "home.png", "aero_thresh_det.jpg", "image_0000.pgm",
+                                      "AprilTag.pgm", "chaxis.jpg", "diamondsaxis.jpg", "gbaxis.jpg"};
+  std::vector<std::string> out;
+  for (const char* csv : {"/tests/data/content_labels.csv", "/tests/data/content_holdout.csv"}) {
+    std::ifstream in(std::string(FRAMEMILL_SOURCE_DIR) + csv);
+    for (std::string line; std::getline(in, line);) {
+      if (line.empty() || line[0] == '#') continue;
+      const size_t comma = line.find(',');
+      const std::string path = line.substr(0, comma), label = line.substr(comma + 1, 5);
+      if (label != "photo" || skip.count(std::filesystem::path(path).filename().string())) continue;
+      if (std::find(out.begin(), out.end(), path) == out.end()) out.push_back(path);
+    }
+  }
+  return out;
+}
+
+void Dedup(const Flags& flags) {
+  testing::TempDir tmp;
+  const std::vector<std::string> kinds = {"half", "q30", "crop", "rot", "bright"};
+  std::vector<std::string> files;
+  std::map<std::string, std::pair<int, std::string>> truth;  // file -> (photo, kind)
+  int photos = 0;
+  for (const std::string& src : DistinctPhotos()) {
+    cv::Mat im = cv::imread(src, cv::IMREAD_COLOR);
+    if (im.empty() || std::min(im.cols, im.rows) < 100) continue;
+    const int w = im.cols, h = im.rows, id = photos++;
+    cv::Mat half, rot, bright;
+    cv::resize(im, half, cv::Size(w / 2, h / 2), 0, 0, cv::INTER_AREA);
+    cv::warpAffine(im, rot, cv::getRotationMatrix2D(cv::Point2f(w / 2.f, h / 2.f), 3, 1), im.size(),
+                   cv::INTER_LINEAR, cv::BORDER_REFLECT);
+    im.convertTo(bright, -1, 1.0, 30);
+    auto put = [&](const std::string& kind, const cv::Mat& m, int quality) {
+      const std::string f = tmp / (std::to_string(id) + "-" + kind + ".jpg");
+      cv::imwrite(f, m, {cv::IMWRITE_JPEG_QUALITY, quality});
+      files.push_back(f);
+      truth[f] = {id, kind};
+    };
+    put("orig", im, 95);
+    put("half", half, 95);
+    put("q30", im, 30);
+    put("crop", im(cv::Rect(w / 20, h / 20, w - w / 10, h - h / 10)).clone(), 95);
+    put("rot", rot, 95);
+    put("bright", bright, 95);
+  }
+  auto cache = std::make_shared<models::ModelCache>(flags.models);
+  CategorizeStage categorize(cache, ModelStageOptions{}, CategorizeOptions{});
+  MemoryResults results;
+  const double t0 = bench::NowMs();
+  for (size_t b = 0; b < files.size(); b += 16) {
+    std::vector<ClaimedJob> jobs;
+    for (size_t i = b; i < std::min(files.size(), b + 16); ++i) {
+      ClaimedJob j = bench::ImageJob("categorize", files[i]);
+      j.id = static_cast<int64_t>(i + 1);
+      j.size = static_cast<int64_t>(std::filesystem::file_size(files[i]));
+      jobs.push_back(j);
+    }
+    const auto outs = categorize.RunBatch(jobs, StageContext{});
+    for (size_t k = 0; k < outs.size(); ++k)
+      if (outs[k].kind == Outcome::Kind::kDone)
+        results.rows.push_back({jobs[k].source, "categorize", "cpu", outs[k].result.dump(), "[]", 1, 0});
+  }
+  const double t1 = bench::NowMs();
+  DedupStage dedup{DedupOptions{}};
+  StageContext ctx;
+  ctx.results = &results;
+  const auto out = dedup.RunBatch({bench::ImageJob("dedup", "dataset:")}, ctx);
+  const double t2 = bench::NowMs();
+  if (out.empty() || out[0].kind != Outcome::Kind::kDone) {
+    std::printf("dedup: %s\n", out.empty() ? "no outcome" : out[0].error.ToString().c_str());
+    return;
+  }
+  const auto& r = out[0].result;
+  std::map<std::string, int> group_of;  // file -> group
+  int mixed = 0;
+  for (const auto& g : r["groups"]) {
+    std::set<int> photos_in;
+    const int id = g["id"].get<int>();
+    group_of[g["representative"]["item"].get<std::string>()] = id;
+    photos_in.insert(truth[g["representative"]["item"].get<std::string>()].first);
+    for (const auto& m : g["members"]) {
+      group_of[m["item"].get<std::string>()] = id;
+      photos_in.insert(truth[m["item"].get<std::string>()].first);
+    }
+    if (photos_in.size() > 1) {
+      ++mixed;
+      std::printf("dedup  group %d joins %zu distinct photos\n", id, photos_in.size());
+    }
+  }
+  std::printf("dedup  %d distinct photos x 6 = %zu pictures; categorize %.0f ms, dedup %.0f ms; pairs %s\n", photos,
+              files.size(), t1 - t0, t2 - t1, r["pairs"].dump().c_str());
+  std::printf("dedup  %-8s %s\n", "copy", "grouped with its original");
+  int all = 0, all_ok = 0;
+  for (const std::string& kind : kinds) {
+    int n = 0, ok = 0;
+    for (const auto& [file, t] : truth) {
+      if (t.second != kind) continue;
+      const std::string orig = tmp / (std::to_string(t.first) + "-orig.jpg");
+      ++n;
+      ok += group_of.count(file) && group_of.count(orig) && group_of[file] == group_of[orig];
+    }
+    all += n, all_ok += ok;
+    std::printf("dedup  %-8s %d of %d (%.3f)\n", kind.c_str(), ok, n, n ? double(ok) / n : 0.0);
+  }
+  std::printf("dedup  all      %d of %d (%.3f); groups joining distinct photos: %d of %zu\n", all_ok, all,
+              all ? double(all_ok) / all : 0.0, mixed, r["groups"].size());
+}
+
 int Main(int argc, char** argv) {
   Flags flags;
   for (int i = 1; i < argc; ++i) {
@@ -366,6 +498,7 @@ int Main(int argc, char** argv) {
   if (Listed(flags.benchmarks, "faces")) Faces(flags);
   if (Listed(flags.benchmarks, "faces_precision")) FacesPrecision(flags);
   if (Listed(flags.benchmarks, "categorize_precision")) CategorizePrecision(flags);
+  if (Listed(flags.benchmarks, "dedup")) Dedup(flags);
   for (const std::string& w : {std::string("dnn"), std::string("engine_cpu"), std::string("plan")}) {
     if (!Listed(flags.benchmarks, w)) continue;
     for (const auto& m : installed) {

@@ -61,6 +61,8 @@ void ExportFlags(CLI::App* s, Flags& f) {
                 "write to FILE instead of standard output (webdataset: the shards' directory)");
   s->add_option("--shard-size", f.shard_size, "webdataset: items per shard (default 1000)")
       ->check(CLI::PositiveNumber);
+  s->add_flag("--unique", f.unique, "leave out the items dedup found to be copies of another (each group's "
+              "representative stays)");
 }
 
 void ReportFlags(CLI::App* s, Flags& f) {

@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <set>
 #include <cstring>
 #include <filesystem>
 
@@ -77,6 +78,11 @@ int ExportWebDataset(const Env& env, JobStore& store, const Flags& f) {
   o.dir = f.output;
   o.shard_size = f.shard_size;
   o.path_map = env.config.paths;
+  if (f.unique) {
+    auto members = DuplicateMembers(store);
+    if (!members.ok()) return StoreError(members.status());
+    o.leave_out = std::move(members).value();
+  }
   auto stats = WriteWebDataset(store, o);
   if (!stats.ok()) {
     if (stats.status().IsInvalidArgument()) return UsageError(stats.status().message());
@@ -120,9 +126,16 @@ int CmdExport(const Flags& f) {
   if (Status st = out.Open(); !st.ok()) return UsageError(st.message());
   Status written = f.format == "csv" ? out.Write("item,stage,device,attempts,result,artifacts\n")
                                      : Status::OK();
+  std::set<std::string> copies;  // --unique: dedup's group members, left out
+  if (f.unique) {
+    auto members = DuplicateMembers(**store);
+    if (!members.ok()) return StoreError(members.status());
+    copies = std::move(members).value();
+  }
   int64_t n = 0;
   Status s = written;
   if (s.ok()) s = (*store)->ForEachResult(f.stage, [&](const ExportRow& r) -> Status {
+    if (copies.count(r.source)) return Status::OK();
     ++n;
     if (f.format == "csv") {
       return out.Write(CsvField(r.source) + ',' + r.stage + ',' + r.device + ',' +

@@ -26,6 +26,7 @@ struct Flags {
   int64_t shard_size = 1000;           // export --format webdataset
   int64_t limit = 0;                   // report
   bool show_nsfw = false;              // report: no picture blurred
+  bool unique = false;                 // export: leave out dedup's copies
   std::vector<std::string> sources;
   // models / infer
   std::string models_action;  // "list" | "fetch"

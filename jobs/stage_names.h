@@ -9,6 +9,7 @@ inline constexpr char kFetch[] = "fetch";
 inline constexpr char kLighting[] = "lighting";
 inline constexpr char kMotion[] = "motion";
 inline constexpr char kCategorize[] = "categorize";
+inline constexpr char kDedup[] = "dedup";
 inline constexpr char kFaces[] = "faces";
 inline constexpr char kFaceClusters[] = "face_clusters";
 inline constexpr char kPose[] = "pose";

@@ -1,5 +1,7 @@
 #include "outputs/webdataset.h"
 
+#include "jobs/stage_names.h"
+
 #include <archive.h>
 #include <archive_entry.h>
 #include <fcntl.h>
@@ -178,6 +180,21 @@ std::string MediaExtension(const ItemView& item) {
   return ext.empty() ? "bin" : ext;
 }
 
+Result<std::set<std::string>> DuplicateMembers(ResultReader& results) {
+  std::set<std::string> out;
+  Status s = results.ForEachResult(stage_names::kDedup, [&](const ExportRow& r) {
+    const auto j = nlohmann::json::parse(r.result_json, nullptr, false);
+    if (j.is_discarded() || !j.value("groups", nlohmann::json()).is_array())
+      return Status::Corruption("the dedup result is not readable: rerun dedup");
+    for (const auto& g : j["groups"])
+      for (const auto& m : g.value("members", nlohmann::json::array()))
+        if (m.contains("item") && m["item"].is_string()) out.insert(m["item"].get<std::string>());
+    return Status::OK();
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
 Result<WebDatasetStats> WriteWebDataset(JobStore& store, const WebDatasetOptions& options) {
   if (options.shard_size < 1) return Status::InvalidArgument("--shard-size must be at least 1");
   std::error_code ec;
@@ -190,7 +207,7 @@ Result<WebDatasetStats> WriteWebDataset(JobStore& store, const WebDatasetOptions
   int64_t in_shard = 0;
   std::string media;
   Status walked = store.ForEachItem([&](const ItemView& item) -> Status {
-    if (item.kind == MediaKind::kDataset) return Status::OK();
+    if (item.kind == MediaKind::kDataset || options.leave_out.count(item.source)) return Status::OK();
     if (item.is_url && item.fetched_path.empty()) {
       stats.left_out.push_back(item.source + ": not fetched yet");
       return Status::OK();

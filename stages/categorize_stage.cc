@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "cluster/near_duplicates.h"
 #include "jobs/stage_names.h"
 #include "models/decode.h"
 
@@ -42,6 +43,21 @@ nlohmann::json FrameResultOf(const std::string& model, const std::vector<models:
     ++b.second;
   }
   return {{"model", model}, {"objects", objects}, {"categories", Categories(best, "count")}};
+}
+
+// What the dedup stage compares a picture by (cluster/near_duplicates.h): pHash, the content
+// model's pooled features, size and sharpness, and the file the stage read (for the check
+// on the pixels that confirms a pair).
+nlohmann::json Signature(const ModelFrame& frame, const ClaimedJob& job,
+                         const std::vector<models::OutputTensor>& outs, const std::string& features) {
+  std::vector<float> embedding;
+  for (const auto& o : outs)
+    if (o.name == features) embedding = o.data;
+  cluster::PictureSignature s = cluster::MakeSignature(frame.bgr, embedding);
+  s.bytes = job.size;
+  nlohmann::json j = cluster::ToJson(s);
+  j["file"] = job.source;
+  return j;
 }
 
 // A video's content and NSFW figures: the frames' mean probabilities; `unsafe` is the worst
@@ -96,6 +112,8 @@ Status CategorizeStage::Analyse(const ModelBatch& batch, const StageContext& ctx
     auto c = models::DecodeContent(content.manifest(), (*couts)[i]);
     if (!c.ok()) return c.status();
     (*results)[i].result.update(models::ToJson(*c));
+    (*results)[i].result["signature"] = Signature(batch.frames[i], batch.jobs[batch.frames[i].job], (*couts)[i],
+                                                  content.manifest().content_probe.output);
   }
   return Status::OK();
 }

@@ -16,6 +16,8 @@
 #include "analysis/av_sync.h"
 #include "analysis/motion_analysis.h"
 #include "analysis/pose_tracks.h"
+#include "analysis/same_picture.h"
+#include "cluster/near_duplicates.h"
 
 namespace framemill {
 
@@ -70,6 +72,15 @@ struct FacesOptions {  // the faces stage
   double min_presence = 0.5;
 
   bool operator==(const FacesOptions&) const = default;
+};
+
+struct DedupOptions {  // the dedup stage (dataset-level, after categorize)
+  cluster::NearDuplicateOptions grouping;  // dedup.phash_distance, dedup.candidate_similarity
+  SamePictureOptions confirm;              // dedup.min_inliers
+  int video_frames = 4;                    // as categorize samples them (media.model_frames)
+  VideoLimits video_limits;
+
+  bool operator==(const DedupOptions&) const = default;
 };
 
 struct FaceClustersOptions {  // the face_clusters stage (dataset-level)
@@ -159,6 +170,7 @@ struct StageOptions {
   CategorizeOptions categorize;
   FacesOptions faces;
   FaceClustersOptions face_clusters;
+  DedupOptions dedup;
   PoseOptions pose;
   SegmentOptions segment;
   InpaintOptions inpaint;

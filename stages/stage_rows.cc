@@ -16,24 +16,35 @@ void AddMediaRows(StageOptions* o, OptionRows* rows) {
   rows->push_back(IntRow("media.max_video_pixels", "FRAMEMILL_MAX_VIDEO_PIXELS", "",
                          {&o->lighting.video_limits.max_pixels,
                           &o->model_frames.video_limits.max_pixels,
+                          &o->dedup.video_limits.max_pixels,
                           &o->motion.video_limits.max_pixels,
                           &o->audio_sync.video_limits.max_pixels},
                          1, int64_t{1} << 40));
   rows->push_back(IntRow("media.max_video_frames", "FRAMEMILL_MAX_VIDEO_FRAMES", "",
                          {&o->lighting.video_limits.max_frames,
                           &o->model_frames.video_limits.max_frames,
+                          &o->dedup.video_limits.max_frames,
                           &o->motion.video_limits.max_frames,
                           &o->audio_sync.video_limits.max_frames},
                          1, int64_t{1} << 40));
   rows->push_back(IntRow("media.video_sample_frames", "", "", {&o->lighting.video_frames}, 1,
                          10'000));
   rows->push_back(IntRow("media.model_frames", "FRAMEMILL_MODEL_FRAMES", "",
-                         {&o->model_frames.video_frames}, 1, 1'000));
+                         {&o->model_frames.video_frames, &o->dedup.video_frames}, 1, 1'000));
 }
 
 void AddLightingRows(LightingOptions* l, OptionRows* rows) {
   rows->push_back(IntRow("lighting.decode_min_side", "FRAMEMILL_LIGHTING_DECODE_MIN_SIDE", "",
                          {&l->decode_min_side}, 0, 100'000));
+}
+
+void AddDedupRows(DedupOptions* d, OptionRows* rows) {
+  rows->push_back(IntRow("dedup.phash_distance", "FRAMEMILL_DEDUP_PHASH_DISTANCE", "",
+                         {&d->grouping.phash_distance}, 0, 64));
+  rows->push_back(NumberRow("dedup.candidate_similarity", "FRAMEMILL_DEDUP_CANDIDATE_SIMILARITY",
+                            &d->grouping.candidate_similarity, -1, 1));
+  rows->push_back(IntRow("dedup.min_inliers", "FRAMEMILL_DEDUP_MIN_INLIERS", "",
+                         {&d->confirm.min_inliers}, 4, 100'000));
 }
 
 void AddFacesRows(StageOptions* o, OptionRows* rows) {
@@ -154,6 +165,7 @@ void AddAudioSyncRows(AudioSyncOptions* a, OptionRows* rows) {
 void AddStageRows(StageOptions* o, OptionRows* rows) {
   AddMediaRows(o, rows);
   AddLightingRows(&o->lighting, rows);
+  AddDedupRows(&o->dedup, rows);
   AddFacesRows(o, rows);
   AddPoseRows(&o->pose, rows);
   AddInpaintRows(o, rows);

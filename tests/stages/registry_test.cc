@@ -25,10 +25,10 @@ class NamedStage : public Stage {
 TEST(StageRegistryTest, TheDefaultRegistryHoldsEveryStageOfThisBuild) {
   auto registry = MakeDefaultRegistry(StageOptions{});
   ASSERT_TRUE(registry.ok()) << registry.status().ToString();
-  for (const char* name : {"fetch", "lighting", "motion", "categorize", "faces", "face_clusters",
+  for (const char* name : {"fetch", "lighting", "motion", "categorize", "dedup", "faces", "face_clusters",
                            "pose", "segment", "inpaint", "audio_sync"})
     EXPECT_NE((*registry)->Find(name), nullptr) << name;
-  EXPECT_EQ((*registry)->graph().stages().size(), 10u);
+  EXPECT_EQ((*registry)->graph().stages().size(), 11u);
 }
 
 TEST(StageRegistryTest, AStageAddedBeforeItsDependencyStopsRegistrationNamingIt) {

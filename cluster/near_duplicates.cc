@@ -1,0 +1,231 @@
+#include "cluster/near_duplicates.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <numeric>
+#include <set>
+
+#include <opencv2/img_hash.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include "cluster/knn.h"
+
+namespace framemill::cluster {
+namespace {
+
+constexpr int kSharpnessSide = 256;
+
+double Sharpness(const cv::Mat& bgr) {
+  cv::Mat gray, small, lap;
+  cv::cvtColor(bgr, gray, cv::COLOR_BGR2GRAY);
+  const double scale = static_cast<double>(kSharpnessSide) / std::max(gray.cols, gray.rows);
+  if (scale < 1) cv::resize(gray, small, cv::Size(), scale, scale, cv::INTER_AREA);
+  else small = gray;
+  cv::Laplacian(small, lap, CV_32F);
+  cv::Scalar mean, sd;
+  cv::meanStdDev(lap, mean, sd);
+  return sd[0] * sd[0];
+}
+
+int Hex(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+struct UnionFind {
+  std::vector<size_t> parent;
+  explicit UnionFind(size_t n) : parent(n) { std::iota(parent.begin(), parent.end(), 0); }
+  size_t Find(size_t x) {
+    while (parent[x] != x) x = parent[x] = parent[parent[x]];
+    return x;
+  }
+  void Join(size_t a, size_t b) { parent[Find(a)] = Find(b); }
+};
+
+double Cosine(const PictureSignature& a, const PictureSignature& b) {
+  if (a.embedding.size() != b.embedding.size()) return 0;
+  double dot = 0;
+  for (size_t i = 0; i < a.embedding.size(); ++i) dot += double(a.embedding[i]) * b.embedding[i];
+  return dot;
+}
+
+// Pairs whose hashes differ in at most `max_distance` bits. With max_distance < 8, two such
+// hashes agree exactly on at least one of the 8 bytes (pigeonhole), so only pairs sharing a
+// byte in place are compared; beyond that every pair is.
+std::vector<std::pair<size_t, size_t>> HashPairs(const std::vector<PictureSignature>& p, int max_distance) {
+  std::set<std::pair<size_t, size_t>> pairs;
+  auto consider = [&](size_t a, size_t b) {
+    if (HammingDistance(p[a].phash, p[b].phash) <= max_distance) pairs.insert({std::min(a, b), std::max(a, b)});
+  };
+  if (max_distance < 8) {
+    for (int band = 0; band < 8; ++band) {
+      std::map<int, std::vector<size_t>> buckets;
+      for (size_t i = 0; i < p.size(); ++i) buckets[static_cast<int>((p[i].phash >> (8 * band)) & 0xFF)].push_back(i);
+      for (const auto& [key, ids] : buckets)
+        for (size_t x = 0; x < ids.size(); ++x)
+          for (size_t y = x + 1; y < ids.size(); ++y) consider(ids[x], ids[y]);
+    }
+  } else {
+    for (size_t a = 0; a < p.size(); ++a)
+      for (size_t b = a + 1; b < p.size(); ++b) consider(a, b);
+  }
+  return {pairs.begin(), pairs.end()};
+}
+
+// Pairs whose embeddings are at least `min_similarity` alike, from each picture's nearest.
+Result<std::vector<std::pair<size_t, size_t>>> EmbeddingPairs(const std::vector<PictureSignature>& p,
+                                                              const NearDuplicateOptions& o, std::string* how) {
+  std::vector<std::pair<size_t, size_t>> out;
+  const int dim = p.empty() ? 0 : static_cast<int>(p.front().embedding.size());
+  Embeddings e;
+  e.n = static_cast<int64_t>(p.size());
+  e.dim = dim;
+  for (const auto& s : p) {
+    if (static_cast<int>(s.embedding.size()) != dim) return Status::InvalidArgument("embeddings of different lengths");
+    e.data.insert(e.data.end(), s.embedding.begin(), s.embedding.end());
+  }
+  if (e.n < 2 || dim == 0) return out;
+  const int k = static_cast<int>(std::min<int64_t>(o.neighbours, e.n - 1));
+  Result<KnnGraph> g = Status::OK();
+  if (e.n <= o.exact_up_to) {
+    auto cpu = gpu::MakeCpuBackend();
+    g = ExactKnn(e, k, *cpu);
+    *how = "exact";
+  } else {
+    g = HnswKnn(e, k);
+    *how = "hnsw";
+  }
+  if (!g.ok()) return g.status();
+  std::set<std::pair<size_t, size_t>> pairs;
+  for (int64_t i = 0; i < g->n; ++i)
+    for (int j = 0; j < g->k; ++j) {
+      const int32_t other = g->ids[i * g->k + j];
+      if (other < 0 || 1.0 - g->dist[i * g->k + j] < o.candidate_similarity) continue;
+      pairs.insert({std::min<size_t>(i, other), std::max<size_t>(i, other)});
+    }
+  return std::vector<std::pair<size_t, size_t>>(pairs.begin(), pairs.end());
+}
+
+}  // namespace
+
+int HammingDistance(uint64_t a, uint64_t b) { return std::popcount(a ^ b); }
+
+PictureSignature MakeSignature(const cv::Mat& bgr, const std::vector<float>& embedding) {
+  PictureSignature s;
+  cv::Mat hash;
+  cv::img_hash::pHash(bgr, hash);  // 8 bytes
+  for (int i = 0; i < 8 && i < static_cast<int>(hash.total()); ++i)
+    s.phash |= static_cast<uint64_t>(hash.at<uint8_t>(i)) << (8 * i);
+  double norm = 0;
+  for (float v : embedding) norm += double(v) * v;
+  norm = std::sqrt(norm);
+  for (float v : embedding) s.embedding.push_back(norm > 0 ? static_cast<float>(v / norm) : 0.f);
+  s.pixels = static_cast<int64_t>(bgr.total());
+  s.sharpness = Sharpness(bgr);
+  return s;
+}
+
+nlohmann::json ToJson(const PictureSignature& s) {
+  char hash[17];
+  std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(s.phash));
+  static const char* kDigits = "0123456789abcdef";
+  std::string emb;
+  emb.reserve(s.embedding.size() * 2);
+  for (float v : s.embedding) {
+    const int q = std::clamp(static_cast<int>(std::lround(v * 127)), -127, 127);
+    const auto b = static_cast<uint8_t>(static_cast<int8_t>(q));
+    emb += kDigits[b >> 4];
+    emb += kDigits[b & 15];
+  }
+  return {{"phash", hash}, {"embedding", emb}, {"pixels", s.pixels}, {"bytes", s.bytes}, {"sharpness", s.sharpness}};
+}
+
+Result<PictureSignature> SignatureFromJson(const nlohmann::json& j) {
+  if (!j.is_object() || !j.contains("phash") || !j.contains("embedding") || !j["phash"].is_string() ||
+      !j["embedding"].is_string())
+    return Status::Corruption("a signature needs phash and embedding strings");
+  PictureSignature s;
+  const std::string h = j["phash"].get<std::string>(), e = j["embedding"].get<std::string>();
+  if (h.size() != 16 || e.size() % 2 != 0) return Status::Corruption("a signature's hex has the wrong length");
+  for (char c : h) {
+    const int d = Hex(c);
+    if (d < 0) return Status::Corruption("a signature's phash is not hex");
+    s.phash = (s.phash << 4) | static_cast<uint64_t>(d);
+  }
+  double norm = 0;
+  for (size_t i = 0; i < e.size(); i += 2) {
+    const int hi = Hex(e[i]), lo = Hex(e[i + 1]);
+    if (hi < 0 || lo < 0) return Status::Corruption("a signature's embedding is not hex");
+    const float v = static_cast<float>(static_cast<int8_t>(static_cast<uint8_t>(hi * 16 + lo))) / 127.f;
+    s.embedding.push_back(v);
+    norm += double(v) * v;
+  }
+  if (norm > 0)
+    for (float& v : s.embedding) v = static_cast<float>(v / std::sqrt(norm));
+  s.pixels = j.value("pixels", int64_t{0});
+  s.bytes = j.value("bytes", int64_t{0});
+  s.sharpness = j.value("sharpness", 0.0);
+  return s;
+}
+
+Result<std::vector<DuplicateGroup>> GroupNearDuplicates(const std::vector<PictureSignature>& p,
+                                                        const NearDuplicateOptions& o,
+                                                        const ConfirmFn& confirm, GroupingStats* stats) {
+  GroupingStats st;
+  UnionFind uf(p.size());
+  std::map<std::pair<size_t, size_t>, Link> links;  // (a, b), a < b: how they were joined
+  for (const auto& [a, b] : HashPairs(p, o.phash_distance)) {
+    ++st.proposed_by_hash;
+    uf.Join(a, b);
+    links[{a, b}] = {b, Cosine(p[a], p[b]), "phash"};
+  }
+  auto emb = EmbeddingPairs(p, o, &st.neighbours);
+  if (!emb.ok()) return emb.status();
+  for (const auto& [a, b] : *emb) {
+    if (links.count({a, b})) continue;
+    ++st.proposed_by_embedding;
+    if (uf.Find(a) == uf.Find(b)) continue;  // already one group: nothing to confirm
+    if (!confirm(a, b)) {
+      ++st.refused;
+      continue;
+    }
+    ++st.confirmed;
+    uf.Join(a, b);
+    links[{a, b}] = {b, Cosine(p[a], p[b]), "embedding"};
+  }
+  std::map<size_t, std::vector<size_t>> by_root;
+  for (size_t i = 0; i < p.size(); ++i) by_root[uf.Find(i)].push_back(i);
+  std::vector<DuplicateGroup> out;
+  for (const auto& [root, ids] : by_root) {
+    if (ids.size() < 2) continue;
+    DuplicateGroup g;
+    g.representative = *std::max_element(ids.begin(), ids.end(), [&](size_t a, size_t b) {
+      if (p[a].pixels != p[b].pixels) return p[a].pixels < p[b].pixels;
+      if (p[a].bytes != p[b].bytes) return p[a].bytes < p[b].bytes;
+      if (p[a].sharpness != p[b].sharpness) return p[a].sharpness < p[b].sharpness;
+      return a > b;  // ties: the first
+    });
+    for (size_t id : ids) {
+      if (id == g.representative) continue;
+      // Tied to the representative by the signal that joined the pair, when they were
+      // proposed together; otherwise through others, with their cosine.
+      const auto key = std::make_pair(std::min(id, g.representative), std::max(id, g.representative));
+      auto it = links.find(key);
+      std::string signal = it != links.end() ? it->second.signal : "";
+      if (signal.empty())
+        for (const auto& [k, l] : links)
+          if ((k.first == id || k.second == id) && uf.Find(k.first) == root) signal = l.signal;
+      g.members.push_back({id, Cosine(p[id], p[g.representative]), signal});
+    }
+    out.push_back(std::move(g));
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.representative < b.representative; });
+  if (stats != nullptr) *stats = st;
+  return out;
+}
+
+}  // namespace framemill::cluster

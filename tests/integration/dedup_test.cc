@@ -1,0 +1,102 @@
+// Near-duplicates as users get them: the real binary runs categorize and dedup over real
+// photos and copies of them; `export --stage dedup` has the groups, `export --unique` leaves
+// the copies out, and a new copy re-arms the dataset-level job, which joins it.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include "tests/support/model_test_support.h"
+#include "tests/support/test_support.h"
+
+namespace framemill::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::vector<json> Lines(const std::string& text) {
+  std::vector<json> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) out.push_back(json::parse(line));
+  return out;
+}
+
+TEST(DedupBinaryTest, CopiesAreGroupedUnderTheirOriginalAndLeftOutByUnique) {
+  FM_REQUIRE_MODEL("centernet");
+  FM_REQUIRE_MODEL("nsfw");
+  TempDir dir;
+  const std::string media = dir / "media";
+  fs::create_directories(media);
+  for (const char* name : {"messi5.jpg", "fruits.jpg", "building.jpg"}) {
+    const cv::Mat im = cv::imread(SampleData(name), cv::IMREAD_COLOR);
+    const std::string stem = fs::path(name).stem();
+    cv::imwrite(media + "/" + stem + ".png", im);
+    if (stem == "building") continue;  // no copy: unique
+    cv::Mat half;
+    cv::resize(im, half, cv::Size(im.cols / 2, im.rows / 2), 0, 0, cv::INTER_AREA);
+    cv::imwrite(media + "/" + stem + "-half.jpg", half, {cv::IMWRITE_JPEG_QUALITY, 30});
+    cv::imwrite(media + "/" + stem + "-crop.jpg",
+                im(cv::Rect(im.cols / 20, im.rows / 20, im.cols * 9 / 10, im.rows * 9 / 10)).clone());
+  }
+  const std::map<std::string, std::string> env = {{"FRAMEMILL_DB", dir / "fm.db"}, {"FRAMEMILL_OUT", dir / "out"},
+                                                  {"FRAMEMILL_MODELS", ModelsDir()}, {"LOG_LEVEL", "warn"}};
+  ASSERT_EQ(RunProcess({FRAMEMILL_BIN, "enqueue", "--stages", "dedup", media}, env).exit_code, 0);
+  auto run = RunProcess({FRAMEMILL_BIN, "run", "--workers", "2"}, env, "", 600);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+
+  auto groups_now = [&] {
+    auto e = RunProcess({FRAMEMILL_BIN, "export", "--stage", "dedup"}, env);
+    EXPECT_EQ(e.exit_code, 0) << e.err;
+    const auto rows = Lines(e.out);
+    EXPECT_EQ(rows.size(), 1u) << e.out;
+    return rows.empty() ? json::array() : rows[0]["result"]["groups"];
+  };
+  const json groups = groups_now();
+  ASSERT_EQ(groups.size(), 2u) << groups.dump();
+  for (const auto& g : groups) {
+    const std::string rep = fs::path(g["representative"]["item"].get<std::string>()).filename();
+    ASSERT_TRUE(rep == "messi5.png" || rep == "fruits.png") << "the largest is the original: " << g.dump();
+    const std::string stem = fs::path(rep).stem();
+    std::set<std::string> members;
+    for (const auto& m : g["members"]) {
+      members.insert(fs::path(m["item"].get<std::string>()).filename());
+      EXPECT_TRUE(m["signal"] == "phash" || m["signal"] == "embedding") << m.dump();
+      EXPECT_TRUE(m.contains("similarity"));
+    }
+    EXPECT_EQ(members, (std::set<std::string>{stem + "-half.jpg", stem + "-crop.jpg"})) << g.dump();
+  }
+
+  // --unique: every categorize row but the four copies'.
+  auto unique = RunProcess({FRAMEMILL_BIN, "export", "--stage", "categorize", "--unique"}, env);
+  ASSERT_EQ(unique.exit_code, 0) << unique.err;
+  std::set<std::string> kept;
+  for (const auto& row : Lines(unique.out)) kept.insert(fs::path(row["item"].get<std::string>()).filename());
+  EXPECT_EQ(kept, (std::set<std::string>{"messi5.png", "fruits.png", "building.png"}));
+
+  // A new copy re-arms dedup, which joins it to its original's group.
+  const cv::Mat building = cv::imread(media + "/building.png", cv::IMREAD_COLOR);
+  cv::Mat bright;
+  building.convertTo(bright, -1, 1.0, 30);
+  cv::imwrite(media + "/building-bright.jpg", bright);
+  ASSERT_EQ(RunProcess({FRAMEMILL_BIN, "enqueue", "--stages", "dedup", media}, env).exit_code, 0);
+  run = RunProcess({FRAMEMILL_BIN, "run", "--workers", "2"}, env, "", 600);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const json again = groups_now();
+  ASSERT_EQ(again.size(), 3u) << again.dump();
+  bool found = false;
+  for (const auto& g : again)
+    if (fs::path(g["representative"]["item"].get<std::string>()).filename() == "building.png")
+      found = g["members"].size() == 1 && fs::path(g["members"][0]["item"].get<std::string>()).filename() == "building-bright.jpg";
+  EXPECT_TRUE(found) << again.dump();
+}
+
+}  // namespace
+}  // namespace framemill::testing
