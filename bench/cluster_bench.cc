@@ -3,6 +3,14 @@
 //
 //   cluster_bench [--benchmarks=cluster_10k,cluster_100k,cluster_1m] [--dim=1024]
 //                 [--recall_queries=1000] [--device=cpu|cuda] [--exact_up_to=20000]
+//   cluster_bench --benchmarks=dedup_10k,dedup_100k   (not by default)
+//
+// dedup_N: the dedup stage's grouping (cluster/near_duplicates.h) over N synthetic
+// signatures of categorize's shape (1280-d embeddings, 64-bit pHash): 90% distinct pictures
+// in random directions, 10% copies of one of them (cosine ~0.9; half with the hash a few
+// bits off, as a resize or re-compression leaves it, half with an unrelated hash, as a crop
+// or a turn does). The pixel check is simulated by the truth, so the figures are the
+// grouping's own cost and the number of checks it asks for, not ORB's.
 //
 // Each workload draws synthetic embeddings: identities of Zipf-like sizes (a few people
 // in many photos, many in few) around random centres, spread so that two faces of one
@@ -15,6 +23,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <set>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -28,6 +38,7 @@
 
 #include "cluster/cluster.h"
 #include "cluster/metrics.h"
+#include "cluster/near_duplicates.h"
 #include "gpu/compute_backend.h"
 #include "gpu/ops.h"
 #include "stages/stage_options.h"
@@ -168,6 +179,79 @@ void RunWorkload(int64_t n) {
   std::fflush(stdout);
 }
 
+void RunDedup(int64_t n) {
+  const double t0 = Now();
+  constexpr int kDim = 1280;
+  const int64_t originals = n - n / 10;
+  std::vector<cluster::PictureSignature> p(static_cast<size_t>(n));
+  std::vector<int64_t> truth(static_cast<size_t>(n));
+  tbb::parallel_for(int64_t{0}, n, [&](int64_t i) {
+    std::mt19937_64 r(7 + static_cast<uint64_t>(i));
+    std::normal_distribution<float> g(0, 1);
+    cluster::PictureSignature& s = p[static_cast<size_t>(i)];
+    s.embedding.resize(kDim);
+    s.pixels = 1000 + static_cast<int64_t>(r() % 1000);
+    if (i < originals) {
+      truth[static_cast<size_t>(i)] = i;
+      for (float& v : s.embedding) v = g(r);
+      s.phash = r();
+    }
+  });
+  tbb::parallel_for(originals, n, [&](int64_t i) {
+    std::mt19937_64 r(99 + static_cast<uint64_t>(i));
+    std::normal_distribution<float> g(0, 1);
+    const int64_t of = static_cast<int64_t>(r() % static_cast<uint64_t>(originals));
+    truth[static_cast<size_t>(i)] = of;
+    cluster::PictureSignature& s = p[static_cast<size_t>(i)];
+    const auto& o = p[static_cast<size_t>(of)];
+    double norm = 0;
+    for (float v : o.embedding) norm += double(v) * v;
+    const float scale = static_cast<float>(std::sqrt(norm / kDim));
+    for (int k = 0; k < kDim; ++k) s.embedding[k] = o.embedding[k] + 0.48f * scale * g(r);  // cosine ~0.9
+    s.phash = (i % 2 == 0) ? (o.phash ^ (uint64_t{1} << (r() % 64)) ^ (uint64_t{1} << (r() % 64))) : r();
+  });
+  for (auto& s : p) {
+    double norm = 0;
+    for (float v : s.embedding) norm += double(v) * v;
+    for (float& v : s.embedding) v = static_cast<float>(v / std::sqrt(norm));
+  }
+  const double drawn = Now() - t0;
+  std::atomic<int64_t> checks{0};
+  cluster::NearDuplicateOptions o;
+  o.exact_up_to = FLAGS.exact_up_to;
+  cluster::GroupingStats st;
+  const double t1 = Now();
+  auto groups = cluster::GroupNearDuplicates(p, o, [&](size_t a, size_t b) {
+    ++checks;
+    return truth[a] == truth[b];
+  }, &st);
+  const double grouped_s = Now() - t1;
+  if (!groups.ok()) {
+    std::printf("  failed: %s\n", groups.status().ToString().c_str());
+    std::exit(1);
+  }
+  std::vector<int64_t> group_of(static_cast<size_t>(n), -1);
+  int64_t mixed = 0;
+  for (size_t gi = 0; gi < groups->size(); ++gi) {
+    const auto& g = (*groups)[gi];
+    group_of[g.representative] = static_cast<int64_t>(gi);
+    std::set<int64_t> owners = {truth[g.representative]};
+    for (const auto& m : g.members) group_of[m.other] = static_cast<int64_t>(gi), owners.insert(truth[m.other]);
+    mixed += owners.size() > 1;
+  }
+  int64_t copies = n - originals, found = 0;
+  for (int64_t i = originals; i < n; ++i)
+    found += group_of[static_cast<size_t>(i)] >= 0 &&
+             group_of[static_cast<size_t>(i)] == group_of[static_cast<size_t>(truth[static_cast<size_t>(i)])];
+  std::printf("%9lld pictures %7lld copies | neighbours %-5s grouping %7.2f s | pairs: hash %lld, embedding %lld, "
+              "checks %lld (%.2f per picture) | copies grouped %.4f, mixed groups %lld | (draw %.1f s)\n",
+              static_cast<long long>(n), static_cast<long long>(copies), st.neighbours.c_str(), grouped_s,
+              static_cast<long long>(st.proposed_by_hash), static_cast<long long>(st.proposed_by_embedding),
+              static_cast<long long>(checks.load()), double(checks.load()) / double(n),
+              double(found) / double(std::max<int64_t>(1, copies)), static_cast<long long>(mixed), drawn);
+  std::fflush(stdout);
+}
+
 int Run() {
   std::time_t now = std::time(nullptr);
   char date[64];
@@ -190,7 +274,10 @@ int Run() {
   for (size_t p = 0, q; (q = list.find(',', p)) != std::string::npos; p = q + 1) {
     const std::string name = list.substr(p, q - p);
     int64_t n = 0;
-    if (name == "cluster_10k") n = 10'000;
+    bool dedup = false;
+    if (name == "dedup_10k") n = 10'000, dedup = true;
+    else if (name == "dedup_100k") n = 100'000, dedup = true;
+    else if (name == "cluster_10k") n = 10'000;
     else if (name == "cluster_100k") n = 100'000;
     else if (name == "cluster_1m") n = 1'000'000;
     else if (name.empty()) continue;
@@ -203,7 +290,8 @@ int Run() {
     const double t0 = Now();
     const pid_t pid = fork();
     if (pid == 0) {
-      RunWorkload(n);
+      if (dedup) RunDedup(n);
+      else RunWorkload(n);
       _exit(0);
     }
     int status = 0;

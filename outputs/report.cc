@@ -588,7 +588,7 @@ std::string Header(const std::string& title, const std::string& prefix, int64_t 
          "assets/style.css\"></head><body><header><b>framemill</b><a href=\"" + prefix +
          "index.html\">Overview</a><a href=\"" + prefix + "grid/1.html\">Items</a><a href=\"" + prefix +
          "clusters/index.html\">Identity clusters</a><a href=\"" + prefix +
-         "failures.html\">Failures</a><span class=\"when\">made " + Time(now_ms) + "</span></header><main>";
+         "duplicates.html\">Duplicates</a><a href=\"" + prefix + "failures.html\">Failures</a><span class=\"when\">made " + Time(now_ms) + "</span></header><main>";
 }
 
 const std::string kFooter = "</main></body></html>\n";
@@ -643,6 +643,7 @@ class ReportWriter {
     if (ec) return Status::InvalidArgument("-o: cannot make " + o_.dir + ": " + ec.message());
     FM_RETURN_IF_ERROR(WritePage(o_.dir + "/assets/style.css", kStyle, &stats_.total_bytes));
     FM_RETURN_IF_ERROR(LoadClusters());
+    FM_RETURN_IF_ERROR(LoadDuplicates());
     auto count = store_.ItemCount();
     if (!count.ok()) return count.status();
     shown_ = o_.limit > 0 ? std::min(*count, o_.limit) : *count;
@@ -652,6 +653,7 @@ class ReportWriter {
     FM_RETURN_IF_ERROR(FlushGrid(true));
     FM_RETURN_IF_ERROR(WriteClusters());
     FM_RETURN_IF_ERROR(WriteFailures());
+    FM_RETURN_IF_ERROR(WriteDuplicates());
     FM_RETURN_IF_ERROR(WriteIndex());
     RemoveStalePages(o_.dir + "/items", written_items_);
     RemoveStalePages(o_.dir + "/grid", written_grid_);
@@ -662,6 +664,84 @@ class ReportWriter {
   }
 
  private:
+  // The dedup result: each group's representative and members, by item.
+  Status LoadDuplicates() {
+    return store_.ForEachResult(stage_names::kDedup, [&](const ExportRow& row) -> Status {
+      json j = json::parse(row.result_json, nullptr, false);
+      if (!j.is_object() || !j.value("groups", json()).is_array()) return Status::OK();
+      for (const json& g : j["groups"]) {
+        DupGroup d;
+        d.representative = g.value("representative", json::object()).value("item", std::string());
+        for (const json& m : g.value("members", json::array()))
+          d.members.push_back({m.value("item", std::string()), NumberOr(m, "similarity", 0), m.value("signal", std::string())});
+        const size_t index = dup_groups_.size();
+        dup_of_[d.representative] = index;
+        for (const auto& m : d.members) dup_of_[m.item] = index;
+        dup_groups_.push_back(std::move(d));
+      }
+      return Status::OK();
+    });
+  }
+
+  // One picture of a duplicate group: its thumbnail, linked to its page when it has one.
+  std::string DupPicture(const std::string& item, const std::string& caption) const {
+    auto page = page_of_.find(item);
+    auto thumb = thumb_of_.find(item);
+    std::string img = thumb == thumb_of_.end() ? "<div class=\"none\">no picture</div>"
+                                               : "<img loading=\"lazy\" src=\"" + thumb->second + "\" alt=\"\">";
+    std::string body = "<div class=\"pic\" style=\"aspect-ratio:4/3\">" + img + "</div><div class=\"meta small\">" +
+                       Esc(BaseName(item)) + "<br><span class=\"muted\">" + caption + "</span></div>";
+    return page == page_of_.end() ? "<div class=\"card\">" + body + "</div>"
+                                  : "<a class=\"card\" href=\"items/" + page->second + "\">" + body + "</a>";
+  }
+
+  // On a card: " · copy" for a group's member, " · N copies" for its representative.
+  std::string DupNote(const ItemView& item) const {
+    auto it = dup_of_.find(item.source);
+    if (it == dup_of_.end()) return "";
+    const DupGroup& g = dup_groups_[it->second];
+    return g.representative == item.source ? " · " + std::to_string(g.members.size()) + " copies" : " · copy";
+  }
+
+  // On an item page: its group, the others linked.
+  std::string DuplicatesPanel(const ItemView& item) const {
+    auto it = dup_of_.find(item.source);
+    if (it == dup_of_.end()) return "";
+    const DupGroup& g = dup_groups_[it->second];
+    // The group's pictures, each linked to its page, are on the duplicates page (written
+    // last, when every page is known).
+    const std::string group = std::to_string(it->second);
+    std::string s = "<div class=\"panel\"><b>Duplicates</b> <a class=\"small\" href=\"../duplicates.html#g" + group +
+                    "\">group " + group + "</a><div class=\"small\">";
+    auto link = [&](const std::string& other) { return Esc(BaseName(other)); };
+    if (g.representative == item.source) {
+      s += "the representative of " + std::to_string(g.members.size()) + " cop(ies):";
+      for (const auto& m : g.members) s += " " + link(m.item);
+    } else {
+      s += "a copy of " + link(g.representative) + " (left out by export --unique)";
+    }
+    return s + "</div></div>";
+  }
+
+  Status WriteDuplicates() {
+    std::ostringstream p;
+    size_t copies = 0;
+    for (const DupGroup& g : dup_groups_) copies += g.members.size();
+    p << Header("Duplicates", "", now_) << "<h1>Near-duplicates</h1><div class=\"muted\">" << dup_groups_.size()
+      << " group(s), " << copies << " cop(ies) that <code>export --unique</code> leaves out; the representative"
+      << " (the largest, then the largest file, then the sharpest) first.</div>";
+    if (dup_groups_.empty()) p << "<div class=\"muted\">No groups: the dedup stage has no result, or found no copies.</div>";
+    for (size_t i = 0; i < dup_groups_.size() && i < kDupGroupsShown; ++i) {
+      const DupGroup& g = dup_groups_[i];
+      p << "<h2 id=\"g" << i << "\">Group " << i << "</h2><div class=\"grid\">" << DupPicture(g.representative, "representative");
+      for (const auto& m : g.members)
+        p << DupPicture(m.item, Esc(m.signal) + ", similarity " + Num(m.similarity, 2));
+      p << "</div>";
+    }
+    p << kFooter;
+    return WritePage(o_.dir + "/duplicates.html", p.str(), &stats_.total_bytes);
+  }
+
   // The face_clusters result: who is in which cluster, largest first.
   Status LoadClusters() {
     Status read = store_.ForEachResult(stage_names::kFaceClusters, [&](const ExportRow& row) -> Status {
@@ -765,6 +845,10 @@ class ReportWriter {
       if (stats_.problems.size() < 20) stats_.problems.push_back(item.source + ": " + made.message());
     }
     const std::string page = std::to_string(item.id) + ".html";
+    if (dup_of_.count(item.source)) {
+      page_of_[item.source] = page;
+      if (have_still) thumb_of_[item.source] = "assets/" + PictureCache::StillName(item, a.frame, o_.thumb_side);
+    }
     for (const FaceRef& f : a.all_faces) {
       const ClusterKey key{item.source, f.frame, f.index};
       auto c = cluster_index_.find(f.cluster);
@@ -785,7 +869,7 @@ class ReportWriter {
     grid_ += "<a class=\"card\" href=\"../items/" + page + "\">" +
              Picture(item, a, o_.thumb_side, "../", have_still, true, o_.nsfw_blur) + "<div class=\"meta\"><div class=\"name\" title=\"" +
              Esc(item.source) + "\">" + Esc(BaseName(item.source)) + "</div><div>" + Chips(item, true) +
-             "</div><div class=\"small muted\">" + CardLine(item, a) + "</div></div></a>";
+             "</div><div class=\"small muted\">" + CardLine(item, a) + DupNote(item) + "</div></div></a>";
     if (++in_grid_ == o_.page_size) FM_RETURN_IF_ERROR(FlushGrid(false));
     return Status::OK();
   }
@@ -892,6 +976,7 @@ class ReportWriter {
       << "<span><i style=\"background:#32d583\"></i>pose</span><span><i style=\"background:#00a0c8\"></i>segment mask</span>"
       << "<span><i style=\"background:#e6194b\"></i>faces (colour: identity cluster)</span></div>"
       << InpaintFigure(item, a, have_still) << "</div><div>" << FacesPanel(item, a);
+    s << DuplicatesPanel(item);
     if (auto it = a.results.find(stage_names::kCategorize); it != a.results.end()) s << ContentPanel(it->second);
     if (auto it = a.results.find(stage_names::kLighting); it != a.results.end()) s << LightingPanel(it->second);
     if (auto it = a.results.find(stage_names::kMotion); it != a.results.end()) s << MotionPanel(it->second, o_.path_map);
@@ -1164,6 +1249,19 @@ class ReportWriter {
   std::string grid_;
   int64_t in_grid_ = 0, grid_page_ = 0;
   std::set<std::string> written_items_, written_grid_, written_clusters_;
+  struct DupGroup {
+    std::string representative;
+    struct Member {
+      std::string item;
+      double similarity = 0;
+      std::string signal;
+    };
+    std::vector<Member> members;
+  };
+  static constexpr size_t kDupGroupsShown = 500;
+  std::vector<DupGroup> dup_groups_;
+  std::map<std::string, size_t> dup_of_;                       // item -> its group
+  std::map<std::string, std::string> page_of_, thumb_of_;      // grouped items' page and thumbnail
 };
 
 }  // namespace

@@ -29,7 +29,8 @@ inline std::string ContentHash(const std::string& path) {
 
 class ResultStore {
  public:
-  // Stages lighting, faces, categorize (images), face_clusters (dataset-level, after faces).
+  // Stages lighting, faces, categorize (images); face_clusters (dataset-level, after faces) and
+  // dedup (dataset-level, after categorize).
   explicit ResultStore(const std::string& db) {
     std::string err;
     StageSpec a;
@@ -41,6 +42,11 @@ class ResultStore {
     StageSpec categorize;
     categorize.name = "categorize";
     graph_.Add(categorize, &err);
+    StageSpec dedup;
+    dedup.name = "dedup";
+    dedup.deps = {"categorize"};
+    dedup.dataset_level = true;
+    graph_.Add(dedup, &err);
     StageSpec clusters;
     clusters.name = "face_clusters";
     clusters.deps = {"faces"};

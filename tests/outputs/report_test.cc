@@ -158,6 +158,32 @@ TEST_F(ReportTest, ContentAndNsfwAreShownAndUnsafePicturesBlurred) {
   EXPECT_EQ(Count(Page("grid/1.html"), "class=\"pic nsfw\""), 0);
 }
 
+// dedup's groups: a page of them, each item page naming its group, a card saying which is
+// the copy; the two items of a group link to each other.
+TEST_F(ReportTest, DuplicateGroupsHaveTheirPageAndEachItemNamesItsGroup) {
+  rs_->Enqueue(paths_, {"categorize", "dedup"});
+  rs_->Finish("categorize", [](const ClaimedJob&) { return Outcome::Done({{"media", {{"width", 200}, {"height", 150}}}}); });
+  rs_->Finish("dedup", [&](const ClaimedJob&) {
+    return Outcome::Done({{"groups", {{{"id", 0}, {"representative", {{"item", paths_[0]}}},
+                                       {"members", {{{"item", paths_[1]}, {"similarity", 0.93}, {"signal", "embedding"}}}}}}}});
+  });
+  Report();
+  const std::string dups = Page("duplicates.html");
+  EXPECT_NE(dups.find("1 group(s), 1 cop(ies)"), std::string::npos) << dups;
+  EXPECT_NE(dups.find("embedding, similarity 0.93"), std::string::npos) << dups;
+  EXPECT_NE(dups.find("href=\"items/" + std::to_string(ItemId(paths_[1])) + ".html\""), std::string::npos) << dups;
+  EXPECT_EQ(Count(dups, "src=\"assets/"), 2) << dups;
+  const std::string rep = Page("items/" + std::to_string(ItemId(paths_[0])) + ".html");
+  EXPECT_NE(rep.find("href=\"../duplicates.html#g0\">group 0</a>"), std::string::npos) << rep;
+  EXPECT_NE(rep.find("the representative of 1 cop(ies): img-1"), std::string::npos) << rep;
+  const std::string copy = Page("items/" + std::to_string(ItemId(paths_[1])) + ".html");
+  EXPECT_NE(copy.find("a copy of img-0"), std::string::npos) << copy;
+  EXPECT_NE(dups.find("id=\"g0\""), std::string::npos);
+  const std::string grid = Page("grid/1.html");
+  EXPECT_EQ(Count(grid, " · copy<"), 1) << grid;
+  EXPECT_EQ(Count(grid, " · 1 copies<"), 1) << grid;
+}
+
 TEST_F(ReportTest, NamesFromTheDiskAreEscaped) {
   const std::string odd = dir_ / "media/<b>x&\"q\".jpg";
   fs::copy_file(paths_[0], odd);
