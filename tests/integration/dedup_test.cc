@@ -98,5 +98,37 @@ TEST(DedupBinaryTest, CopiesAreGroupedUnderTheirOriginalAndLeftOutByUnique) {
   EXPECT_TRUE(found) << again.dump();
 }
 
+// Videos take part through categorize's sampled frames: a rescaled, re-encoded copy of a
+// clip joins it; the frames of one video never make a group alone.
+TEST(DedupBinaryTest, AVideoAndItsRescaledCopyAreOneGroup) {
+  FM_REQUIRE_MODEL("centernet");
+  FM_REQUIRE_MODEL("nsfw");
+  TempDir dir;
+  const std::string media = dir / "media";
+  fs::create_directories(media);
+  for (const auto& [name, scale] : std::vector<std::pair<std::string, std::string>>{
+           {"clip.mp4", "768:576"}, {"clip-small.mp4", "384:288"}}) {
+    auto r = RunProcess({"/usr/bin/ffmpeg", "-v", "error", "-y", "-i", SampleData("vtest.avi"), "-t", "4", "-vf",
+                         "scale=" + scale, "-c:v", "libx264", "-preset", "ultrafast", media + "/" + name});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  cv::imwrite(media + "/fruits.png", cv::imread(SampleData("fruits.jpg"), cv::IMREAD_COLOR));
+  const std::map<std::string, std::string> env = {{"FRAMEMILL_DB", dir / "fm.db"}, {"FRAMEMILL_OUT", dir / "out"},
+                                                  {"FRAMEMILL_MODELS", ModelsDir()}, {"LOG_LEVEL", "warn"}};
+  ASSERT_EQ(RunProcess({FRAMEMILL_BIN, "enqueue", "--stages", "dedup", media}, env).exit_code, 0);
+  auto run = RunProcess({FRAMEMILL_BIN, "run", "--workers", "2"}, env, "", 600);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  auto e = RunProcess({FRAMEMILL_BIN, "export", "--stage", "dedup"}, env);
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  const auto rows = Lines(e.out);
+  ASSERT_EQ(rows.size(), 1u) << e.out;
+  const json groups = rows[0]["result"]["groups"];
+  ASSERT_EQ(groups.size(), 1u) << groups.dump();
+  EXPECT_EQ(fs::path(groups[0]["representative"]["item"].get<std::string>()).filename(), "clip.mp4") << groups.dump();
+  ASSERT_EQ(groups[0]["members"].size(), 1u) << groups.dump();
+  EXPECT_EQ(fs::path(groups[0]["members"][0]["item"].get<std::string>()).filename(), "clip-small.mp4");
+  EXPECT_TRUE(groups[0]["representative"].contains("frame")) << "a video is represented by a frame";
+}
+
 }  // namespace
 }  // namespace framemill::testing
