@@ -106,6 +106,52 @@ std::string ModelsDir() {
   return e && *e ? e : std::string(FRAMEMILL_SOURCE_DIR) + "/.cache/models";
 }
 
+// categorize's two models (CenterNet and the content model) on the simulated device, through
+// the ladder as CATEGORIZE_GPU takes them: the same photo-or-drawing answers and NSFW classes
+// as on the CPU, and the same labels shown.
+TEST(SimGpuTest, CategorizeOnTheEngineGivesTheCpusContentAndNsfw) {
+  for (const char* m : {"centernet", "nsfw"}) {
+    if (!std::filesystem::exists(ModelsDir() + "/" + m + "/manifest.json")) {
+      const char* req = std::getenv("FRAMEMILL_REQUIRE_MODELS");
+      if (req != nullptr && std::string(req) == "1") FAIL() << m << " not installed in " << ModelsDir();
+      GTEST_SKIP() << m << " not installed in " << ModelsDir();
+    }
+  }
+  TempDir dir;
+  std::filesystem::create_directories(dir / "media");
+  for (const char* name : {"messi5.jpg", "HappyFish.jpg", "fruits.jpg"})
+    std::filesystem::copy_file(SampleData(name), dir / ("media/" + std::string(name)));
+  auto run = [&](const std::string& db, const std::string& backend) {
+    const std::map<std::string, std::string> e = {{"FRAMEMILL_DB", dir / db}, {"FRAMEMILL_OUT", dir / (db + "-out")},
+                                                  {"FRAMEMILL_MODELS", ModelsDir()}, {"GPU_BACKEND", backend},
+                                                  {"FRAMEMILL_SIM_VRAM_MB", "2048"}, {"FRAMEMILL_STAGES", "categorize"}};
+    EXPECT_EQ(RunProcess({FRAMEMILL_BIN, "enqueue", dir / "media"}, e, dir.path()).exit_code, 0);
+    auto r = RunProcess({FRAMEMILL_BIN, "run", "--workers", "1"}, e, dir.path(), 600);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    auto x = RunProcess({FRAMEMILL_BIN, "export", "--stage", "categorize"}, e, dir.path());
+    std::map<std::string, nlohmann::json> out;
+    std::istringstream in(x.out);
+    for (std::string line; std::getline(in, line);) {
+      auto j = nlohmann::json::parse(line);
+      out[j["item"].get<std::string>()] = j;
+    }
+    return out;
+  };
+  auto cpu = run("cpu.db", "cpu"), sim = run("sim.db", "sim");
+  ASSERT_EQ(cpu.size(), 3u);
+  ASSERT_EQ(sim.size(), 3u);
+  for (const auto& [item, c] : cpu) {
+    const auto& g = sim[item];
+    EXPECT_EQ(c["device"], "cpu") << item;
+    EXPECT_EQ(g["device"], "sim:0") << item;
+    EXPECT_EQ(g["result"]["content"]["type"], c["result"]["content"]["type"]) << item;
+    EXPECT_NEAR(g["result"]["content"]["p"].get<double>(), c["result"]["content"]["p"].get<double>(), 1e-3) << item;
+    for (const char* k : {"drawing", "hentai", "neutral", "porn", "sexy", "unsafe"})
+      EXPECT_NEAR(g["result"]["nsfw"][k].get<double>(), c["result"]["nsfw"][k].get<double>(), 1e-3) << item << " " << k;
+    EXPECT_EQ(g["result"]["categories"].size(), c["result"]["categories"].size()) << item;
+  }
+}
+
 // The neural stages on the simulated device: the models run on our inference engine
 // (reference kernels behind the sim's VRAM budget) through the batch tuner and the
 // out-of-memory ladder, exactly the path a CUDA device takes.
