@@ -80,6 +80,10 @@ TEST(DedupBinaryTest, CopiesAreGroupedUnderTheirOriginalAndLeftOutByUnique) {
   std::set<std::string> kept;
   for (const auto& row : Lines(unique.out)) kept.insert(fs::path(row["item"].get<std::string>()).filename());
   EXPECT_EQ(kept, (std::set<std::string>{"messi5.png", "fruits.png", "building.png"}));
+  // And in WebDataset shards: one sample per unique item.
+  auto shards = RunProcess({FRAMEMILL_BIN, "export", "--format", "webdataset", "-o", dir / "shards", "--unique"}, env);
+  ASSERT_EQ(shards.exit_code, 0) << shards.err;
+  EXPECT_NE(shards.err.find("exported 3 item(s)"), std::string::npos) << shards.err;
 
   // A new copy re-arms dedup, which joins it to its original's group.
   const cv::Mat building = cv::imread(media + "/building.png", cv::IMREAD_COLOR);
