@@ -22,12 +22,17 @@ struct Picture {
   cluster::PictureSignature signature;
 };
 
-// The pictures of one categorize result; `bad` counts signatures that could not be read.
-void ReadPictures(const ExportRow& row, std::vector<Picture>* out, int64_t* bad) {
+// The pictures of one categorize result; `bad` counts signatures that could not be read,
+// `unsigned_results` results written before categorize wrote signatures (rerun categorize on
+// them to include them).
+void ReadPictures(const ExportRow& row, std::vector<Picture>* out, int64_t* bad, int64_t* unsigned_results) {
   const auto j = nlohmann::json::parse(row.result_json, nullptr, false);
   if (j.is_discarded()) return void(++*bad);
+  const size_t before = out->size();
+  bool any = false;
   auto add = [&](const nlohmann::json& r, int64_t frame) {
     if (!r.contains("signature")) return;
+    any = true;
     auto s = cluster::SignatureFromJson(r["signature"]);
     if (!s.ok()) return void(++*bad);
     out->push_back({row.source, frame, r["signature"].value("file", row.source), std::move(s).value()});
@@ -37,6 +42,7 @@ void ReadPictures(const ExportRow& row, std::vector<Picture>* out, int64_t* bad)
   } else {
     add(j, -1);
   }
+  if (!any && out->size() == before) ++*unsigned_results;
 }
 
 // The pixels of pictures, decoded once each, at most `side` px (what the check matches at).
@@ -52,10 +58,15 @@ class PixelCache {
       auto img = DecodeImageFileScaled(p.file, ImageLimits{}, o_.confirm.max_side);
       if (img.ok()) m = img->image;
     } else {
+      // categorize's sample of the video, every frame of it kept: its other frames are
+      // likely asked for next.
+      if (cache_.size() > 4096) cache_.clear();
       auto sample = SampleVideoFrames(p.file, o_.video_frames, o_.video_limits);
       if (sample.ok())
-        for (size_t k = 0; k < sample->frames.size(); ++k)
+        for (size_t k = 0; k < sample->frames.size(); ++k) {
+          cache_[{p.file, sample->indices[k]}] = sample->frames[k];
           if (sample->indices[k] == p.frame) m = sample->frames[k];
+        }
     }
     if (cache_.size() > 4096) cache_.clear();  // bounded: the pairs come in neighbour order
     return cache_[key] = m;
@@ -83,9 +94,9 @@ DedupStage::DedupStage(DedupOptions options) : options_(std::move(options)) {
 Outcome DedupStage::RunOne(const StageContext& ctx) const {
   if (ctx.results == nullptr) return Outcome::Failed(Status::Internal("dedup needs the store's results to read"));
   std::vector<Picture> pictures;
-  int64_t unreadable = 0;
+  int64_t unreadable = 0, unsigned_results = 0;
   Status s = ctx.results->ForEachResult(stage_names::kCategorize, [&](const ExportRow& r) {
-    ReadPictures(r, &pictures, &unreadable);
+    ReadPictures(r, &pictures, &unreadable, &unsigned_results);
     return ctx.stopped() ? Status::Aborted("stopping") : Status::OK();
   });
   if (!s.ok()) return Outcome::Failed(s);
@@ -128,6 +139,7 @@ Outcome DedupStage::RunOne(const StageContext& ctx) const {
                                  {"confirmed", stats.confirmed},
                                  {"refused", stats.refused}}},
                       {"unreadable_results", unreadable},
+                      {"results_without_signature", unsigned_results},
                       {"unreadable_pictures", unreadable_pixels}};
   return Outcome::Done(std::move(r), "cpu");
 }
