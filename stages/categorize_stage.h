@@ -1,7 +1,8 @@
 // The `categorize` stage: COCO objects in an image (or a video's sampled frames) with
 // CenterNet (operation CATEGORIZE): boxes in image pixels, labels, scores, and the
 // categories present ranked by their best score; and what curators filter on first, from
-// nsfwjs (also CATEGORIZE): `content` (photo or drawing) and `nsfw` (five classes, unsafe).
+// nsfwjs (also CATEGORIZE): `content` (photo or drawing) and `nsfw` (five classes, unsafe);
+// and per picture the `signature` the dedup stage groups near-duplicates by.
 // Holds only configuration and the shared model cache; RunBatch is thread-safe.
 #pragma once
 
