@@ -53,27 +53,41 @@ double Cosine(const PictureSignature& a, const PictureSignature& b) {
   return dot;
 }
 
-// Pairs whose hashes differ in at most `max_distance` bits. With max_distance < 8, two such
-// hashes agree exactly on at least one of the 8 bytes (pigeonhole), so only pairs sharing a
-// byte in place are compared; beyond that every pair is.
+// Pairs to join by the hash. Pictures with one hash are chained (n - 1 pairs, not n^2: a
+// dataset of blank frames is one group, not a quadratic blow-up); then the distinct hashes
+// that differ in at most `max_distance` bits are paired, one picture of each. With
+// max_distance < 8, two such hashes agree exactly on at least one of the 8 bytes
+// (pigeonhole), so only hashes sharing a byte in place are compared.
 std::vector<std::pair<size_t, size_t>> HashPairs(const std::vector<PictureSignature>& p, int max_distance) {
-  std::set<std::pair<size_t, size_t>> pairs;
-  auto consider = [&](size_t a, size_t b) {
-    if (HammingDistance(p[a].phash, p[b].phash) <= max_distance) pairs.insert({std::min(a, b), std::max(a, b)});
+  std::map<uint64_t, std::vector<size_t>> by_hash;
+  for (size_t i = 0; i < p.size(); ++i) by_hash[p[i].phash].push_back(i);
+  std::vector<std::pair<size_t, size_t>> out;
+  std::vector<uint64_t> hashes;
+  for (const auto& [h, ids] : by_hash) {
+    hashes.push_back(h);
+    for (size_t k = 1; k < ids.size(); ++k) out.push_back({ids[0], ids[k]});
+  }
+  std::set<std::pair<uint64_t, uint64_t>> near;
+  auto consider = [&](uint64_t a, uint64_t b) {
+    if (a != b && HammingDistance(a, b) <= max_distance) near.insert({std::min(a, b), std::max(a, b)});
   };
   if (max_distance < 8) {
     for (int band = 0; band < 8; ++band) {
-      std::map<int, std::vector<size_t>> buckets;
-      for (size_t i = 0; i < p.size(); ++i) buckets[static_cast<int>((p[i].phash >> (8 * band)) & 0xFF)].push_back(i);
-      for (const auto& [key, ids] : buckets)
-        for (size_t x = 0; x < ids.size(); ++x)
-          for (size_t y = x + 1; y < ids.size(); ++y) consider(ids[x], ids[y]);
+      std::map<int, std::vector<uint64_t>> buckets;
+      for (uint64_t h : hashes) buckets[static_cast<int>((h >> (8 * band)) & 0xFF)].push_back(h);
+      for (const auto& [key, hs] : buckets)
+        for (size_t x = 0; x < hs.size(); ++x)
+          for (size_t y = x + 1; y < hs.size(); ++y) consider(hs[x], hs[y]);
     }
   } else {
-    for (size_t a = 0; a < p.size(); ++a)
-      for (size_t b = a + 1; b < p.size(); ++b) consider(a, b);
+    for (size_t a = 0; a < hashes.size(); ++a)
+      for (size_t b = a + 1; b < hashes.size(); ++b) consider(hashes[a], hashes[b]);
   }
-  return {pairs.begin(), pairs.end()};
+  for (const auto& [a, b] : near) {
+    const size_t x = by_hash[a].front(), y = by_hash[b].front();
+    out.push_back({std::min(x, y), std::max(x, y)});
+  }
+  return out;
 }
 
 // Pairs whose embeddings are at least `min_similarity` alike, from each picture's nearest.
@@ -177,16 +191,22 @@ Result<std::vector<DuplicateGroup>> GroupNearDuplicates(const std::vector<Pictur
                                                         const ConfirmFn& confirm, GroupingStats* stats) {
   GroupingStats st;
   UnionFind uf(p.size());
-  std::map<std::pair<size_t, size_t>, Link> links;  // (a, b), a < b: how they were joined
+  std::set<std::pair<size_t, size_t>> joined;  // (a, b), a < b: pairs the hash proposed
+  std::vector<std::string> signal_of(p.size());  // the signal of the first pair that joined it
+  auto mark = [&](size_t a, size_t b, const char* signal) {
+    if (signal_of[a].empty()) signal_of[a] = signal;
+    if (signal_of[b].empty()) signal_of[b] = signal;
+  };
   for (const auto& [a, b] : HashPairs(p, o.phash_distance)) {
     ++st.proposed_by_hash;
     uf.Join(a, b);
-    links[{a, b}] = {b, Cosine(p[a], p[b]), "phash"};
+    joined.insert({a, b});
+    mark(a, b, "phash");
   }
   auto emb = EmbeddingPairs(p, o, &st.neighbours);
   if (!emb.ok()) return emb.status();
   for (const auto& [a, b] : *emb) {
-    if (links.count({a, b})) continue;
+    if (joined.count({a, b})) continue;
     ++st.proposed_by_embedding;
     if (uf.Find(a) == uf.Find(b)) continue;  // already one group: nothing to confirm
     if (!confirm(a, b)) {
@@ -195,7 +215,7 @@ Result<std::vector<DuplicateGroup>> GroupNearDuplicates(const std::vector<Pictur
     }
     ++st.confirmed;
     uf.Join(a, b);
-    links[{a, b}] = {b, Cosine(p[a], p[b]), "embedding"};
+    mark(a, b, "embedding");
   }
   std::map<size_t, std::vector<size_t>> by_root;
   for (size_t i = 0; i < p.size(); ++i) by_root[uf.Find(i)].push_back(i);
@@ -211,15 +231,8 @@ Result<std::vector<DuplicateGroup>> GroupNearDuplicates(const std::vector<Pictur
     });
     for (size_t id : ids) {
       if (id == g.representative) continue;
-      // Tied to the representative by the signal that joined the pair, when they were
-      // proposed together; otherwise through others, with their cosine.
-      const auto key = std::make_pair(std::min(id, g.representative), std::max(id, g.representative));
-      auto it = links.find(key);
-      std::string signal = it != links.end() ? it->second.signal : "";
-      if (signal.empty())
-        for (const auto& [k, l] : links)
-          if ((k.first == id || k.second == id) && uf.Find(k.first) == root) signal = l.signal;
-      g.members.push_back({id, Cosine(p[id], p[g.representative]), signal});
+      // The signal of the pair that first joined it; the cosine to the representative.
+      g.members.push_back({id, Cosine(p[id], p[g.representative]), signal_of[id]});
     }
     out.push_back(std::move(g));
   }

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
@@ -70,6 +72,24 @@ TEST(NearDuplicatesTest, TheHashJoinsTheEmbeddingAsksAndTheLargestRepresents) {
   EXPECT_EQ(stats.neighbours, "hnsw");
   ASSERT_EQ(approx->size(), 2u);
   EXPECT_EQ((*approx)[1].representative, 2u);
+}
+
+// A dataset of blank frames shares one hash: one group, formed in linear pairs.
+TEST(NearDuplicatesTest, ThousandsOfIdenticalHashesMakeOneGroupWithoutAPairEach) {
+  std::vector<PictureSignature> p(6'000);
+  std::mt19937_64 rng(29);  // the other pictures' hashes: random, far from each other
+  for (size_t i = 0; i < p.size(); ++i) {
+    p[i].phash = i < 5'000 ? 0 : rng() | 1;
+    p[i].pixels = 100;
+    p[i].embedding = Unit({1, float(i % 7), float(i % 11)});
+  }
+  NearDuplicateOptions o;
+  GroupingStats st;
+  auto groups = GroupNearDuplicates(p, o, [](size_t, size_t) { return false; }, &st);
+  ASSERT_TRUE(groups.ok());
+  ASSERT_GE(groups->size(), 1u);
+  EXPECT_EQ((*groups)[0].members.size(), 4'999u);
+  EXPECT_LT(st.proposed_by_hash, 5'100) << "chained, not every pair";
 }
 
 }  // namespace
