@@ -136,33 +136,15 @@ def load_umd(text):
 
 # ---------------------------------------------------------------- weights
 
-_QDTYPES = {"uint8": np.uint8, "uint16": np.uint16, "float16": np.float16}
-
-
 def decode_weights(manifest, data):
     """{name: float32 array} from the concatenated shard bytes, dequantised as TF.js does
     (tfjs-core io decodeWeights: value * scale + min in double, stored as float32)."""
     out, off = {}, 0
     for group in manifest:
         for w in group["weights"]:
-            shape = [int(s) for s in w["shape"]]
-            count = int(np.prod(shape)) if shape else 1
-            q = w.get("quantization")
-            if q:
-                qdt = np.dtype(_QDTYPES[q["dtype"]])
-                raw = np.frombuffer(data, dtype=qdt, count=count, offset=off)
-                off += count * qdt.itemsize
-                if q["dtype"] == "float16":
-                    val = raw.astype(np.float32)
-                else:
-                    val = (raw.astype(np.float64) * q["scale"] + q["min"]).astype(np.float32)
-            else:
-                dt = np.dtype({"float32": np.float32, "int32": np.int32}[w["dtype"]])
-                val = np.frombuffer(data, dtype=dt, count=count, offset=off).copy()
-                off += count * dt.itemsize
             if w.get("dtype", "float32") != "float32":
                 raise KerasError(f"weight {w['name']}: dtype {w['dtype']} in a layers model")
-            out[w["name"]] = val.reshape(shape)
+            out[w["name"]], off = tfjs.decode_weight(w, data, off, precise=True)
     if off != len(data):
         raise KerasError(f"weights manifest covers {off} bytes, the shards hold {len(data)}")
     return out

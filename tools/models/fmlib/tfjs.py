@@ -30,6 +30,32 @@ _QDTYPES = {"float16": np.float16, "uint8": np.uint8, "uint16": np.uint16}
 _DTYPES = {"float32": np.float32, "int32": np.int32, "bool": np.bool_}
 
 
+def decode_weight(w, data, off, precise=False):
+    """One weightsManifest entry from `data` at byte `off`: (fp32/int32 array, next offset).
+    Quantised values are value * scale + min; `precise` computes it in double before storing
+    float32, as tfjs-core's io.decodeWeights does for layers models, else in float32."""
+    shape = [int(s) for s in w["shape"]]
+    count = int(np.prod(shape)) if shape else 1
+    q = w.get("quantization")
+    if q:
+        qdt = np.dtype(_QDTYPES[q["dtype"]])
+        raw = np.frombuffer(data, dtype=qdt, count=count, offset=off)
+        off += count * qdt.itemsize
+        if q["dtype"] == "float16":
+            val = raw.astype(np.float32)
+        elif precise:
+            val = (raw.astype(np.float64) * q["scale"] + q["min"]).astype(np.float32)
+        else:
+            val = raw.astype(np.float32) * np.float32(q["scale"]) + np.float32(q["min"])
+        if w.get("dtype") == "int32":
+            val = np.round(val).astype(np.int32)
+    else:
+        dt = np.dtype(_DTYPES[w["dtype"]])
+        val = np.frombuffer(data, dtype=dt, count=count, offset=off).copy()
+        off += count * dt.itemsize
+    return val.reshape(shape), off
+
+
 def load_weights(model_json, bin_dir):
     """Return {name: np.ndarray} with quantised / fp16 weights dequantised to fp32."""
     out = {}
@@ -37,24 +63,7 @@ def load_weights(model_json, bin_dir):
         data = b"".join(open(os.path.join(bin_dir, p), "rb").read() for p in group["paths"])
         off = 0
         for w in group["weights"]:
-            shape = [int(s) for s in w["shape"]]
-            count = int(np.prod(shape)) if shape else 1
-            q = w.get("quantization")
-            if q:
-                qdt = np.dtype(_QDTYPES[q["dtype"]])
-                raw = np.frombuffer(data, dtype=qdt, count=count, offset=off)
-                off += count * qdt.itemsize
-                if q["dtype"] == "float16":
-                    val = raw.astype(np.float32)
-                else:
-                    val = raw.astype(np.float32) * np.float32(q["scale"]) + np.float32(q["min"])
-                if w["dtype"] == "int32":
-                    val = np.round(val).astype(np.int32)
-            else:
-                dt = np.dtype(_DTYPES[w["dtype"]])
-                val = np.frombuffer(data, dtype=dt, count=count, offset=off).copy()
-                off += count * dt.itemsize
-            out[w["name"]] = val.reshape(shape)
+            out[w["name"]], off = decode_weight(w, data, off)
     return out
 
 
