@@ -78,22 +78,10 @@ def tf_same(i, k, s):
 
 
 def np_conv(x, w, stride, depthwise=False):
-    n, h, wd, c = x.shape
+    """NHWC convolution with TF's SAME padding, float64."""
+    _, h, wd, _ = x.shape
     kh, kw = w.shape[:2]
-    pt, pb = tf_same(h, kh, stride)
-    pl, pr = tf_same(wd, kw, stride)
-    xp = np.pad(x, [(0, 0), (pt, pb), (pl, pr), (0, 0)])
-    oh, ow = -(-h // stride), -(-wd // stride)
-    cout = c * w.shape[3] if depthwise else w.shape[3]
-    y = np.zeros((n, oh, ow, cout), np.float64)
-    for i in range(oh):
-        for j in range(ow):
-            patch = xp[:, i * stride:i * stride + kh, j * stride:j * stride + kw, :]
-            if depthwise:
-                y[:, i, j, :] = np.einsum("nhwc,hwcm->ncm", patch, w).reshape(n, -1)
-            else:
-                y[:, i, j, :] = np.einsum("nhwc,hwco->no", patch, w)
-    return y
+    return np_conv_pads(x, w, stride, (tf_same(h, kh, stride), tf_same(wd, kw, stride)), depthwise)
 
 
 def np_maxpool_same(x, k, stride):
