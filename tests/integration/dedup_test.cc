@@ -29,12 +29,41 @@ std::vector<json> Lines(const std::string& text) {
   return out;
 }
 
-TEST(DedupBinaryTest, CopiesAreGroupedUnderTheirOriginalAndLeftOutByUnique) {
-  FM_REQUIRE_MODEL("centernet");
-  FM_REQUIRE_MODEL("nsfw");
+// A store and a media folder of the test's own; categorize and dedup run by the binary.
+class DedupBinaryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    FM_REQUIRE_MODEL("centernet");
+    FM_REQUIRE_MODEL("nsfw");
+    fs::create_directories(media);
+  }
+  ProcResult Fm(const std::vector<std::string>& args, int timeout_s = 300) {
+    std::vector<std::string> argv = {FRAMEMILL_BIN};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunProcess(argv, env, "", timeout_s);
+  }
+  // Enqueues the folder for dedup (and so categorize) and runs it to the end.
+  void EnqueueAndRun() {
+    ASSERT_EQ(Fm({"enqueue", "--stages", "dedup", media}).exit_code, 0);
+    auto run = Fm({"run", "--workers", "2"}, 600);
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+  }
+  // The dedup job's groups.
+  json Groups() {
+    auto e = Fm({"export", "--stage", "dedup"});
+    EXPECT_EQ(e.exit_code, 0) << e.err;
+    const auto rows = Lines(e.out);
+    EXPECT_EQ(rows.size(), 1u) << e.out;
+    return rows.empty() ? json::array() : rows[0]["result"]["groups"];
+  }
+
   TempDir dir;
   const std::string media = dir / "media";
-  fs::create_directories(media);
+  const std::map<std::string, std::string> env = {{"FRAMEMILL_DB", dir / "fm.db"}, {"FRAMEMILL_OUT", dir / "out"},
+                                                  {"FRAMEMILL_MODELS", ModelsDir()}, {"LOG_LEVEL", "warn"}};
+};
+
+TEST_F(DedupBinaryTest, CopiesAreGroupedUnderTheirOriginalAndLeftOutByUnique) {
   for (const char* name : {"messi5.jpg", "fruits.jpg", "building.jpg"}) {
     const cv::Mat im = cv::imread(SampleData(name), cv::IMREAD_COLOR);
     const std::string stem = fs::path(name).stem();
@@ -46,20 +75,8 @@ TEST(DedupBinaryTest, CopiesAreGroupedUnderTheirOriginalAndLeftOutByUnique) {
     cv::imwrite(media + "/" + stem + "-crop.jpg",
                 im(cv::Rect(im.cols / 20, im.rows / 20, im.cols * 9 / 10, im.rows * 9 / 10)).clone());
   }
-  const std::map<std::string, std::string> env = {{"FRAMEMILL_DB", dir / "fm.db"}, {"FRAMEMILL_OUT", dir / "out"},
-                                                  {"FRAMEMILL_MODELS", ModelsDir()}, {"LOG_LEVEL", "warn"}};
-  ASSERT_EQ(RunProcess({FRAMEMILL_BIN, "enqueue", "--stages", "dedup", media}, env).exit_code, 0);
-  auto run = RunProcess({FRAMEMILL_BIN, "run", "--workers", "2"}, env, "", 600);
-  ASSERT_EQ(run.exit_code, 0) << run.err;
-
-  auto groups_now = [&] {
-    auto e = RunProcess({FRAMEMILL_BIN, "export", "--stage", "dedup"}, env);
-    EXPECT_EQ(e.exit_code, 0) << e.err;
-    const auto rows = Lines(e.out);
-    EXPECT_EQ(rows.size(), 1u) << e.out;
-    return rows.empty() ? json::array() : rows[0]["result"]["groups"];
-  };
-  const json groups = groups_now();
+  ASSERT_NO_FATAL_FAILURE(EnqueueAndRun());
+  const json groups = Groups();
   ASSERT_EQ(groups.size(), 2u) << groups.dump();
   for (const auto& g : groups) {
     const std::string rep = fs::path(g["representative"]["item"].get<std::string>()).filename();
@@ -75,13 +92,13 @@ TEST(DedupBinaryTest, CopiesAreGroupedUnderTheirOriginalAndLeftOutByUnique) {
   }
 
   // --unique: every categorize row but the four copies'.
-  auto unique = RunProcess({FRAMEMILL_BIN, "export", "--stage", "categorize", "--unique"}, env);
+  auto unique = Fm({"export", "--stage", "categorize", "--unique"});
   ASSERT_EQ(unique.exit_code, 0) << unique.err;
   std::set<std::string> kept;
   for (const auto& row : Lines(unique.out)) kept.insert(fs::path(row["item"].get<std::string>()).filename());
   EXPECT_EQ(kept, (std::set<std::string>{"messi5.png", "fruits.png", "building.png"}));
   // And in WebDataset shards: one sample per unique item.
-  auto shards = RunProcess({FRAMEMILL_BIN, "export", "--format", "webdataset", "-o", dir / "shards", "--unique"}, env);
+  auto shards = Fm({"export", "--format", "webdataset", "-o", dir / "shards", "--unique"});
   ASSERT_EQ(shards.exit_code, 0) << shards.err;
   EXPECT_NE(shards.err.find("exported 3 item(s)"), std::string::npos) << shards.err;
 
@@ -90,10 +107,8 @@ TEST(DedupBinaryTest, CopiesAreGroupedUnderTheirOriginalAndLeftOutByUnique) {
   cv::Mat bright;
   building.convertTo(bright, -1, 1.0, 30);
   cv::imwrite(media + "/building-bright.jpg", bright);
-  ASSERT_EQ(RunProcess({FRAMEMILL_BIN, "enqueue", "--stages", "dedup", media}, env).exit_code, 0);
-  run = RunProcess({FRAMEMILL_BIN, "run", "--workers", "2"}, env, "", 600);
-  ASSERT_EQ(run.exit_code, 0) << run.err;
-  const json again = groups_now();
+  ASSERT_NO_FATAL_FAILURE(EnqueueAndRun());
+  const json again = Groups();
   ASSERT_EQ(again.size(), 3u) << again.dump();
   bool found = false;
   for (const auto& g : again)
@@ -104,12 +119,7 @@ TEST(DedupBinaryTest, CopiesAreGroupedUnderTheirOriginalAndLeftOutByUnique) {
 
 // Videos take part through categorize's sampled frames: a rescaled, re-encoded copy of a
 // clip joins it; the frames of one video never make a group alone.
-TEST(DedupBinaryTest, AVideoAndItsRescaledCopyAreOneGroup) {
-  FM_REQUIRE_MODEL("centernet");
-  FM_REQUIRE_MODEL("nsfw");
-  TempDir dir;
-  const std::string media = dir / "media";
-  fs::create_directories(media);
+TEST_F(DedupBinaryTest, AVideoAndItsRescaledCopyAreOneGroup) {
   for (const auto& [name, scale] : std::vector<std::pair<std::string, std::string>>{
            {"clip.mp4", "768:576"}, {"clip-small.mp4", "384:288"}}) {
     auto r = RunProcess({"/usr/bin/ffmpeg", "-v", "error", "-y", "-i", SampleData("vtest.avi"), "-t", "4", "-vf",
@@ -117,16 +127,8 @@ TEST(DedupBinaryTest, AVideoAndItsRescaledCopyAreOneGroup) {
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
   cv::imwrite(media + "/fruits.png", cv::imread(SampleData("fruits.jpg"), cv::IMREAD_COLOR));
-  const std::map<std::string, std::string> env = {{"FRAMEMILL_DB", dir / "fm.db"}, {"FRAMEMILL_OUT", dir / "out"},
-                                                  {"FRAMEMILL_MODELS", ModelsDir()}, {"LOG_LEVEL", "warn"}};
-  ASSERT_EQ(RunProcess({FRAMEMILL_BIN, "enqueue", "--stages", "dedup", media}, env).exit_code, 0);
-  auto run = RunProcess({FRAMEMILL_BIN, "run", "--workers", "2"}, env, "", 600);
-  ASSERT_EQ(run.exit_code, 0) << run.err;
-  auto e = RunProcess({FRAMEMILL_BIN, "export", "--stage", "dedup"}, env);
-  ASSERT_EQ(e.exit_code, 0) << e.err;
-  const auto rows = Lines(e.out);
-  ASSERT_EQ(rows.size(), 1u) << e.out;
-  const json groups = rows[0]["result"]["groups"];
+  ASSERT_NO_FATAL_FAILURE(EnqueueAndRun());
+  const json groups = Groups();
   ASSERT_EQ(groups.size(), 1u) << groups.dump();
   EXPECT_EQ(fs::path(groups[0]["representative"]["item"].get<std::string>()).filename(), "clip.mp4") << groups.dump();
   ASSERT_EQ(groups[0]["members"].size(), 1u) << groups.dump();

@@ -68,10 +68,7 @@ class ReportBinaryTest : public ::testing::Test {
   }
   void SetUp() override {
     for (const char* m : {"blazeface", "faceres", "centernet", "nsfw", "movenet-multipose", "selfie", "silero-vad", "facemesh"})
-      if (!fs::exists(ModelsDir() + "/" + m + "/manifest.json")) {
-        if (Required("FRAMEMILL_REQUIRE_MODELS")) FAIL() << m << " not installed in " << ModelsDir();
-        GTEST_SKIP() << m << " not installed in " << ModelsDir();
-      }
+      FM_REQUIRE_MODEL(m);
     // The broken file fails its jobs; everything else finishes.
     ASSERT_EQ(run_->exit_code, 3) << run_->err;
   }
@@ -136,7 +133,9 @@ TEST_F(ReportBinaryTest, TheReportOpensInChromiumWithEveryPictureAndNoErrors) {
   EXPECT_EQ(by["grid/1.html"]["cards"], items);
   EXPECT_EQ(by["grid/1.html"]["overlays"].get<int64_t>() + 1, items);  // the broken file has no picture
   EXPECT_GE(by["grid/1.html"]["images"].get<int64_t>(), items - 1);
-  if (fs::exists(kSolvay)) EXPECT_GE(by[group]["boxes"].get<int>(), 20) << "the Solvay photo's faces";
+  if (fs::exists(kSolvay)) {
+    EXPECT_GE(by[group]["boxes"].get<int>(), 20) << "the Solvay photo's faces";
+  }
   const std::string video_page = ReadFile(*dir_ / ("report/" + video));
   EXPECT_NE(video_page.find("<b>Motion</b>"), std::string::npos);
   EXPECT_NE(video_page.find("<b>Audio-video sync</b>"), std::string::npos);

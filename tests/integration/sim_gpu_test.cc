@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "tests/support/model_test_support.h"
 #include "tests/support/test_support.h"
 
 namespace framemill::testing {
@@ -101,22 +102,13 @@ TEST(SimGpuTest, GpuCommandShowsDevicesAndEveryOperationsDecision) {
 }
 
 
-std::string ModelsDir() {
-  const char* e = std::getenv("FRAMEMILL_MODELS");
-  return e && *e ? e : std::string(FRAMEMILL_SOURCE_DIR) + "/.cache/models";
-}
 
 // categorize's two models (CenterNet and the content model) on the simulated device, through
 // the ladder as CATEGORIZE_GPU takes them: the same photo-or-drawing answers and NSFW classes
 // as on the CPU, and the same labels shown.
 TEST(SimGpuTest, CategorizeOnTheEngineGivesTheCpusContentAndNsfw) {
-  for (const char* m : {"centernet", "nsfw"}) {
-    if (!std::filesystem::exists(ModelsDir() + "/" + m + "/manifest.json")) {
-      const char* req = std::getenv("FRAMEMILL_REQUIRE_MODELS");
-      if (req != nullptr && std::string(req) == "1") FAIL() << m << " not installed in " << ModelsDir();
-      GTEST_SKIP() << m << " not installed in " << ModelsDir();
-    }
-  }
+  FM_REQUIRE_MODEL("centernet");
+  FM_REQUIRE_MODEL("nsfw");
   TempDir dir;
   std::filesystem::create_directories(dir / "media");
   for (const char* name : {"messi5.jpg", "HappyFish.jpg", "fruits.jpg"})
@@ -156,13 +148,8 @@ TEST(SimGpuTest, CategorizeOnTheEngineGivesTheCpusContentAndNsfw) {
 // (reference kernels behind the sim's VRAM budget) through the batch tuner and the
 // out-of-memory ladder, exactly the path a CUDA device takes.
 TEST(SimGpuTest, NeuralStagesRunOnTheEngineAndFallBackWhenTheModelDoesNotFit) {
-  for (const char* m : {"movenet-lightning", "selfie"}) {
-    if (!std::filesystem::exists(ModelsDir() + "/" + m + "/manifest.json")) {
-      const char* req = std::getenv("FRAMEMILL_REQUIRE_MODELS");
-      if (req != nullptr && std::string(req) == "1") FAIL() << m << " not installed in " << ModelsDir();
-      GTEST_SKIP() << m << " not installed in " << ModelsDir();
-    }
-  }
+  FM_REQUIRE_MODEL("movenet-lightning");
+  FM_REQUIRE_MODEL("selfie");
   TempDir dir;
   MakeRealImages(dir / "media", 6, 640);
   auto env = [&](const std::string& db, const std::string& backend, const std::string& vram) {
