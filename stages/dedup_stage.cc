@@ -53,6 +53,7 @@ class PixelCache {
     const auto key = std::make_pair(p.file, p.frame);
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second;
+    if (cache_.size() > 4096) cache_.clear();  // bounded: the pairs come in neighbour order
     cv::Mat m;
     if (p.frame < 0) {
       auto img = DecodeImageFileScaled(p.file, ImageLimits{}, o_.confirm.max_side);
@@ -60,7 +61,6 @@ class PixelCache {
     } else {
       // categorize's sample of the video, every frame of it kept: its other frames are
       // likely asked for next.
-      if (cache_.size() > 4096) cache_.clear();
       auto sample = SampleVideoFrames(p.file, o_.video_frames, o_.video_limits);
       if (sample.ok())
         for (size_t k = 0; k < sample->frames.size(); ++k) {
@@ -68,7 +68,6 @@ class PixelCache {
           if (sample->indices[k] == p.frame) m = sample->frames[k];
         }
     }
-    if (cache_.size() > 4096) cache_.clear();  // bounded: the pairs come in neighbour order
     return cache_[key] = m;
   }
 
