@@ -1,5 +1,7 @@
 #include "cluster/bridge.h"
 
+#include "cluster/union_find.h"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -11,19 +13,14 @@ namespace {
 
 // Connected groups of the graph over edges within max_distance.
 std::vector<int32_t> Groups(const KnnGraph& g, float max_distance) {
-  std::vector<int32_t> parent(static_cast<size_t>(g.n));
-  std::iota(parent.begin(), parent.end(), 0);
-  auto find = [&](int32_t x) {
-    while (parent[x] != x) x = parent[x] = parent[parent[x]];
-    return x;
-  };
+  UnionFind<int32_t> uf(g.n);
   for (int64_t i = 0; i < g.n; ++i)
     for (int j = 0; j < g.k; ++j) {
       const int32_t b = g.ids[i * g.k + j];
-      if (b >= 0 && g.dist[i * g.k + j] <= max_distance) parent[find(static_cast<int32_t>(i))] = find(b);
+      if (b >= 0 && g.dist[i * g.k + j] <= max_distance) uf.Join(static_cast<int32_t>(i), b);
     }
-  std::vector<int32_t> group(parent.size());
-  for (size_t i = 0; i < parent.size(); ++i) group[i] = find(static_cast<int32_t>(i));
+  std::vector<int32_t> group(static_cast<size_t>(g.n));
+  for (size_t i = 0; i < group.size(); ++i) group[i] = uf.Find(static_cast<int32_t>(i));
   return group;
 }
 

@@ -1,5 +1,7 @@
 #include "cluster/hdbscan.h"
 
+#include "cluster/union_find.h"
+
 #include <algorithm>
 #include <limits>
 #include <numeric>
@@ -20,21 +22,6 @@ struct Edge {
   bool operator<(const Edge& o) const {
     return w != o.w ? w < o.w : (a != o.a ? a < o.a : b < o.b);
   }
-};
-
-class UnionFind {
- public:
-  explicit UnionFind(int64_t n) : parent_(static_cast<size_t>(n)) {
-    std::iota(parent_.begin(), parent_.end(), 0);
-  }
-  int32_t Find(int32_t x) {
-    while (parent_[x] != x) x = parent_[x] = parent_[parent_[x]];
-    return x;
-  }
-  void Join(int32_t root_a, int32_t root_b) { parent_[root_b] = root_a; }
-
- private:
-  std::vector<int32_t> parent_;
 };
 
 // The single-linkage forest: points are nodes [0, n), merges are nodes n, n+1, ...
@@ -81,7 +68,7 @@ std::vector<Edge> Edges(const KnnGraph& g, const std::vector<float>& core, float
 Dendrogram SingleLinkage(int64_t n, const std::vector<Edge>& edges) {
   Dendrogram t;
   t.n = n;
-  UnionFind uf(n);
+  UnionFind<int32_t> uf(n);
   std::vector<int32_t> node(static_cast<size_t>(n));  // per union-find root: its tree node
   std::iota(node.begin(), node.end(), 0);
   for (const Edge& e : edges) {
@@ -92,7 +79,7 @@ Dendrogram SingleLinkage(int64_t n, const std::vector<Edge>& edges) {
     t.right.push_back(node[rb]);
     t.distance.push_back(e.w);
     t.size.push_back(t.Size(node[ra]) + t.Size(node[rb]));
-    uf.Join(ra, rb);
+    uf.Join(rb, ra);  // rb's tree goes under ra
     node[ra] = id;
   }
   for (int64_t i = 0; i < n; ++i)

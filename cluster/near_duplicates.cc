@@ -5,13 +5,13 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
-#include <numeric>
 #include <set>
 
 #include <opencv2/img_hash.hpp>
 #include <opencv2/imgproc.hpp>
 
 #include "cluster/knn.h"
+#include "cluster/union_find.h"
 
 namespace framemill::cluster {
 namespace {
@@ -30,21 +30,20 @@ double Sharpness(const cv::Mat& bgr) {
   return sd[0] * sd[0];
 }
 
+// v scaled to unit length; one with no length (zero, or not finite) becomes zero.
+std::vector<float> Unit(std::vector<float> v) {
+  double norm = 0;
+  for (float x : v) norm += double(x) * x;
+  if (!(norm > 0)) return std::vector<float>(v.size(), 0.f);
+  for (float& x : v) x = static_cast<float>(x / std::sqrt(norm));
+  return v;
+}
+
 int Hex(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   return -1;
 }
-
-struct UnionFind {
-  std::vector<size_t> parent;
-  explicit UnionFind(size_t n) : parent(n) { std::iota(parent.begin(), parent.end(), 0); }
-  size_t Find(size_t x) {
-    while (parent[x] != x) x = parent[x] = parent[parent[x]];
-    return x;
-  }
-  void Join(size_t a, size_t b) { parent[Find(a)] = Find(b); }
-};
 
 double Cosine(const PictureSignature& a, const PictureSignature& b) {
   if (a.embedding.size() != b.embedding.size()) return 0;
@@ -134,10 +133,7 @@ PictureSignature MakeSignature(const cv::Mat& bgr, const std::vector<float>& emb
   cv::img_hash::pHash(bgr, hash);  // 8 bytes
   for (int i = 0; i < 8 && i < static_cast<int>(hash.total()); ++i)
     s.phash |= static_cast<uint64_t>(hash.at<uint8_t>(i)) << (8 * i);
-  double norm = 0;
-  for (float v : embedding) norm += double(v) * v;
-  norm = std::sqrt(norm);
-  for (float v : embedding) s.embedding.push_back(norm > 0 ? static_cast<float>(v / norm) : 0.f);
+  s.embedding = Unit(embedding);
   s.pixels = static_cast<int64_t>(bgr.total());
   s.sharpness = Sharpness(bgr);
   return s;
@@ -170,16 +166,12 @@ Result<PictureSignature> SignatureFromJson(const nlohmann::json& j) {
     if (d < 0) return Status::Corruption("a signature's phash is not hex");
     s.phash = (s.phash << 4) | static_cast<uint64_t>(d);
   }
-  double norm = 0;
   for (size_t i = 0; i < e.size(); i += 2) {
     const int hi = Hex(e[i]), lo = Hex(e[i + 1]);
     if (hi < 0 || lo < 0) return Status::Corruption("a signature's embedding is not hex");
-    const float v = static_cast<float>(static_cast<int8_t>(static_cast<uint8_t>(hi * 16 + lo))) / 127.f;
-    s.embedding.push_back(v);
-    norm += double(v) * v;
+    s.embedding.push_back(static_cast<float>(static_cast<int8_t>(static_cast<uint8_t>(hi * 16 + lo))) / 127.f);
   }
-  if (norm > 0)
-    for (float& v : s.embedding) v = static_cast<float>(v / std::sqrt(norm));
+  s.embedding = Unit(std::move(s.embedding));
   s.pixels = j.value("pixels", int64_t{0});
   s.bytes = j.value("bytes", int64_t{0});
   s.sharpness = j.value("sharpness", 0.0);
@@ -190,7 +182,7 @@ Result<std::vector<DuplicateGroup>> GroupNearDuplicates(const std::vector<Pictur
                                                         const NearDuplicateOptions& o,
                                                         const ConfirmFn& confirm, GroupingStats* stats) {
   GroupingStats st;
-  UnionFind uf(p.size());
+  UnionFind<size_t> uf(static_cast<int64_t>(p.size()));
   std::set<std::pair<size_t, size_t>> joined;  // (a, b), a < b: pairs the hash proposed
   std::vector<std::string> signal_of(p.size());  // the signal of the first pair that joined it
   auto mark = [&](size_t a, size_t b, const char* signal) {
