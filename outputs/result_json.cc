@@ -2,6 +2,7 @@
 
 #include "base/json_text.h"
 #include "jobs/job.h"
+#include "jobs/stage_names.h"
 
 namespace framemill {
 namespace {
@@ -42,6 +43,21 @@ nlohmann::json ItemJson(const ItemView& item, const std::string& key) {
     }
   }
   return j;
+}
+
+Result<std::set<std::string>> DuplicateMembers(ResultReader& results) {
+  std::set<std::string> out;
+  Status s = results.ForEachResult(stage_names::kDedup, [&](const ExportRow& r) {
+    const auto j = nlohmann::json::parse(r.result_json, nullptr, false);
+    if (j.is_discarded() || !j.value("groups", nlohmann::json()).is_array())
+      return Status::Corruption("the dedup result is not readable: rerun dedup");
+    for (const auto& g : j["groups"])
+      for (const auto& m : g.value("members", nlohmann::json::array()))
+        if (m.contains("item") && m["item"].is_string()) out.insert(m["item"].get<std::string>());
+    return Status::OK();
+  });
+  if (!s.ok()) return s;
+  return out;
 }
 
 }  // namespace framemill

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -21,5 +22,10 @@ nlohmann::json DoneResultJson(const std::string& device, int64_t attempts,
 // "results": {stage: DoneResultJson}, "states": {stage: "done"|"failed"|...},
 // "reasons": {stage: {"class", "message"}} for failed and skipped jobs}.
 nlohmann::json ItemJson(const ItemView& item, const std::string& key);
+
+// The items `dedup` found to be copies of another (every group member but the
+// representative), as export names them: what `export --unique` leaves out, in every
+// format. Empty when dedup has no result.
+Result<std::set<std::string>> DuplicateMembers(ResultReader& results);
 
 }  // namespace framemill

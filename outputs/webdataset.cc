@@ -1,7 +1,5 @@
 #include "outputs/webdataset.h"
 
-#include "jobs/stage_names.h"
-
 #include <archive.h>
 #include <archive_entry.h>
 #include <fcntl.h>
@@ -178,21 +176,6 @@ std::string MediaExtension(const ItemView& item) {
   if (ext == "jpeg") ext = "jpg";
   if (ext == "tiff") ext = "tif";
   return ext.empty() ? "bin" : ext;
-}
-
-Result<std::set<std::string>> DuplicateMembers(ResultReader& results) {
-  std::set<std::string> out;
-  Status s = results.ForEachResult(stage_names::kDedup, [&](const ExportRow& r) {
-    const auto j = nlohmann::json::parse(r.result_json, nullptr, false);
-    if (j.is_discarded() || !j.value("groups", nlohmann::json()).is_array())
-      return Status::Corruption("the dedup result is not readable: rerun dedup");
-    for (const auto& g : j["groups"])
-      for (const auto& m : g.value("members", nlohmann::json::array()))
-        if (m.contains("item") && m["item"].is_string()) out.insert(m["item"].get<std::string>());
-    return Status::OK();
-  });
-  if (!s.ok()) return s;
-  return out;
 }
 
 Result<WebDatasetStats> WriteWebDataset(JobStore& store, const WebDatasetOptions& options) {

@@ -21,7 +21,7 @@ struct WebDatasetOptions {
   std::string dir;            // created if missing
   int64_t shard_size = 1000;  // items per shard
   PathMap path_map;           // where the store's canonical paths are on this machine
-  std::set<std::string> leave_out;  // items not written (export --unique: DuplicateMembers)
+  std::set<std::string> leave_out;  // items not written (export --unique: DuplicateMembers, result_json.h)
 };
 
 struct WebDatasetStats {
@@ -35,11 +35,6 @@ struct WebDatasetStats {
 // its first dot), so neither may contain a dot.
 std::string WebDatasetKey(const ItemView& item, bool duplicate);
 std::string MediaExtension(const ItemView& item);
-
-// The items `dedup` found to be copies of another (every group member but the
-// representative), as export names them: what `export --unique` leaves out. Empty when
-// dedup has no result.
-Result<std::set<std::string>> DuplicateMembers(ResultReader& results);
 
 // Walks the store (JobStore::ForEachItem) and writes the shards. An item whose media
 // cannot be read is left out and named in `left_out`; a write error is IOError naming
