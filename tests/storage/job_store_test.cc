@@ -1401,6 +1401,20 @@ TEST_P(JobStoreTest, ForEachResultExportsDoneJobsWithTheirResults) {
   EXPECT_EQ(b, 2);
 }
 
+// Longest first: every job of a video is claimed before any photo's, stage by stage within
+// each, so a long video job never starts last and runs alone while the workers idle.
+TEST_P(JobStoreTest, AVideosJobsAreClaimedBeforeAnyPhotosJob) {
+  AddStage(Stage("a"));
+  AddStage(Stage("b"));
+  Open();
+  Enqueue({Image("/d/0.png", "h0"), Video("/d/1.mp4", "h1"), Image("/d/2.png", "h2")}, {"a", "b"});
+  auto jobs = Claim("w", {"a", "b"});
+  ASSERT_EQ(jobs.size(), 6u);
+  std::vector<std::string> order;
+  for (const ClaimedJob& j : jobs) order.push_back(std::to_string(j.item_id) + j.stage);
+  EXPECT_EQ(order, (std::vector<std::string>{"2a", "2b", "1a", "3a", "1b", "3b"}));
+}
+
 // The report and the WebDataset export read items whole: every item once, in item order
 // across pages, each with all its jobs (done ones with their result, failed ones with
 // their error), and the failed attempts newest first.
@@ -1413,6 +1427,8 @@ TEST_P(JobStoreTest, ForEachItemGivesEveryItemWithAllItsJobsAcrossPages) {
   Enqueue({Image("/d/0.png", "h0"), Image("/d/1.png", "h1"), Video("/d/2.mp4", "h2")}, {"a", "b"});
   auto a = Claim("w", {"a"});
   ASSERT_EQ(a.size(), 3u);
+  // Claimed the video's first (its jobs are enqueued first, longest first): by item here.
+  std::sort(a.begin(), a.end(), [](const ClaimedJob& x, const ClaimedJob& y) { return x.item_id < y.item_id; });
   FinishedJob c0 = Done(a[0], R"({"score":0.5})");
   c0.outcome.device = "cuda:0";
   c0.outcome.artifacts = {"/out/0.png"};
