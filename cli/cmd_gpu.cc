@@ -2,16 +2,67 @@
 
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
 #include "base/json_text.h"
 #include "cli/options.h"
 #include "gpu/compute_backend.h"
+#include "gpu/device_ledger.h"
 #include "gpu/policy.h"
 #include "scheduler/gpu_runtime.h"
 
 namespace framemill {
+namespace {
+
+constexpr int64_t kMiB = 1 << 20;
+
+std::string DeviceName(const gpu::GpuPlan& plan, const gpu::DeviceInfo& d) {
+  return (plan.backend == "sim" ? "sim:" : "cuda:") + std::to_string(d.index);
+}
+
+// How a device is shared now: its ledger's live members (the worker processes on it) and
+// each one's share. Empty when no worker has it open.
+std::optional<gpu::LedgerView> Sharing(const gpu::GpuOptions& g, const std::string& device) {
+  auto view = gpu::DeviceLedger::Read(LedgerDir(g), device);
+  if (!view.ok() || !view->has_value() || (*view)->members.empty()) return std::nullopt;
+  return **view;
+}
+
+nlohmann::json SharingJson(const gpu::GpuOptions& g, const std::string& device) {
+  nlohmann::json j = {{"workers_per_device", g.workers_per_device},
+                      {"workers", nlohmann::json::array()}};
+  if (auto v = Sharing(g, device)) {
+    j["share_mb"] = v->ShareBytes() / kMiB;
+    j["planned_mb"] = v->planned_bytes / kMiB;
+    j["peak_planned_mb"] = v->peak_planned_bytes / kMiB;
+    for (const gpu::LedgerMember& m : v->members)
+      j["workers"].push_back({{"pid", m.pid}, {"planned_mb", m.planned_bytes / kMiB}});
+  }
+  return j;
+}
+
+void PrintSharing(const gpu::GpuOptions& g, const std::string& device) {
+  auto v = Sharing(g, device);
+  if (!v) {
+    std::printf("  shared: no worker on it now; up to %d worker processes of a run use it "
+                "(gpu.workers_per_device), each planning within an even share\n",
+                g.workers_per_device);
+    return;
+  }
+  std::printf("  shared by %zu worker process(es) (at most %d), %lld MiB each; %lld MiB planned "
+              "now, at most %lld at once\n",
+              v->members.size(), g.workers_per_device,
+              static_cast<long long>(v->ShareBytes() / kMiB),
+              static_cast<long long>(v->planned_bytes / kMiB),
+              static_cast<long long>(v->peak_planned_bytes / kMiB));
+  for (const gpu::LedgerMember& m : v->members)
+    std::printf("    pid %d: %lld MiB planned\n", m.pid,
+                static_cast<long long>(m.planned_bytes / kMiB));
+}
+
+}  // namespace
 
 int CmdGpu(const Flags& f) {
   auto env = Resolve(f);
@@ -22,7 +73,14 @@ int CmdGpu(const Flags& f) {
   std::vector<gpu::DeviceInfo> shown = plan.devices;
   if (plan.backend == "sim") {
     auto sim = gpu::MakeSimBackend(g.sim_vram_mb);
-    if (auto i = sim->Info(); i.ok()) shown.push_back(*i);
+    if (auto i = sim->Info(); i.ok()) {
+      // Its memory is what the workers on it have not planned (a card's free memory).
+      if (auto v = Sharing(g, "sim:0")) {
+        i->total_bytes = v->total_bytes;
+        i->free_bytes = v->total_bytes - v->planned_bytes;
+      }
+      shown.push_back(*i);
+    }
   }
   if (f.json) {
     nlohmann::json j;
@@ -32,7 +90,8 @@ int CmdGpu(const Flags& f) {
     for (const auto& d : shown)
       j["devices"].push_back({{"index", d.index}, {"name", d.name}, {"free_bytes", d.free_bytes},
                               {"total_bytes", d.total_bytes},
-                              {"compute_capability", std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor)}});
+                              {"compute_capability", std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor)},
+                              {"sharing", SharingJson(g, DeviceName(plan, d))}});
     if (!plan.no_device_reason.empty()) j["no_device_reason"] = plan.no_device_reason;
     j["memory_limit_gb"] = g.memory_limit_gb;
     j["batch_size"] = g.batch_size == 0 ? nlohmann::json("tuned") : nlohmann::json(g.batch_size);
@@ -54,6 +113,7 @@ int CmdGpu(const Flags& f) {
                 d.index, d.name.c_str(), d.free_bytes / 1073741824.0, d.total_bytes / 1073741824.0);
     if (d.cc_major > 0) std::printf(", compute capability %d.%d", d.cc_major, d.cc_minor);
     std::printf("\n");
+    PrintSharing(g, DeviceName(plan, d));
   }
   std::printf("memory limit: %s; batch size: %s\n\n",
               g.memory_limit_gb > 0 ? (std::to_string(g.memory_limit_gb) + " GB").c_str() : "none",

@@ -119,7 +119,13 @@ nlohmann::json StatusJson(const std::string& db, const StatusReport& r,
                      {"workers", run.workers}, {"jobs_done", run.jobs_done},
                      {"jobs_failed", run.jobs_failed},
                      {"oom_events", run.oom_events}, {"cpu_fallbacks", run.cpu_fallbacks},
-                     {"exit_code", OrNull(run.exit_code >= 0, run.exit_code)}};
+                     {"exit_code", OrNull(run.exit_code >= 0, run.exit_code)},
+                     {"devices", nlohmann::json::array()}};
+    for (const RunDevice& d : run.devices)
+      j["last_run"]["devices"].push_back(
+          {{"id", d.id}, {"total_mb", d.total_mb}, {"peak_planned_mb", d.peak_planned_mb},
+           {"workers", d.workers}, {"oom_events", d.oom_events},
+           {"cpu_fallbacks", d.cpu_fallbacks}});
   }
   return j;
 }
@@ -187,6 +193,12 @@ void PrintLastRun(const RunRecord& r) {
               static_cast<long long>(r.id), r.workers, ended.c_str(),
               static_cast<long long>(r.jobs_done), static_cast<long long>(r.jobs_failed),
               static_cast<long long>(r.oom_events), static_cast<long long>(r.cpu_fallbacks));
+  for (const RunDevice& d : r.devices)
+    std::printf("  %s: %d worker(s), at most %lld of %lld MiB planned at once, "
+                "%lld out-of-memory event(s), %lld CPU fallback(s)\n",
+                d.id.c_str(), d.workers, static_cast<long long>(d.peak_planned_mb),
+                static_cast<long long>(d.total_mb), static_cast<long long>(d.oom_events),
+                static_cast<long long>(d.cpu_fallbacks));
 }
 
 }  // namespace

@@ -81,7 +81,9 @@ std::unique_ptr<ComputeBackend> MakeCpuBackend();
 
 // A simulated GPU for tests and CI: runs the CPU code but enforces a VRAM budget of
 // `vram_mb`, charging each batch the per-item bytes of gpu/ops.h (times
-// `cost_multiplier`); a batch over budget fails with OutOfMemory like a real device.
+// `cost_multiplier`) and the engine its allocations; a batch over budget fails with
+// OutOfMemory like a real device. This one is the process's own; `framemill run`'s
+// workers share one on a DeviceLedger (gpu/shared_device.h: MakeSharedSimBackend).
 std::unique_ptr<ComputeBackend> MakeSimBackend(int64_t vram_mb, double cost_multiplier = 1.0);
 
 // CUDA devices visible to this process; empty (with the reason in *why) when CUDA

@@ -6,6 +6,7 @@
 
 #include "gpu/compute_backend.h"
 #include "gpu/engine/cpu_kernels.h"
+#include "gpu/shared_device.h"
 
 namespace framemill::gpu {
 namespace {
@@ -88,84 +89,25 @@ class CpuBackend : public ComputeBackend {
   }
 };
 
-// The simulated device: CPU arithmetic behind a VRAM budget, so the batch tuner and
-// the out-of-memory ladder run in CI exactly as they would against a real card.
-class SimBackend : public ComputeBackend {
+// The simulated device's arithmetic: the CPU's, named as a device. Its memory is the
+// ledger ShareDevice puts in front of it (gpu/shared_device.h), so the batch tuner and the
+// out-of-memory ladder run in CI exactly as they would against a real card, and several
+// worker processes share one simulated card as they would a real one.
+class SimCore : public CpuBackend {
  public:
-  SimBackend(int64_t vram_mb, double cost) : budget_(vram_mb << 20), cost_(cost) {}
+  explicit SimCore(int64_t vram_bytes) : vram_(vram_bytes) {}
   std::string device() const override { return "sim:0"; }
   bool is_gpu() const override { return true; }
-  int64_t LastBatchBytes() const override { return last_bytes_; }
-  void SetLastBatchBytes(int64_t bytes) override { last_bytes_ = bytes; }
-  Result<std::unique_ptr<engine::Kernels>> MakeEngineKernels() override {
-    // The engine keeps its weights and arena allocated between batches, so its kernels
-    // get the whole budget as a running total rather than per batch.
-    const int64_t budget = memory_limit_ > 0 ? std::min(budget_, memory_limit_) : budget_;
-    return engine::MakeCpuKernels(budget);
-  }
   Result<DeviceInfo> Info() override {
     DeviceInfo d;
     d.name = "simulated device";
-    d.total_bytes = budget_;
-    d.free_bytes = budget_;  // nothing stays allocated between batches
+    d.total_bytes = vram_;
+    d.free_bytes = vram_;  // what is planned on it is the ledger's to say
     return d;
-  }
-  Result<std::vector<LumaStats>> LumaStatsBatch(const std::vector<cv::Mat>& images) override {
-    int64_t need = 0;
-    for (const cv::Mat& m : images) need += LumaStatsBytesPerItem(m);
-    FM_RETURN_IF_ERROR(Charge(need, images.size()));
-    last_bytes_ = static_cast<int64_t>(static_cast<double>(need) * cost_);
-    return cpu_.LumaStatsBatch(images);
-  }
-  Result<Tensor> PreprocessBatch(const std::vector<cv::Mat>& images,
-                                 const PreprocessSpec& spec) override {
-    int64_t need = 0;
-    for (const cv::Mat& m : images) need += PreprocessBytesPerItem(m, spec);
-    FM_RETURN_IF_ERROR(Charge(need, images.size()));
-    last_bytes_ = static_cast<int64_t>(static_cast<double>(need) * cost_);
-    return cpu_.PreprocessBatch(images, spec);
-  }
-  Result<TopK> TopKSimilar(const SimilarityQuery& q) override {
-    FM_RETURN_IF_ERROR(CheckSimilarityQuery(q));
-    const int64_t need = TopKSimilarBytes(q);
-    FM_RETURN_IF_ERROR(Charge(need, static_cast<size_t>(q.nq)));
-    last_bytes_ = static_cast<int64_t>(static_cast<double>(need) * cost_);
-    return cpu_.TopKSimilar(q);
-  }
-  Result<std::vector<cv::Mat>> DenseFlowBatch(const std::vector<FlowPair>& pairs,
-                                              const FlowSpec& spec) override {
-    FM_RETURN_IF_ERROR(CheckFlowPairs(pairs, spec));
-    int64_t need = 0;
-    for (const FlowPair& p : pairs) need += DenseFlowBytesPerItem(p.from.size(), spec);
-    FM_RETURN_IF_ERROR(Charge(need, pairs.size()));
-    last_bytes_ = static_cast<int64_t>(static_cast<double>(need) * cost_);
-    return cpu_.DenseFlowBatch(pairs, spec);
-  }
-  Result<std::vector<PatchMatchResult>> PatchMatchBatch(const std::vector<PatchMatchTask>& tasks,
-                                                        const PatchMatchSpec& spec) override {
-    for (const PatchMatchTask& t : tasks) FM_RETURN_IF_ERROR(CheckPatchMatchTask(t, spec));
-    int64_t need = 0;
-    for (const PatchMatchTask& t : tasks) need += PatchMatchBytesPerItem(t.image.size());
-    FM_RETURN_IF_ERROR(Charge(need, tasks.size()));
-    last_bytes_ = static_cast<int64_t>(static_cast<double>(need) * cost_);
-    return cpu_.PatchMatchBatch(tasks, spec);
   }
 
  private:
-  Status Charge(int64_t bytes, size_t n) {
-    auto need = static_cast<int64_t>(static_cast<double>(bytes) * cost_);
-    const int64_t budget = memory_limit_ > 0 ? std::min(budget_, memory_limit_) : budget_;
-    if (need > budget) {
-      return Status::OutOfMemory("sim:0: batch of " + std::to_string(n) + " needs " +
-                                 std::to_string(need >> 20) + " MiB, device has " +
-                                 std::to_string(budget >> 20) + " MiB");
-    }
-    return Status::OK();
-  }
-  int64_t budget_;
-  double cost_;
-  int64_t last_bytes_ = 0;
-  CpuBackend cpu_;
+  int64_t vram_;
 };
 
 }  // namespace
@@ -173,7 +115,13 @@ class SimBackend : public ComputeBackend {
 std::unique_ptr<ComputeBackend> MakeCpuBackend() { return std::make_unique<CpuBackend>(); }
 
 std::unique_ptr<ComputeBackend> MakeSimBackend(int64_t vram_mb, double cost_multiplier) {
-  return std::make_unique<SimBackend>(vram_mb, cost_multiplier);
+  return MakeSharedSimBackend(DeviceLedger::Private("sim:0", vram_mb << 20), cost_multiplier);
+}
+
+std::unique_ptr<ComputeBackend> MakeSharedSimBackend(std::shared_ptr<DeviceLedger> ledger,
+                                                     double cost_multiplier) {
+  const int64_t vram = ledger->total_bytes();
+  return ShareDevice(std::make_unique<SimCore>(vram), std::move(ledger), cost_multiplier);
 }
 
 }  // namespace framemill::gpu

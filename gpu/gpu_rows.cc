@@ -52,6 +52,9 @@ void AddGpuRows(GpuOptions* o, OptionRows* rows) {
   rows->push_back(IntRow("gpu.sim_vram_mb", "FRAMEMILL_SIM_VRAM_MB", "", {&o->sim_vram_mb}, 1,
                          10'000'000));
   rows->push_back(NumberRow("gpu.sim_cost", "FRAMEMILL_SIM_COST", &o->sim_cost, 0.001, 1e6));
+  rows->push_back(IntRow("gpu.workers_per_device", "FRAMEMILL_GPU_WORKERS_PER_DEVICE", "",
+                         {&o->workers_per_device}, 1, 64));
+  rows->push_back(OptionalTextRow("gpu.ledger_dir", "FRAMEMILL_DEVICE_LEDGER_DIR", &o->ledger_dir));
 }
 
 }  // namespace framemill::gpu

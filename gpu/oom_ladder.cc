@@ -43,8 +43,10 @@ Status OomLadder::Run(const std::string& op, size_t items, int64_t pixels_per_it
       return on_cpu(i, items);
     }
     if (size == 0) {
+      // What the device lets this worker plan now (on a shared device: its share, less what
+      // it holds). Nothing left is a budget of one byte, not "unknown": the batch shrinks to 1.
       int64_t budget = 0;
-      if (auto info = gpu_->Info(); info.ok()) budget = info->free_bytes;
+      if (auto info = gpu_->Info(); info.ok()) budget = std::max<int64_t>(1, info->free_bytes);
       if (options_.memory_limit_bytes > 0)
         budget = budget > 0 ? std::min(budget, options_.memory_limit_bytes)
                             : options_.memory_limit_bytes;

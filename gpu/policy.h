@@ -29,6 +29,13 @@ struct GpuOptions {
   int batch_size = 0;                       // 0: tune to free VRAM
   int sim_vram_mb = 8192;
   double sim_cost = 1.0;                    // multiplies each item's bytes on the sim device
+  // Worker processes that use one device; the others run every operation on the CPU.
+  // Measured on an H100 (bench/README.md, "N worker processes on one device"): 4
+  // processes reach the device's plateau (1: 70%, 2: 90% of it), 8 and 16 add nothing,
+  // and each costs ~600 MiB of device memory for its CUDA context.
+  int workers_per_device = 4;
+  // Where the device ledgers live (gpu/device_ledger.h); empty: /dev/shm, else /tmp.
+  std::string ledger_dir;
 
   bool operator==(const GpuOptions&) const = default;
 };

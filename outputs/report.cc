@@ -1172,17 +1172,31 @@ class ReportWriter {
     return s.str() + "</table>";
   }
 
+  // A run's devices, one line each: its workers there, the most memory they planned at once
+  // against the device's total, and its out-of-memory events and CPU fallbacks.
+  static std::string RunDevices(const RunRecord& r) {
+    if (r.devices.empty()) return "<span class=\"muted\">CPU only</span>";
+    std::string out;
+    for (const RunDevice& d : r.devices)
+      out += (out.empty() ? "" : "<br>") + Esc(d.id) + ": " + std::to_string(d.workers) + " worker" +
+             (d.workers == 1 ? "" : "s") + ", peak " + Int(d.peak_planned_mb) + " of " + Int(d.total_mb) +
+             " MiB, " + Int(d.oom_events) + " OOM, " + Int(d.cpu_fallbacks) + " CPU fallback" +
+             (d.cpu_fallbacks == 1 ? "" : "s");
+    return out;
+  }
+
   static std::string RunsTable(const std::vector<RunRecord>& runs) {
     std::ostringstream s;
     s << "<h2>Runs</h2><table><tr><th class=\"n\">run</th><th>started</th><th>took</th><th class=\"n\">workers</th>"
-      << "<th>stages</th><th class=\"n\">done</th><th class=\"n\">failed</th><th class=\"n\">GPU OOM</th><th class=\"n\">CPU fallbacks</th><th>exit</th></tr>";
+      << "<th>stages</th><th class=\"n\">done</th><th class=\"n\">failed</th><th class=\"n\">GPU OOM</th><th class=\"n\">CPU fallbacks</th>"
+      << "<th>devices</th><th>exit</th></tr>";
     for (const RunRecord& r : runs)
       s << "<tr><td class=\"n\">" << r.id << "</td><td class=\"small\">" << Time(r.started_at) << "</td><td>"
         << (r.finished_at ? Duration(r.finished_at - r.started_at) : "running") << "</td><td class=\"n\">" << r.workers
         << "</td><td class=\"small\">" << Esc(r.stages) << "</td><td class=\"n\">" << Int(r.jobs_done) << "</td><td class=\"n\">"
         << Int(r.jobs_failed) << "</td><td class=\"n\">" << Int(r.oom_events) << "</td><td class=\"n\">" << Int(r.cpu_fallbacks)
-        << "</td><td>" << (r.finished_at ? std::to_string(r.exit_code) : "<span class=\"chip running\">in progress</span>") << "</td></tr>";
-    if (runs.empty()) s << "<tr><td colspan=\"10\" class=\"muted\">no runs yet</td></tr>";
+        << "</td><td class=\"small\">" << RunDevices(r) << "</td><td>" << (r.finished_at ? std::to_string(r.exit_code) : "<span class=\"chip running\">in progress</span>") << "</td></tr>";
+    if (runs.empty()) s << "<tr><td colspan=\"11\" class=\"muted\">no runs yet</td></tr>";
     return s.str() + "</table>";
   }
 

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "gpu/shared_device.h"
+
 namespace framemill {
 namespace {
 
@@ -32,6 +34,67 @@ gpu::GpuPlan PlanFromOptions(const gpu::GpuOptions& config) {
   return gpu::PlanDevices(config, devices, why);
 }
 
+std::string LedgerDir(const gpu::GpuOptions& config) {
+  return config.ledger_dir.empty() ? gpu::DeviceLedger::DefaultDir() : config.ledger_dir;
+}
+
+namespace {
+
+// Device memory a worker's CUDA context takes before any model: 596 MiB per process on an
+// H100 with driver 580 (bench/README.md, "N worker processes on one device").
+constexpr int64_t kCudaContextBytes = 596LL << 20;
+
+// Every operation of `plan` on the CPU, for `why`.
+void AllOnCpu(gpu::GpuPlan* plan, const std::string& why) {
+  for (gpu::OpDecision& d : plan->ops) {
+    if (!d.use_gpu) continue;
+    d.use_gpu = false;
+    d.device = "cpu";
+    d.reason = why;
+  }
+}
+
+// Joins the device's ledger, then opens the device (a CUDA context costs ~600 MiB of it:
+// a worker past the device's workers_per_device never opens one) and makes the shared
+// backend. rt->gpu stays null, the plan on the CPU, when the device has its workers.
+void ShareTheDevice(const gpu::GpuOptions& config, GpuRuntime* rt,
+                    std::vector<std::string>* warnings) {
+  const bool sim = rt->plan.backend == "sim";
+  const std::string name = sim ? "sim:0" : "cuda:" + std::to_string(config.device_id);
+  int64_t total = static_cast<int64_t>(config.sim_vram_mb) << 20;
+  if (!sim) total = rt->plan.devices.at(static_cast<size_t>(config.device_id)).total_bytes;
+  auto joined = gpu::DeviceLedger::Join(LedgerDir(config), name, total, config.workers_per_device);
+  if (joined.status().IsBusy()) {
+    AllOnCpu(&rt->plan, joined.status().message() + ": this worker runs on the CPU");
+    return;
+  }
+  if (!joined.ok()) {
+    warnings->push_back(joined.status().message() + ": this worker plans " + name +
+                        "'s memory as if it were alone on it");
+    rt->ledger = gpu::DeviceLedger::Private(name, total);
+  } else {
+    rt->ledger = std::move(joined).value();
+  }
+  if (sim) {
+    rt->gpu = gpu::MakeSharedSimBackend(rt->ledger, config.sim_cost);
+    return;
+  }
+  auto cuda = gpu::MakeCudaBackend(config.device_id);
+  if (!cuda.ok()) {
+    warnings->push_back("cannot use " + name + " (" + cuda.status().message() +
+                        "): every operation runs on the CPU");
+    rt->ledger.reset();
+    return AllOnCpu(&rt->plan, "the device could not be opened");
+  }
+  // The context is device memory too, held for the worker's life; planned like the rest so
+  // that the members' plans add up to what the device really has.
+  if (Status s = rt->ledger->Reserve(kCudaContextBytes, "a CUDA context"); !s.ok())
+    warnings->push_back(s.message());
+  rt->gpu = gpu::ShareDevice(std::move(cuda).value(), rt->ledger);
+}
+
+}  // namespace
+
 std::unique_ptr<GpuRuntime> MakeGpuRuntime(const gpu::GpuOptions& config, JobStore* store,
                                            const Clock* clock,
                                            std::vector<std::string>* warnings) {
@@ -39,19 +102,7 @@ std::unique_ptr<GpuRuntime> MakeGpuRuntime(const gpu::GpuOptions& config, JobSto
   rt->plan = PlanFromOptions(config);
   for (const auto& w : rt->plan.warnings) warnings->push_back(w);
   rt->cpu = gpu::MakeCpuBackend();
-  if (rt->plan.AnyGpu()) {
-    if (rt->plan.backend == "sim") {
-      rt->gpu = gpu::MakeSimBackend(config.sim_vram_mb, config.sim_cost);
-    } else {
-      auto cuda = gpu::MakeCudaBackend(config.device_id);
-      if (cuda.ok()) {
-        rt->gpu = std::move(cuda).value();
-      } else {
-        warnings->push_back("cannot use cuda:" + std::to_string(config.device_id) + " (" +
-                            cuda.status().message() + "): every operation runs on the CPU");
-      }
-    }
-  }
+  if (rt->plan.AnyGpu()) ShareTheDevice(config, rt.get(), warnings);
   if (store != nullptr) rt->memory = std::make_unique<StoreTunerMemory>(store);
   gpu::TunerOptions to;
   to.fixed_batch = config.batch_size;

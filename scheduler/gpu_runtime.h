@@ -10,6 +10,7 @@
 
 #include "gpu/batch_tuner.h"
 #include "gpu/compute_backend.h"
+#include "gpu/device_ledger.h"
 #include "gpu/oom_ladder.h"
 #include "gpu/policy.h"
 #include "storage/job_store.h"
@@ -18,6 +19,8 @@ namespace framemill {
 
 struct GpuRuntime {
   gpu::GpuPlan plan;
+  // The device's memory, shared with the machine's other workers on it; null with `gpu`.
+  std::shared_ptr<gpu::DeviceLedger> ledger;
   std::unique_ptr<gpu::ComputeBackend> gpu;  // null when every operation runs on the CPU
   std::unique_ptr<gpu::ComputeBackend> cpu;
   std::unique_ptr<gpu::TunerMemory> memory;
@@ -28,7 +31,12 @@ struct GpuRuntime {
 // The plan alone (queries CUDA devices unless GPU_BACKEND is cpu or sim).
 gpu::GpuPlan PlanFromOptions(const gpu::GpuOptions& options);
 
+// The directory of the device ledgers: GpuOptions::ledger_dir, or DeviceLedger::DefaultDir().
+std::string LedgerDir(const gpu::GpuOptions& options);
+
 // `store` (may be null: nothing is remembered) and `clock` must outlive the runtime.
+// The device is joined on its ledger (GpuOptions::ledger_dir): a worker past the device's
+// `workers_per_device` runs every operation on the CPU (its plan says why).
 // Warnings (a GPU asked for but not there) are appended to `warnings`.
 std::unique_ptr<GpuRuntime> MakeGpuRuntime(const gpu::GpuOptions& options, JobStore* store,
                                            const Clock* clock,

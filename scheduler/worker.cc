@@ -428,13 +428,27 @@ void Worker::RemoveStaleArtifacts(const std::vector<FinishedJob>& finished,
 
 void Worker::RecordGpuEvents(const gpu::LadderStats& before) {
   const gpu::LadderStats& after = ladder_->stats();
-  const int64_t ooms = after.oom_events - before.oom_events;
-  const int64_t fallbacks = after.cpu_fallback_items - before.cpu_fallback_items;
-  if (ooms == 0 && fallbacks == 0) return;
-  stats_.oom_events += ooms;
-  stats_.cpu_fallbacks += fallbacks;
-  Status g = store_->AddGpuEvents(options_.id, ooms, fallbacks);
-  if (!g.ok()) spdlog::warn("could not record GPU events: {}", g.ToString());
+  gpu::DeviceLedger* ledger = options_.ledger;
+  DeviceUse use;
+  use.oom_events = after.oom_events - before.oom_events;
+  use.cpu_fallbacks = after.cpu_fallback_items - before.cpu_fallback_items;
+  if (ledger != nullptr) {
+    constexpr int64_t kMiB = 1 << 20;
+    use.device = ledger->device();
+    use.total_mb = ledger->total_bytes() / kMiB;
+    // Rounded up, but never past the total: the ledger itself never plans past it.
+    use.peak_planned_mb = std::min(use.total_mb, (ledger->peak_seen() + kMiB - 1) / kMiB);
+  }
+  const bool new_peak = ledger != nullptr && use.peak_planned_mb > recorded_peak_mb_;
+  if (use.oom_events == 0 && use.cpu_fallbacks == 0 && !new_peak) return;
+  stats_.oom_events += use.oom_events;
+  stats_.cpu_fallbacks += use.cpu_fallbacks;
+  Status g = store_->AddGpuEvents(options_.id, use);
+  if (!g.ok()) {
+    spdlog::warn("could not record GPU events: {}", g.ToString());
+    return;
+  }
+  if (ledger != nullptr) recorded_peak_mb_ = use.peak_planned_mb;
 }
 
 Status Worker::ReleaseRest(const std::vector<ClaimedJob>& jobs, size_t finished) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "gpu/device_ledger.h"
 #include "gpu/oom_ladder.h"
 #include "scheduler/cost_model.h"
 #include "jobs/retry_policy.h"
@@ -70,6 +71,8 @@ struct WorkerOptions {
   WorkerDeadline* deadline = nullptr;  // borrowed; null: no supervisor watches
   // Device operations go through this ladder (borrowed); null: a CPU-only one.
   gpu::OomLadder* ladder = nullptr;
+  // The ledger of the ladder's device (borrowed; null: none): its peak is recorded.
+  gpu::DeviceLedger* ledger = nullptr;
   // Claimed items' canonical paths as this machine sees them (FRAMEMILL_PATH_MAP).
   PathMap path_map;
   // An item file this machine cannot read fails with class file_missing before its stage
@@ -142,6 +145,7 @@ class Worker {
   std::mt19937_64 rng_;  // retry jitter
   std::unique_ptr<gpu::CpuLadder> own_ladder_;  // when options.ladder is null
   gpu::OomLadder* ladder_ = nullptr;
+  int64_t recorded_peak_mb_ = -1;  // the device peak last written to the store
   CostModel costs_;
   int64_t costs_loaded_at_ = -1;  // steady ms of the last RecentJobTimes read
 };

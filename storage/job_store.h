@@ -102,11 +102,29 @@ struct GcStats {
   int64_t job_errors = 0, workers = 0, runs = 0;
 };
 
+// A worker's use of its device (AddGpuEvents): events since the last call, and the
+// device's memory as the worker last saw it.
+struct DeviceUse {
+  std::string device;             // "cuda:0", "sim:0"
+  int64_t total_mb = 0;
+  int64_t peak_planned_mb = 0;    // the most planned at once on the device, all its workers
+  int64_t oom_events = 0, cpu_fallbacks = 0;  // since the last call
+};
+
+// One device of a run: its workers' rows together.
+struct RunDevice {
+  std::string id;                 // "cuda:0", "sim:0"
+  int64_t total_mb = 0, peak_planned_mb = 0;
+  int workers = 0;
+  int64_t oom_events = 0, cpu_fallbacks = 0;
+};
+
 struct RunRecord {
   int64_t id = 0, started_at = 0, finished_at = 0, jobs_done = 0, jobs_failed = 0;
   int workers = 0, exit_code = -1;
   int64_t oom_events = 0, cpu_fallbacks = 0;
   std::string stages;
+  std::vector<RunDevice> devices;  // the devices its workers used, by id
 };
 
 // One job of an item as the report and the WebDataset export read it.
@@ -223,9 +241,9 @@ class JobStore : public ResultReader {
   virtual Status RegisterWorker(const std::string& worker, int64_t run_id, int pid,
                                 const std::string& host) = 0;
   virtual Status WorkerStopped(const std::string& worker) = 0;
-  // Adds to the worker's out-of-memory events and items that fell back to the CPU.
-  virtual Status AddGpuEvents(const std::string& worker, int64_t oom_events,
-                              int64_t cpu_fallbacks) = 0;
+  // Adds to the worker's out-of-memory events and items that fell back to the CPU, and
+  // records its device, the device's total and the largest peak it has seen.
+  virtual Status AddGpuEvents(const std::string& worker, const DeviceUse& use) = 0;
 
   // --- the batch tuner's memory ---
   virtual Result<std::optional<TuningRecord>> LoadTuning(const std::string& op,

@@ -58,9 +58,8 @@ class JobStoreWrapper : public JobStore {
   Status WorkerStopped(const std::string& worker) override {
     return target_->WorkerStopped(worker);
   }
-  Status AddGpuEvents(const std::string& worker, int64_t oom_events,
-                      int64_t cpu_fallbacks) override {
-    return target_->AddGpuEvents(worker, oom_events, cpu_fallbacks);
+  Status AddGpuEvents(const std::string& worker, const DeviceUse& use) override {
+    return target_->AddGpuEvents(worker, use);
   }
   Result<std::optional<TuningRecord>> LoadTuning(const std::string& op, const std::string& device,
                                                  int size_bucket) override {

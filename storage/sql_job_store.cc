@@ -144,9 +144,8 @@ Status SqlJobStore<Db>::WorkerStopped(const std::string& worker) {
   return runs_->WorkerStopped(worker);
 }
 template <class Db>
-Status SqlJobStore<Db>::AddGpuEvents(const std::string& worker, int64_t oom_events,
-                                     int64_t cpu_fallbacks) {
-  return runs_->AddGpuEvents(worker, oom_events, cpu_fallbacks);
+Status SqlJobStore<Db>::AddGpuEvents(const std::string& worker, const DeviceUse& use) {
+  return runs_->AddGpuEvents(worker, use);
 }
 template <class Db>
 Result<std::optional<TuningRecord>> SqlJobStore<Db>::LoadTuning(const std::string& op,

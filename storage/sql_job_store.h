@@ -51,8 +51,7 @@ class SqlJobStore : public JobStore {
   Status RegisterWorker(const std::string& worker, int64_t run_id, int pid,
                         const std::string& host) override;
   Status WorkerStopped(const std::string& worker) override;
-  Status AddGpuEvents(const std::string& worker, int64_t oom_events,
-                      int64_t cpu_fallbacks) override;
+  Status AddGpuEvents(const std::string& worker, const DeviceUse& use) override;
   Result<std::optional<TuningRecord>> LoadTuning(const std::string& op, const std::string& device,
                                                  int size_bucket) override;
   Status SaveTuning(const TuningRecord& record) override;

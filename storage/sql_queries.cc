@@ -148,6 +148,30 @@ Result<std::vector<ErrorClassCount>> SqlQueries<Db>::FailuresByClass() {
 
 template <class Db>
 Result<std::vector<RunRecord>> SqlQueries<Db>::Runs(int limit) {
+  auto runs = RunRows(limit);
+  if (!runs.ok() || runs->empty()) return runs;
+  // Their devices: the workers that used one, grouped (a device's peak is the largest any
+  // of its workers saw).
+  auto devices = ReadAll<std::pair<int64_t, RunDevice>>(
+      "SELECT run_id, device, coalesce(max(device_total_mb), 0), coalesce(max(peak_planned_mb), 0),"
+      " count(*),"
+      " sum(oom_events), sum(cpu_fallbacks) FROM workers"
+      " WHERE device IS NOT NULL AND run_id >= ? GROUP BY run_id, device ORDER BY run_id, device",
+      [&](Stmt& q) { q.Bind(1, runs->back().id); },
+      [](const Stmt& q) {
+        return std::pair<int64_t, RunDevice>{
+            q.Int(0), RunDevice{q.Text(1), q.Int(2), q.Int(3), static_cast<int>(q.Int(4)),
+                                q.Int(5), q.Int(6)}};
+      });
+  if (!devices.ok()) return devices.status();
+  for (RunRecord& r : *runs)
+    for (const auto& [run_id, d] : *devices)
+      if (run_id == r.id) r.devices.push_back(d);
+  return runs;
+}
+
+template <class Db>
+Result<std::vector<RunRecord>> SqlQueries<Db>::RunRows(int limit) {
   return ReadAll<RunRecord>(
       "SELECT id, started_at, coalesce(finished_at, 0), jobs_done, jobs_failed,"
       " workers, coalesce(exit_code, -1), oom_events, cpu_fallbacks, stages"

@@ -52,13 +52,20 @@ Status SqlRuns<Db>::WorkerStopped(const std::string& worker) {
 }
 
 template <class Db>
-Status SqlRuns<Db>::AddGpuEvents(const std::string& worker, int64_t oom_events,
-                                    int64_t cpu_fallbacks) {
-  if (oom_events == 0 && cpu_fallbacks == 0) return Status::OK();
+Status SqlRuns<Db>::AddGpuEvents(const std::string& worker, const DeviceUse& use) {
   return db_->Transaction(TxnKind::kWrite, [&]() -> Status {
     FM_PREPARE(up, "UPDATE workers SET oom_events = oom_events + ?,"
-                   " cpu_fallbacks = cpu_fallbacks + ? WHERE id = ?");
-    return up.Bind(1, oom_events).Bind(2, cpu_fallbacks).Bind(3, worker).Run();
+                   " cpu_fallbacks = cpu_fallbacks + ?, device = coalesce(?, device),"
+                   " device_total_mb = coalesce(?, device_total_mb),"
+                   " peak_planned_mb = CASE WHEN peak_planned_mb > ? THEN peak_planned_mb"
+                   " ELSE ? END WHERE id = ?");
+    up.Bind(1, use.oom_events).Bind(2, use.cpu_fallbacks);
+    if (use.device.empty()) {  // a worker on the CPU alone: no device to name
+      up.BindNull(3).BindNull(4);
+    } else {
+      up.Bind(3, use.device).Bind(4, use.total_mb);
+    }
+    return up.Bind(5, use.peak_planned_mb).Bind(6, use.peak_planned_mb).Bind(7, worker).Run();
   });
 }
 

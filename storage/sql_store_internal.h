@@ -400,7 +400,7 @@ class SqlRuns : public SqlContext<Db> {
   Status RegisterWorker(const std::string& worker, int64_t run_id, int pid,
                         const std::string& host);
   Status WorkerStopped(const std::string& worker);
-  Status AddGpuEvents(const std::string& worker, int64_t oom_events, int64_t cpu_fallbacks);
+  Status AddGpuEvents(const std::string& worker, const DeviceUse& use);
   Result<std::optional<TuningRecord>> LoadTuning(const std::string& op, const std::string& device,
                                                  int size_bucket);
   Status SaveTuning(const TuningRecord& record);
@@ -445,6 +445,7 @@ class SqlQueries : public SqlContext<Db> {
   Result<int64_t> ItemCount();
   Result<std::vector<ErrorClassCount>> FailuresByClass();
   Result<std::vector<RunRecord>> Runs(int limit);
+  Result<std::vector<RunRecord>> RunRows(int limit);  // without their devices
   Status ForEachItem(const std::function<Status(const ItemView&)>& fn);
   Result<std::vector<ErrorRecord>> ErrorHistory(int64_t limit);
   Result<std::vector<JobTime>> RecentJobTimes(int64_t limit);

@@ -43,6 +43,10 @@ std::vector<std::string> Environment(const std::map<std::string, std::string>& e
     size_t eq = kv.find('=');
     if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
+  // Each test process gets device ledgers of its own: simulated devices of tests that ctest
+  // runs at once are different cards, not one card shared (gpu/device_ledger.h).
+  static const TempDir ledgers;
+  env.try_emplace("FRAMEMILL_DEVICE_LEDGER_DIR", ledgers.path());
   for (const auto& [k, v] : extra) env[k] = v;
   std::vector<std::string> out;
   for (const auto& [k, v] : env) out.push_back(k + "=" + v);
