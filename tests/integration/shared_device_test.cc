@@ -29,9 +29,9 @@ class SharedDeviceTest : public ::testing::Test {
     fs::create_directories(media);
     for (const char* name : {"messi5.jpg", "HappyFish.jpg", "fruits.jpg"})
       fs::copy_file(SampleData(name), media + "/" + name);
-    // Two seconds of Megamind.avi: a face speaking, with its audio.
+    // A second of Megamind.avi: a face speaking, with its audio.
     auto cut = RunProcess({"/usr/bin/ffmpeg", "-v", "error", "-y", "-i", SampleData("Megamind.avi"),
-                           "-t", "2", "-c:v", "mpeg4", "-q:v", "3", "-c:a", "copy", media + "/clip.avi"});
+                           "-t", "1", "-c:v", "mpeg4", "-q:v", "3", "-c:a", "copy", media + "/clip.avi"});
     ASSERT_EQ(cut.exit_code, 0) << cut.err;
   }
   std::map<std::string, std::string> Env(const std::string& name, const std::string& backend,
