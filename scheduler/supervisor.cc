@@ -124,11 +124,6 @@ int WorkerMain(const RunOptions& options, const StageRegistry& registry, int64_t
       spdlog::info("device {}: {}", gpu->gpu->device(), on);
     }
   }
-  if (gpu->ledger != nullptr) {  // the run's devices name their workers from the start
-    const int64_t mb = gpu->ledger->total_bytes() >> 20;
-    Status d = (*store)->AddGpuEvents(id, DeviceUse{gpu->ledger->device(), mb, 0, 0, 0});
-    if (!d.ok()) spdlog::warn("worker {}: {}", index, d.ToString());
-  }
   WorkerOptions wo = options.worker;
   wo.id = id;
   wo.ladder = gpu->ladder.get();

@@ -115,6 +115,8 @@ void Worker::SleepFor(int64_t ms) {
 
 Status Worker::Run() {
   HeartbeatThread heartbeat(heartbeat_store_, options_.id, options_.lease_ms);
+  // The run's devices name their workers from the start, not from a first batch.
+  if (options_.ledger != nullptr) RecordGpuEvents(ladder_->stats());
   while (!stop_->load()) {
     auto jobs = ClaimBatch();
     if (!jobs.ok()) return jobs.status();
