@@ -30,10 +30,10 @@ std::optional<gpu::LedgerView> Sharing(const gpu::GpuOptions& g, const std::stri
   return **view;
 }
 
-nlohmann::json SharingJson(const gpu::GpuOptions& g, const std::string& device) {
+nlohmann::json SharingJson(const gpu::GpuOptions& g, const std::optional<gpu::LedgerView>& v) {
   nlohmann::json j = {{"workers_per_device", g.workers_per_device},
                       {"workers", nlohmann::json::array()}};
-  if (auto v = Sharing(g, device)) {
+  if (v) {
     j["share_mb"] = v->ShareBytes() / kMiB;
     j["planned_mb"] = v->planned_bytes / kMiB;
     j["peak_planned_mb"] = v->peak_planned_bytes / kMiB;
@@ -43,8 +43,7 @@ nlohmann::json SharingJson(const gpu::GpuOptions& g, const std::string& device) 
   return j;
 }
 
-void PrintSharing(const gpu::GpuOptions& g, const std::string& device) {
-  auto v = Sharing(g, device);
+void PrintSharing(const gpu::GpuOptions& g, const std::optional<gpu::LedgerView>& v) {
   if (!v) {
     std::printf("  shared: no worker on it now; up to %d worker processes of a run use it "
                 "(gpu.workers_per_device), each planning within an even share\n",
@@ -73,13 +72,16 @@ int CmdGpu(const Flags& f) {
   std::vector<gpu::DeviceInfo> shown = plan.devices;
   if (plan.backend == "sim") {
     auto sim = gpu::MakeSimBackend(g.sim_vram_mb);
-    if (auto i = sim->Info(); i.ok()) {
-      // Its memory is what the workers on it have not planned (a card's free memory).
-      if (auto v = Sharing(g, "sim:0")) {
-        i->total_bytes = v->total_bytes;
-        i->free_bytes = v->total_bytes - v->planned_bytes;
-      }
-      shown.push_back(*i);
+    if (auto i = sim->Info(); i.ok()) shown.push_back(*i);
+  }
+  // How each is shared now, read once per device.
+  std::vector<std::optional<gpu::LedgerView>> sharing;
+  for (gpu::DeviceInfo& d : shown) {
+    sharing.push_back(Sharing(g, DeviceName(plan, d)));
+    // The simulated card's free memory is what the workers on it have not planned.
+    if (plan.backend == "sim" && sharing.back()) {
+      d.total_bytes = sharing.back()->total_bytes;
+      d.free_bytes = d.total_bytes - sharing.back()->planned_bytes;
     }
   }
   if (f.json) {
@@ -87,11 +89,13 @@ int CmdGpu(const Flags& f) {
     j["cuda_compiled_in"] = gpu::CudaCompiledIn();
     j["backend"] = plan.backend;
     j["devices"] = nlohmann::json::array();
-    for (const auto& d : shown)
+    for (size_t k = 0; k < shown.size(); ++k) {
+      const gpu::DeviceInfo& d = shown[k];
       j["devices"].push_back({{"index", d.index}, {"name", d.name}, {"free_bytes", d.free_bytes},
                               {"total_bytes", d.total_bytes},
                               {"compute_capability", std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor)},
-                              {"sharing", SharingJson(g, DeviceName(plan, d))}});
+                              {"sharing", SharingJson(g, sharing[k])}});
+    }
     if (!plan.no_device_reason.empty()) j["no_device_reason"] = plan.no_device_reason;
     j["memory_limit_gb"] = g.memory_limit_gb;
     j["batch_size"] = g.batch_size == 0 ? nlohmann::json("tuned") : nlohmann::json(g.batch_size);
@@ -108,12 +112,13 @@ int CmdGpu(const Flags& f) {
     std::printf("devices: none (%s)\n", plan.no_device_reason.empty() ? "GPU_BACKEND=cpu"
                                                                         : plan.no_device_reason.c_str());
   }
-  for (const auto& d : shown) {
+  for (size_t k = 0; k < shown.size(); ++k) {
+    const gpu::DeviceInfo& d = shown[k];
     std::printf("device %s%d: %s, %.1f GiB free of %.1f GiB", plan.backend == "sim" ? "sim:" : "cuda:",
                 d.index, d.name.c_str(), d.free_bytes / 1073741824.0, d.total_bytes / 1073741824.0);
     if (d.cc_major > 0) std::printf(", compute capability %d.%d", d.cc_major, d.cc_minor);
     std::printf("\n");
-    PrintSharing(g, DeviceName(plan, d));
+    PrintSharing(g, sharing[k]);
   }
   std::printf("memory limit: %s; batch size: %s\n\n",
               g.memory_limit_gb > 0 ? (std::to_string(g.memory_limit_gb) + " GB").c_str() : "none",

@@ -59,7 +59,11 @@ bool Live(const Slot& s) {
   return p && !p->zombie && p->start_time == s.start_time;
 }
 
-std::string MiB(int64_t bytes) { return std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB"; }
+}  // namespace
+
+std::string MiBText(int64_t bytes) { return std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB"; }
+
+namespace {
 
 std::string FileName(const std::string& device) {
   std::string name = "framemill-" + std::to_string(getuid()) + "-";
@@ -93,6 +97,20 @@ struct DeviceLedger::Table {
       if (s.pid > 0 && !Live(s)) s = Slot{};
   }
 };
+
+// The live members of `t` (a dead one is left out, as Reap would free it), with their sums.
+LedgerView DeviceLedger::ViewOf(const Table& t, const std::string& device) {
+  LedgerView v;
+  v.device = device;
+  v.total_bytes = t.total;
+  v.peak_planned_bytes = t.peak;
+  for (const Slot& s : t.slots) {
+    if (!Live(s)) continue;
+    v.members.push_back({s.pid, s.planned});
+    v.planned_bytes += s.planned;
+  }
+  return v;
+}
 
 // The ledger's lock for one operation (flock: released by the kernel if the holder dies).
 class DeviceLedger::Locked {
@@ -210,15 +228,7 @@ Result<std::optional<LedgerView>> DeviceLedger::Read(const std::string& dir,
   v.device = device;
   {
     Locked lock(fd, LOCK_SH);
-    if (t->magic == kMagic && t->version == kVersion) {
-      v.total_bytes = t->total;
-      v.peak_planned_bytes = t->peak;
-      for (const Slot& s : t->slots) {
-        if (!Live(s)) continue;
-        v.members.push_back({s.pid, s.planned});
-        v.planned_bytes += s.planned;
-      }
-    }
+    if (t->magic == kMagic && t->version == kVersion) v = ViewOf(*t, device);
   }
   munmap(const_cast<Table*>(t), sizeof(Table));
   close(fd);
@@ -250,8 +260,8 @@ Status DeviceLedger::Reserve(int64_t bytes, const std::string& what) {
   table_->Reap();
   const int64_t planned = table_->Planned();
   if (planned + bytes > table_->total) {
-    return Status::OutOfMemory(device_ + ": " + what + " needs " + MiB(bytes) + ", " +
-                               MiB(table_->total - planned) + " of " + MiB(table_->total) +
+    return Status::OutOfMemory(device_ + ": " + what + " needs " + MiBText(bytes) + ", " +
+                               MiBText(table_->total - planned) + " of " + MiBText(table_->total) +
                                " free (" + std::to_string(table_->Members()) +
                                " worker process(es) share it)");
   }
@@ -281,18 +291,8 @@ int64_t DeviceLedger::Available() {
 }
 
 LedgerView DeviceLedger::View() {
-  Locked lock(fd_, LOCK_EX);
-  table_->Reap();
-  LedgerView v;
-  v.device = device_;
-  v.total_bytes = table_->total;
-  v.peak_planned_bytes = table_->peak;
-  for (const Slot& s : table_->slots) {
-    if (s.pid <= 0) continue;
-    v.members.push_back({s.pid, s.planned});
-    v.planned_bytes += s.planned;
-  }
-  return v;
+  Locked lock(fd_, LOCK_SH);
+  return ViewOf(*table_, device_);
 }
 
 Result<Reservation> Reservation::Take(DeviceLedger* ledger, int64_t bytes, const std::string& what) {

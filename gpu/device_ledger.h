@@ -29,6 +29,9 @@ struct LedgerMember {
   int64_t planned_bytes = 0;  // reserved now
 };
 
+// `bytes` as "12 MiB" (rounded up), for the messages of a device's memory.
+std::string MiBText(int64_t bytes);
+
 // What `framemill gpu` shows: the ledger as it stands, without joining it.
 struct LedgerView {
   std::string device;
@@ -82,6 +85,7 @@ class DeviceLedger {
 
  private:
   struct Table;
+  static LedgerView ViewOf(const Table& t, const std::string& device);
   DeviceLedger(std::string device, int fd, Table* table, int slot);
   class Locked;
 

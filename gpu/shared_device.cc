@@ -9,8 +9,6 @@
 namespace framemill::gpu {
 namespace {
 
-std::string MiB(int64_t bytes) { return std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB"; }
-
 // Bytes this worker's engines hold on the device, for GPU_MEMORY_LIMIT_GB (a cap per
 // worker process, over all its engines together).
 struct EngineBytes {
@@ -35,9 +33,9 @@ class LedgerKernels final : public engine::Kernels {
   Status Alloc(size_t bytes, void** out) override {
     const auto n = static_cast<int64_t>(std::max<size_t>(bytes, 1) + 255) / 256 * 256;
     if (limit_ > 0 && held_->held + n > limit_)
-      return Status::OutOfMemory(ledger_->device() + ": the engine needs " + MiB(n) + " more, " +
-                                 MiB(held_->held) + " held of GPU_MEMORY_LIMIT_GB's " +
-                                 MiB(limit_));
+      return Status::OutOfMemory(ledger_->device() + ": the engine needs " + MiBText(n) + " more, " +
+                                 MiBText(held_->held) + " held of GPU_MEMORY_LIMIT_GB's " +
+                                 MiBText(limit_));
     FM_RETURN_IF_ERROR(ledger_->Reserve(n, "the engine's allocation"));
     Status s = inner_->Alloc(bytes, out);
     if (!s.ok()) {
@@ -198,8 +196,8 @@ class SharedDevice final : public ComputeBackend {
     const auto need = static_cast<int64_t>(static_cast<double>(bytes) * cost_);
     const std::string what = "a batch of " + std::to_string(n);
     if (memory_limit_ > 0 && need > memory_limit_)
-      return Status::OutOfMemory(device() + ": " + what + " needs " + MiB(need) +
-                                 ", GPU_MEMORY_LIMIT_GB allows " + MiB(memory_limit_));
+      return Status::OutOfMemory(device() + ": " + what + " needs " + MiBText(need) +
+                                 ", GPU_MEMORY_LIMIT_GB allows " + MiBText(memory_limit_));
     auto held = Reservation::Take(ledger_.get(), need, what);
     if (!held.ok()) return held.status();
     auto out = run();
