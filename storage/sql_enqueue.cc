@@ -293,10 +293,8 @@ Status SqlEnqueue<Db>::InsertMissingJobs(const std::vector<Target>& targets,
   // thread), so they start while the photos' short ones are left to fill the workers' gaps
   // at the end, instead of running alone after them (bench/README.md, "One device, many
   // workers"). Within each group, stage by stage keeps a stage's jobs together for batching.
-  std::stable_partition(unique.begin(), unique.end(),
-                        [](const Target& t) { return t.kind == MediaKind::kVideo; });
-  const auto videos_end = std::find_if(unique.begin(), unique.end(),
-                                       [](const Target& t) { return t.kind != MediaKind::kVideo; });
+  const auto videos_end = std::stable_partition(
+      unique.begin(), unique.end(), [](const Target& t) { return t.kind == MediaKind::kVideo; });
   for (auto [from, to] : {std::pair{unique.begin(), videos_end}, std::pair{videos_end, unique.end()}}) {
     for (const std::string& name : options.stages) {
       const StageSpec* spec = graph_->Find(name);
