@@ -8,8 +8,8 @@ Same jobs (item, stage) on both sides; the same structure (keys, list lengths, s
 booleans); numbers within atol + rtol * max(|a|, |b|), or one unit of the last decimal they
 were rounded to (a value the CPU and the device compute a float's width apart may round
 either way: 202.1 against 202.0 px). The device names in strings ("cpu",
-"sim:0", "cuda:0") and artifact paths (lease-token names under each run's out dir) are not
-compared. Motion is compared by its cuts and camera label only: on a device its flow is
+"sim:0", "cuda:0") and the artifact paths of the item's jobs (their `artifacts`: lease-token
+names under each run's out dir) are not compared. Motion is compared by its cuts and camera label only: on a device its flow is
 pyramidal Lucas-Kanade (gpu/flow.cc), on the CPU DIS, by design, so its magnitudes differ.
 Prints one line per stage (jobs, worst absolute and relative difference) and every
 mismatch; exits 1 on any mismatch.
@@ -40,6 +40,15 @@ def load(path):
             j = json.loads(line)
             jobs[(j["item"], j["stage"])] = j
     return jobs
+
+
+def artifacts_by_item(jobs):
+    """Every artifact of each item's jobs: a result may name another stage's (inpaint names
+    its segment mask)."""
+    out = {}
+    for (item, _), j in jobs.items():
+        out.setdefault(item, set()).update(j.get("artifacts", []))
+    return {k: frozenset(v) for k, v in out.items()}
 
 
 class Compare:
@@ -75,12 +84,13 @@ class Compare:
         elif isinstance(a, str):
             if not isinstance(b, str):
                 return self.mismatches.append(f"{stage} {where}: {a!r} vs {b!r}")
-            if "/" in a and "/" in b and a.rsplit("/", 1)[-1].split(".")[-1] == b.rsplit("/", 1)[-1].split(".")[-1]:
-                return  # an artifact's path: each run names its own
+            if a in self.artifacts[0] and b in self.artifacts[1]:
+                return  # the item's artifact: each run names its own
             if DEVICE.sub("<device>", a) != DEVICE.sub("<device>", b):
                 self.mismatches.append(f"{stage} {where}: {a!r} vs {b!r}")
 
-    def job(self, a, b, stage):
+    def job(self, a, b, stage, artifacts=(frozenset(), frozenset())):
+        self.artifacts = artifacts
         if stage == "motion":
             a = {"cuts": a.get("cuts"), "label": a.get("camera", {}).get("label")}
             b = {"cuts": b.get("cuts"), "label": b.get("camera", {}).get("label")}
@@ -98,10 +108,11 @@ def main():
     c = Compare(args.rtol, args.atol)
     for key in sorted(set(cpu) ^ set(dev)):
         c.mismatches.append(f"job {key} is in only one of the files")
+    cpu_art, dev_art = artifacts_by_item(cpu), artifacts_by_item(dev)
     per_stage = {}
     for key in sorted(set(cpu) & set(dev)):
         per_stage[key[1]] = per_stage.get(key[1], 0) + 1
-        c.job(cpu[key]["result"], dev[key]["result"], key[1])
+        c.job(cpu[key]["result"], dev[key]["result"], key[1], (cpu_art[key[0]], dev_art[key[0]]))
     for stage in sorted(per_stage):
         d, r, where = c.worst.get(stage, (0.0, 0.0, ""))
         print(f"{stage:14s} {per_stage[stage]:4d} jobs  worst |diff| {d:.3g} (relative {r:.3g}) {where}")
