@@ -16,9 +16,12 @@
 namespace framemill::testing {
 namespace {
 
+// The done jobs by item (of `stage` alone when given).
 std::map<std::string, nlohmann::json> Export(const std::map<std::string, std::string>& env,
-                                             const std::string& cwd) {
-  auto r = RunProcess({FRAMEMILL_BIN, "export", "--format", "jsonl"}, env, cwd);
+                                             const std::string& cwd, const std::string& stage = "") {
+  std::vector<std::string> argv = {FRAMEMILL_BIN, "export", "--format", "jsonl"};
+  if (!stage.empty()) argv.insert(argv.end(), {"--stage", stage});
+  auto r = RunProcess(argv, env, cwd);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   std::map<std::string, nlohmann::json> out;
   std::istringstream in(r.out);
@@ -120,14 +123,7 @@ TEST(SimGpuTest, CategorizeOnTheEngineGivesTheCpusContentAndNsfw) {
     EXPECT_EQ(RunProcess({FRAMEMILL_BIN, "enqueue", dir / "media"}, e, dir.path()).exit_code, 0);
     auto r = RunProcess({FRAMEMILL_BIN, "run", "--workers", "1"}, e, dir.path(), 600);
     EXPECT_EQ(r.exit_code, 0) << r.err;
-    auto x = RunProcess({FRAMEMILL_BIN, "export", "--stage", "categorize"}, e, dir.path());
-    std::map<std::string, nlohmann::json> out;
-    std::istringstream in(x.out);
-    for (std::string line; std::getline(in, line);) {
-      auto j = nlohmann::json::parse(line);
-      out[j["item"].get<std::string>()] = j;
-    }
-    return out;
+    return Export(e, dir.path(), "categorize");
   };
   auto cpu = run("cpu.db", "cpu"), sim = run("sim.db", "sim");
   ASSERT_EQ(cpu.size(), 3u);
