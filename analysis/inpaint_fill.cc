@@ -15,7 +15,50 @@ namespace {
 
 constexpr InpaintMethod kMethods[] = {InpaintMethod::kTelea, InpaintMethod::kNavierStokes,
                                       InpaintMethod::kExemplar, InpaintMethod::kFsrFast,
-                                      InpaintMethod::kShiftMap};
+                                      InpaintMethod::kShiftMap, InpaintMethod::kTeleaCoarse};
+constexpr double kRadius = 3;  // cv::inpaint's neighbourhood (px)
+// Telea and Navier-Stokes read `kRadius` px around each pixel they fill; past a margin of
+// twice that, the image cannot change the fill: on the hole's box they give the whole
+// image's fill exactly (InpaintFillTest.TeleaOnTheHolesBoxIsTeleaOnTheImage).
+constexpr int kBoxMargin = 2 * static_cast<int>(kRadius);
+
+// The hole's bounding box grown by `margin`, within the image.
+cv::Rect HoleBox(const cv::Mat& binary, int margin) {
+  cv::Rect box = cv::boundingRect(binary);
+  box.x -= margin;
+  box.y -= margin;
+  box.width += 2 * margin;
+  box.height += 2 * margin;
+  return box & cv::Rect(0, 0, binary.cols, binary.rows);
+}
+
+// cv::inpaint on the hole's box, into the hole's pixels of `out` (the image's size): the cost
+// follows the hole, not the image (a 0.2% hole in a 1.3 MP photo: 30 ms -> 2 ms).
+void DiffuseInBox(const cv::Mat& bgr, const cv::Mat& binary, int flags, cv::Mat* out) {
+  const cv::Rect box = HoleBox(binary, kBoxMargin);
+  cv::Mat part, in_box = (*out)(box);
+  cv::inpaint(bgr(box), binary(box), part, kRadius, flags);
+  part.copyTo(in_box, binary(box));
+}
+
+// Telea on a copy reduced `f` times, scaled back (bilinear) into the hole. The copy is the
+// hole's box, grown and padded to a multiple of `f`; a reduced pixel is unknown when any
+// pixel of its block is, so the hole's content never leaks into what is known.
+void CoarseTelea(const cv::Mat& bgr, const cv::Mat& binary, int f, cv::Mat* out) {
+  const cv::Rect box = HoleBox(binary, kBoxMargin * f);
+  const int pad_x = (f - box.width % f) % f, pad_y = (f - box.height % f) % f;
+  cv::Mat part, hole;
+  cv::copyMakeBorder(bgr(box), part, 0, pad_y, 0, pad_x, cv::BORDER_REPLICATE);
+  cv::copyMakeBorder(binary(box), hole, 0, pad_y, 0, pad_x, cv::BORDER_REPLICATE);
+  const cv::Size reduced(part.cols / f, part.rows / f);
+  cv::Mat small, small_hole, small_fill, fill;
+  cv::resize(part, small, reduced, 0, 0, cv::INTER_AREA);
+  cv::resize(hole, small_hole, reduced, 0, 0, cv::INTER_AREA);  // a block's mean: > 0 when any
+  cv::inpaint(small, small_hole > 0, small_fill, kRadius, cv::INPAINT_TELEA);
+  cv::resize(small_fill, fill, part.size(), 0, 0, cv::INTER_LINEAR);
+  cv::Mat in_box = (*out)(box);
+  fill(cv::Rect(0, 0, box.width, box.height)).copyTo(in_box, binary(box));
+}
 
 // One pyramid level of the exemplar fill: the image (holes hold the current estimate),
 // and the hole, 255 where unknown.
@@ -205,9 +248,12 @@ Result<cv::Mat> Exemplar(const cv::Mat& bgr, const cv::Mat& hole, const Exemplar
 
 // xphoto wants the known pixels marked; shift-map wants CIE Lab.
 cv::Mat XphotoFill(const cv::Mat& bgr, const cv::Mat& hole, int algorithm) {
-  cv::Mat known, src = bgr, out;
+  cv::Mat known, src, out;
   cv::bitwise_not(hole, known);
+  // Into a Mat of its own: converted into one that shares `bgr`'s pixels, it overwrote the
+  // caller's image with Lab (found when the fill's copy of the image moved before it).
   if (algorithm == cv::xphoto::INPAINT_SHIFTMAP) cv::cvtColor(bgr, src, cv::COLOR_BGR2Lab);
+  else src = bgr;
   cv::xphoto::inpaint(src, known, out, algorithm);
   if (algorithm == cv::xphoto::INPAINT_SHIFTMAP) cv::cvtColor(out, out, cv::COLOR_Lab2BGR);
   return out;
@@ -218,6 +264,7 @@ cv::Mat XphotoFill(const cv::Mat& bgr, const cv::Mat& hole, int algorithm) {
 std::string_view InpaintMethodName(InpaintMethod m) {
   switch (m) {
     case InpaintMethod::kTelea: return "telea";
+    case InpaintMethod::kTeleaCoarse: return "telea_coarse";
     case InpaintMethod::kNavierStokes: return "ns";
     case InpaintMethod::kExemplar: return "exemplar";
     case InpaintMethod::kFsrFast: return "fsr_fast";
@@ -239,7 +286,8 @@ Result<InpaintMethod> ParseInpaintMethod(std::string_view name) {
 std::vector<InpaintMethod> AllInpaintMethods() { return {std::begin(kMethods), std::end(kMethods)}; }
 
 Result<cv::Mat> Inpaint(const cv::Mat& bgr, const cv::Mat& hole, InpaintMethod method,
-                        const ExemplarOptions& options, const PatchSearchFn& search) {
+                        const ExemplarOptions& options, const PatchSearchFn& search,
+                        const HoleShape* shape) {
   if (bgr.empty() || bgr.type() != CV_8UC3)
     return Status::InvalidArgument("inpainting needs an 8-bit BGR image");
   if (hole.type() != CV_8U || hole.size() != bgr.size())
@@ -248,15 +296,20 @@ Result<cv::Mat> Inpaint(const cv::Mat& bgr, const cv::Mat& hole, InpaintMethod m
   if (cv::countNonZero(binary) == 0) return bgr.clone();
   if (cv::countNonZero(binary) == static_cast<int>(binary.total()))
     return Status::InvalidArgument("the mask covers the whole image: nothing is left to fill from");
-  cv::Mat filled;
+  cv::Mat out = bgr.clone(), filled;
   switch (method) {
-    case InpaintMethod::kTelea: cv::inpaint(bgr, binary, filled, 3, cv::INPAINT_TELEA); break;
-    case InpaintMethod::kNavierStokes: cv::inpaint(bgr, binary, filled, 3, cv::INPAINT_NS); break;
+    case InpaintMethod::kTelea: DiffuseInBox(bgr, binary, cv::INPAINT_TELEA, &out); return out;
+    case InpaintMethod::kTeleaCoarse: {
+      const int f = CoarseFactor(shape != nullptr ? *shape : MeasureHole(binary));
+      if (f > 1) CoarseTelea(bgr, binary, f, &out);
+      else DiffuseInBox(bgr, binary, cv::INPAINT_TELEA, &out);
+      return out;
+    }
+    case InpaintMethod::kNavierStokes: DiffuseInBox(bgr, binary, cv::INPAINT_NS, &out); return out;
     case InpaintMethod::kExemplar: return Exemplar(bgr, binary, options, search);
     case InpaintMethod::kFsrFast: filled = XphotoFill(bgr, binary, cv::xphoto::INPAINT_FSR_FAST); break;
     case InpaintMethod::kShiftMap: filled = XphotoFill(bgr, binary, cv::xphoto::INPAINT_SHIFTMAP); break;
   }
-  cv::Mat out = bgr.clone();
   filled.copyTo(out, binary);
   return out;
 }
@@ -265,20 +318,29 @@ HoleShape MeasureHole(const cv::Mat& hole) {
   HoleShape s;
   if (hole.empty()) return s;
   const cv::Mat binary = hole > 0;
-  s.coverage = double(cv::countNonZero(binary)) / double(binary.total());
-  if (s.coverage == 0) return s;
-  // Distance to the nearest known pixel; outside the image counts as known.
+  s.pixels = cv::countNonZero(binary);
+  s.coverage = double(s.pixels) / double(binary.total());
+  if (s.pixels == 0) return s;
+  // Distance to the nearest known pixel; outside the image counts as known. On the hole's
+  // box with a known border of one pixel: every hole pixel's nearest known pixel is in it.
+  const cv::Rect box = HoleBox(binary, 0);
   cv::Mat padded, dist;
-  cv::copyMakeBorder(binary, padded, 1, 1, 1, 1, cv::BORDER_CONSTANT, cv::Scalar(0));
+  cv::copyMakeBorder(binary(box), padded, 1, 1, 1, 1, cv::BORDER_CONSTANT, cv::Scalar(0));
   cv::distanceTransform(padded, dist, cv::DIST_L2, cv::DIST_MASK_PRECISE);
   cv::minMaxLoc(dist, nullptr, &s.half_width);
+  s.mean_distance = cv::sum(dist)[0] / double(s.pixels);
   return s;
 }
 
+int CoarseFactor(const HoleShape& hole) {
+  if (hole.pixels < kCoarseMinPixels) return 1;
+  int f = 1;
+  while (f < 8 && hole.mean_distance / (2 * f) >= kCoarseMinReducedDistance) f *= 2;
+  return f;
+}
+
 InpaintMethod ChooseInpaintMethod(const HoleShape& hole) {
-  // Measured: FSR leads by 0.9 dB on holes of 1% of the image; from 5% up Telea is the
-  // best or within 0.1 dB of it, 100 times faster than FSR and 20 times than ours.
-  return hole.coverage < kSmallHoleCoverage ? InpaintMethod::kFsrFast : InpaintMethod::kTelea;
+  return CoarseFactor(hole) > 1 ? InpaintMethod::kTeleaCoarse : InpaintMethod::kTelea;
 }
 
 double HolePsnr(const cv::Mat& original, const cv::Mat& filled, const cv::Mat& hole) {

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/clock.h"
 #include "base/json_text.h"
 #include "media/kind.h"
 #include "scheduler/progress.h"
@@ -21,9 +22,10 @@ struct StatusReport {
   std::vector<StageCounts> counts;
   std::vector<ErrorClassCount> failures;
   std::optional<RunRecord> last_run;
-  // Per stage and media kind, the median of the newest done jobs' own times (ms;
-  // SummariseJobTimes, as the report shows them).
-  std::map<std::string, std::map<MediaKind, double>> ms_per_item;
+  // Per stage and media kind, the median of the newest done jobs' own times and the median
+  // job's split (SummariseJobTimes, as the report shows them).
+  std::map<std::string, std::map<MediaKind, JobTimeSummary>> times;
+  int64_t now_ms = 0;  // when it was read: a running run's busy share is up to now
 };
 
 // The crawler's report, as img2dataset gives it: success rate and failures by class.
@@ -52,8 +54,8 @@ Result<StatusReport> ReadStatus(JobStore& store) {
   r.last_run = std::move(last).value();
   auto times = store.RecentJobTimes(kJobTimesShown);
   if (!times.ok()) return times.status();
-  for (const auto& [key, summary] : SummariseJobTimes(*times))
-    r.ms_per_item[key.first][key.second] = static_cast<double>(summary.median_ms);
+  for (const auto& [key, summary] : SummariseJobTimes(*times)) r.times[key.first][key.second] = summary;
+  r.now_ms = SystemClock()->NowMs();
   return r;
 }
 
@@ -81,6 +83,17 @@ double EtaOf(const StageCounts& c) {
 
 nlohmann::json OrNull(bool present, nlohmann::json v) { return present ? v : nlohmann::json(nullptr); }
 
+// A stage's ms_per_item and time_split_ms (CONTRACT.md), per media kind.
+void AddTimes(const std::map<MediaKind, JobTimeSummary>& kinds, nlohmann::json* stage) {
+  for (const auto& [kind, t] : kinds) {
+    const std::string k(MediaKindName(kind));
+    (*stage)["ms_per_item"][k] = static_cast<double>(t.median_ms);
+    const JobTimeSplit& s = t.median_split;
+    (*stage)["time_split_ms"][k] = {{"decode", s.decode_ms}, {"host", s.host_ms},
+                                    {"device", s.device_ms}, {"wait", s.wait_ms}};
+  }
+}
+
 nlohmann::json StatusJson(const std::string& db, const StatusReport& r,
                           const std::optional<FetchSummary>& fetch) {
   nlohmann::json j;
@@ -104,9 +117,9 @@ nlohmann::json StatusJson(const std::string& db, const StatusReport& r,
                             {"skipped", c.skipped}, {"waiting", c.waiting},
                             {"throughput_per_s", RateOf(c)},
                             {"eta_s", OrNull(eta >= 0, eta)},
-                            {"ms_per_item", nlohmann::json::object()}};
-    if (auto it = r.ms_per_item.find(c.stage); it != r.ms_per_item.end())
-      for (const auto& [kind, ms] : it->second) j["stages"][c.stage]["ms_per_item"][std::string(MediaKindName(kind))] = ms;
+                            {"ms_per_item", nlohmann::json::object()},
+                            {"time_split_ms", nlohmann::json::object()}};
+    if (auto it = r.times.find(c.stage); it != r.times.end()) AddTimes(it->second, &j["stages"][c.stage]);
   }
   j["failures"] = nlohmann::json::array();
   for (const auto& e : r.failures)
@@ -125,7 +138,7 @@ nlohmann::json StatusJson(const std::string& db, const StatusReport& r,
       j["last_run"]["devices"].push_back(
           {{"id", d.id}, {"total_mb", d.total_mb}, {"peak_planned_mb", d.peak_planned_mb},
            {"workers", d.workers}, {"oom_events", d.oom_events},
-           {"cpu_fallbacks", d.cpu_fallbacks}});
+           {"cpu_fallbacks", d.cpu_fallbacks}, {"busy_share", run.BusyShare(d, r.now_ms)}});
   }
   return j;
 }
@@ -142,12 +155,19 @@ void PrintStageTable(const std::string& db, const StatusReport& r) {
                 RateOf(c), FormatDuration(EtaOf(c)).c_str());
   }
   if (r.counts.empty()) std::printf("(no jobs: run `framemill enqueue SOURCE...`)\n");
-  if (!r.ms_per_item.empty()) std::printf("\ntime per item (median of recent jobs' own times):\n");
-  for (const auto& [stage, kinds] : r.ms_per_item) {
+  if (!r.times.empty())
+    std::printf("\ntime per item (median of recent jobs' own times; the median job's decode, "
+                "host, device, wait in ms):\n");
+  for (const auto& [stage, kinds] : r.times) {
     std::printf("  %-14s", stage.c_str());
-    for (const auto& [kind, ms] : kinds)
-      std::printf("  %s %s", std::string(MediaKindName(kind)).c_str(),
-                  ms < 1000 ? (std::to_string(static_cast<int>(ms)) + " ms").c_str() : FormatDuration(ms / 1000).c_str());
+    for (const auto& [kind, t] : kinds) {
+      const double ms = static_cast<double>(t.median_ms);
+      const JobTimeSplit& s = t.median_split;
+      std::printf("  %s %s (%lld/%lld/%lld/%lld)", std::string(MediaKindName(kind)).c_str(),
+                  ms < 1000 ? (std::to_string(static_cast<int>(ms)) + " ms").c_str() : FormatDuration(ms / 1000).c_str(),
+                  static_cast<long long>(s.decode_ms), static_cast<long long>(s.host_ms),
+                  static_cast<long long>(s.device_ms), static_cast<long long>(s.wait_ms));
+    }
     std::printf("\n");
   }
   for (const StageCounts& c : r.counts) {
@@ -185,7 +205,7 @@ void PrintFailures(const std::vector<ErrorClassCount>& failures) {
   std::printf("  (details: framemill export is for results; `framemill retry --failed` re-queues)\n");
 }
 
-void PrintLastRun(const RunRecord& r) {
+void PrintLastRun(const RunRecord& r, int64_t now_ms) {
   const std::string ended =
       r.finished_at == 0 ? "unfinished or running" : "exit " + std::to_string(r.exit_code);
   std::printf("\nlast run #%lld: %d worker(s), %s, %lld done, %lld failed, "
@@ -194,11 +214,11 @@ void PrintLastRun(const RunRecord& r) {
               static_cast<long long>(r.jobs_done), static_cast<long long>(r.jobs_failed),
               static_cast<long long>(r.oom_events), static_cast<long long>(r.cpu_fallbacks));
   for (const RunDevice& d : r.devices)
-    std::printf("  %s: %d worker(s), at most %lld of %lld MiB planned at once, "
-                "%lld out-of-memory event(s), %lld CPU fallback(s)\n",
-                d.id.c_str(), d.workers, static_cast<long long>(d.peak_planned_mb),
-                static_cast<long long>(d.total_mb), static_cast<long long>(d.oom_events),
-                static_cast<long long>(d.cpu_fallbacks));
+    std::printf("  %s: %d worker(s), busy %.0f%% of the run, at most %lld of %lld MiB planned "
+                "at once, %lld out-of-memory event(s), %lld CPU fallback(s)\n",
+                d.id.c_str(), d.workers, 100 * r.BusyShare(d, now_ms),
+                static_cast<long long>(d.peak_planned_mb), static_cast<long long>(d.total_mb),
+                static_cast<long long>(d.oom_events), static_cast<long long>(d.cpu_fallbacks));
 }
 
 }  // namespace
@@ -220,7 +240,7 @@ int CmdStatus(const Flags& f) {
   PrintStageTable(db, *report);
   if (fetch) PrintFetch(*fetch);
   PrintFailures(report->failures);
-  if (report->last_run) PrintLastRun(*report->last_run);
+  if (report->last_run) PrintLastRun(*report->last_run, report->now_ms);
   return ToInt(ExitCode::kOk);
 }
 

@@ -10,6 +10,8 @@ RunOptions ToRunOptions(const Settings& s, const std::vector<std::string>& stage
   w.stages = stages;
   w.forever = forever;
   w.path_map = s.paths;
+  // The claim's pictures are decoded with the limits every stage decodes with.
+  w.pictures.limits = s.stage.model_frames.limits;
   // The fetch stage's transfers overlap only within one batch: it has a batch of its own,
   // and each transfer is bounded by the fetch timeout.
   w.batch_by_stage[stage_names::kFetch] = s.fetch_batch;

@@ -44,6 +44,12 @@ class ComputeBackend {
   // inference engine): the bytes that batch needed, so the tuner learns from it.
   virtual void SetLastBatchBytes(int64_t bytes) {}
 
+  // A batch of work is on the device from Begin to End (OomLadder marks each device slice):
+  // a device shared by several workers counts its busy time from these, once however many
+  // overlap (gpu/shared_device.h). No-ops elsewhere.
+  virtual void WorkBegins() {}
+  virtual void WorkEnds() {}
+
   // Kernels of the inference engine (gpu/engine) on this backend's device, for the
   // neural operations: CUDA's own kernels on a CUDA device (capped by SetMemoryLimit),
   // the reference kernels on the CPU, and on the simulated device the reference kernels

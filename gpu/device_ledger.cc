@@ -6,6 +6,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,18 +16,27 @@
 #include <sstream>
 #include <utility>
 
+#include "base/time_split.h"
+
 namespace framemill::gpu {
 namespace {
 
 constexpr uint64_t kMagic = 0x72656764656c6d66ULL;  // "fmledger"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;  // 2: the busy time
 
 struct Slot {
   int32_t pid;
-  int32_t unused;
+  int32_t working;     // 1 while this member has a batch on the device
   int64_t start_time;  // the process's start (clock ticks since boot): a reused pid differs
   int64_t planned;
 };
+
+// CLOCK_MONOTONIC, the same for every process of the machine.
+int64_t MonotonicNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
 
 // A process's start time and whether it is a zombie, from /proc/<pid>/stat; nullopt when
 // there is no such process.
@@ -80,6 +90,10 @@ struct DeviceLedger::Table {
   int64_t total;
   int64_t peak;
   Slot slots[kMaxMembers];
+  // The device's busy time: the nanoseconds in which at least one member had a batch on it,
+  // closed intervals summed, and the start of the open one (when any member is working).
+  int64_t busy_ns;
+  int64_t busy_since_ns;
 
   int64_t Planned() const {
     int64_t sum = 0;
@@ -91,10 +105,28 @@ struct DeviceLedger::Table {
     return static_cast<int>(std::count_if(std::begin(slots), std::end(slots),
                                           [](const Slot& s) { return s.pid > 0; }));
   }
-  // Frees the slots of processes that are gone; their device memory went with them.
+  bool Working() const {
+    return std::any_of(std::begin(slots), std::end(slots),
+                       [](const Slot& s) { return s.pid > 0 && s.working != 0; });
+  }
+  // Marks a member working or not, and closes the busy interval when none is left working.
+  void SetWorking(Slot& s, bool working, int64_t now) {
+    const bool was = Working();
+    s.working = working ? 1 : 0;
+    if (!was && Working()) busy_since_ns = now;
+    if (was && !Working()) busy_ns += std::max<int64_t>(0, now - busy_since_ns);
+  }
+  int64_t BusyNs(int64_t now) const {
+    return busy_ns + (Working() ? std::max<int64_t>(0, now - busy_since_ns) : 0);
+  }
+  // Frees the slots of processes that are gone; their device memory went with them, and a
+  // batch they had on the device ended with them.
   void Reap() {
-    for (Slot& s : slots)
-      if (s.pid > 0 && !Live(s)) s = Slot{};
+    for (Slot& s : slots) {
+      if (s.pid <= 0 || Live(s)) continue;
+      SetWorking(s, false, MonotonicNs());
+      s = Slot{};
+    }
   }
 };
 
@@ -104,6 +136,7 @@ LedgerView DeviceLedger::ViewOf(const Table& t, const std::string& device) {
   v.device = device;
   v.total_bytes = t.total;
   v.peak_planned_bytes = t.peak;
+  v.busy_ns = t.BusyNs(MonotonicNs());
   for (const Slot& s : t.slots) {
     if (!Live(s)) continue;
     v.members.push_back({s.pid, s.planned});
@@ -116,6 +149,7 @@ LedgerView DeviceLedger::ViewOf(const Table& t, const std::string& device) {
 class DeviceLedger::Locked {
  public:
   Locked(int fd, int how) : fd_(fd) {
+    TimeSpent waiting(TimePart::kWait);  // for the device's other workers
     while (flock(fd_, how) != 0 && errno == EINTR) {
     }
   }
@@ -246,7 +280,10 @@ DeviceLedger::~DeviceLedger() {
   {
     Locked lock(fd_, LOCK_EX);
     Slot& s = table_->slots[slot_];
-    if (s.pid == getpid()) s = Slot{};
+    if (s.pid == getpid()) {
+      table_->SetWorking(s, false, MonotonicNs());
+      s = Slot{};
+    }
   }
   munmap(table_, sizeof(Table));
   close(fd_);
@@ -288,6 +325,16 @@ int64_t DeviceLedger::Available() {
   const int64_t share = table_->total / members - mine_;
   const int64_t free = table_->total - table_->Planned();
   return std::max<int64_t>(0, std::min(share, free));
+}
+
+void DeviceLedger::SetWorking(bool working) {
+  Locked lock(fd_, LOCK_EX);
+  table_->SetWorking(table_->slots[slot_], working, MonotonicNs());
+}
+
+int64_t DeviceLedger::BusyNs() {
+  Locked lock(fd_, LOCK_SH);
+  return table_->BusyNs(MonotonicNs());
 }
 
 LedgerView DeviceLedger::View() {

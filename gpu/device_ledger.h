@@ -38,6 +38,7 @@ struct LedgerView {
   int64_t total_bytes = 0;
   int64_t planned_bytes = 0;       // all members together, now
   int64_t peak_planned_bytes = 0;  // the most at once since the ledger was last empty
+  int64_t busy_ns = 0;  // how long any member had a batch on the device, since last empty
   std::vector<LedgerMember> members;
   int64_t ShareBytes() const {
     return members.empty() ? total_bytes : total_bytes / static_cast<int64_t>(members.size());
@@ -81,6 +82,12 @@ class DeviceLedger {
   // The most planned on the device at once that this member has seen: after each of its
   // reservations, all members together. A run's peak is the largest of its workers'.
   int64_t peak_seen() const { return peak_seen_; }
+  // Marks this member as having a batch on the device (true) or not. The device is busy
+  // while any member is working: its busy time (BusyNs) is the union of its members'
+  // batches, counted once however many overlap (CLOCK_MONOTONIC, ns since the ledger was
+  // last empty). A run's busy share is the growth of BusyNs over the run's wall time.
+  void SetWorking(bool working);
+  int64_t BusyNs();
   LedgerView View();
 
  private:

@@ -54,6 +54,10 @@ void AddGpuRows(GpuOptions* o, OptionRows* rows) {
   rows->push_back(NumberRow("gpu.sim_cost", "FRAMEMILL_SIM_COST", &o->sim_cost, 0.001, 1e6));
   rows->push_back(IntRow("gpu.workers_per_device", "FRAMEMILL_GPU_WORKERS_PER_DEVICE", "",
                          {&o->workers_per_device}, 1, 64));
+  rows->push_back(IntRow("gpu.max_workers_per_device", "FRAMEMILL_GPU_MAX_WORKERS_PER_DEVICE", "",
+                         {&o->max_workers_per_device}, 1, 64));
+  rows->push_back(NumberRow("gpu.join_below_busy", "FRAMEMILL_GPU_JOIN_BELOW_BUSY",
+                            &o->join_below_busy, 0, 1));
   rows->push_back(OptionalTextRow("gpu.ledger_dir", "FRAMEMILL_DEVICE_LEDGER_DIR", &o->ledger_dir));
 }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "base/time_split.h"
+
 namespace framemill::gpu {
 
 OomLadder::OomLadder(ComputeBackend* gpu, ComputeBackend* cpu, BatchTuner* tuner,
@@ -10,6 +12,15 @@ OomLadder::OomLadder(ComputeBackend* gpu, ComputeBackend* cpu, BatchTuner* tuner
     : gpu_(gpu), cpu_(cpu), tuner_(tuner), clock_(clock), options_(std::move(options)) {
   if (gpu_ != nullptr && options_.memory_limit_bytes > 0)
     gpu_->SetMemoryLimit(options_.memory_limit_bytes);
+}
+
+Status OomLadder::RunOnDevice(const SliceFn& run, size_t begin, size_t end) {
+  // The job's device time, and the device's busy time (shared with its other workers).
+  TimeSpent on_device(TimePart::kDevice);
+  gpu_->WorkBegins();
+  Status s = run(*gpu_, begin, end);
+  gpu_->WorkEnds();
+  return s;
 }
 
 bool OomLadder::CoolingDown(const std::string& op) const {
@@ -54,7 +65,7 @@ Status OomLadder::Run(const std::string& op, size_t items, int64_t pixels_per_it
     }
     size = std::max(1, std::min<int>(size, static_cast<int>(items - i)));
     auto t0 = std::chrono::steady_clock::now();
-    Status s = run(*gpu_, i, i + static_cast<size_t>(size));
+    Status s = RunOnDevice(run, i, i + static_cast<size_t>(size));
     if (s.ok()) {
       double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       tuner_->Observe(key, size, secs, gpu_->LastBatchBytes());

@@ -61,6 +61,10 @@ class OomLadder {
   ComputeBackend* gpu() const { return gpu_; }
 
  private:
+  // One slice on the device, its time counted as the device's (base/time_split.h) and the
+  // device marked busy while it runs.
+  Status RunOnDevice(const SliceFn& run, size_t begin, size_t end);
+
   ComputeBackend* gpu_;
   ComputeBackend* cpu_;
   BatchTuner* tuner_;

@@ -156,6 +156,8 @@ class SharedDevice final : public ComputeBackend {
         new LedgerKernels(std::move(k).value(), ledger_, engines_, memory_limit_));
   }
   bool EngineFp16() const override { return inner_->EngineFp16(); }
+  void WorkBegins() override { ledger_->SetWorking(true); }
+  void WorkEnds() override { ledger_->SetWorking(false); }
 
   Result<std::vector<LumaStats>> LumaStatsBatch(const std::vector<cv::Mat>& images) override {
     int64_t need = 0;

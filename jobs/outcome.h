@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
+#include "base/time_split.h"
 #include "media/kind.h"
 
 namespace framemill {
@@ -71,6 +72,9 @@ struct FinishedJob {
   int64_t started_at_ms = 0;
   int64_t run_ms = -1;
   double media_seconds = -1;
+  // Where run_ms went (base/time_split.h): decoding, the rest of the host's work, the device,
+  // waiting. Stored with run_ms.
+  JobTimeSplit split;
 };
 
 }  // namespace framemill

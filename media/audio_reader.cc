@@ -8,6 +8,7 @@ extern "C" {
 #include <libswresample/swresample.h>
 }
 
+#include "base/time_split.h"
 #include "media/av_decoder.h"
 #include "media/video.h"
 
@@ -43,6 +44,7 @@ Result<std::unique_ptr<SwrContext, SwrFree>> Resampler(AVCodecContext* dec, int 
 }  // namespace
 
 Result<AudioTrack> ReadAudio(const std::string& path, const AudioReadOptions& opt) {
+  TimeSpent decoding(TimePart::kDecode);
   auto sniffed = SniffVideoFile(path);
   if (!sniffed.ok()) return sniffed.status();
   AvDecoder av;

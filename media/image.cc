@@ -6,6 +6,7 @@
 
 #include <opencv2/imgcodecs.hpp>
 
+#include "base/time_split.h"
 #include "media/sniff.h"
 
 namespace framemill {
@@ -97,6 +98,7 @@ Result<ScaledImage> Decode(const std::string& path, const ImageLimits& limits, i
 }  // namespace
 
 Result<cv::Mat> DecodeImageFile(const std::string& path, const ImageLimits& limits) {
+  TimeSpent decoding(TimePart::kDecode);
   auto img = Decode(path, limits, 0);
   if (!img.ok()) return img.status();
   return std::move(img->image);
@@ -104,6 +106,7 @@ Result<cv::Mat> DecodeImageFile(const std::string& path, const ImageLimits& limi
 
 Result<ScaledImage> DecodeImageFileScaled(const std::string& path, const ImageLimits& limits,
                                           int min_long_side) {
+  TimeSpent decoding(TimePart::kDecode);
   return Decode(path, limits, min_long_side);
 }
 

@@ -6,6 +6,7 @@
 
 #include <opencv2/videoio.hpp>
 
+#include "base/time_split.h"
 #include "media/sniff.h"
 
 namespace framemill {
@@ -37,6 +38,7 @@ Status CheckVideoFrameSize(const std::string& format, int width, int height,
 
 Result<VideoSample> SampleVideoFrames(const std::string& path, int count,
                                       const VideoLimits& limits) {
+  TimeSpent decoding(TimePart::kDecode);
   auto sniffed = SniffVideoFile(path);
   if (!sniffed.ok()) return sniffed.status();
   cv::VideoCapture cap;

@@ -8,6 +8,7 @@ extern "C" {
 #include <libswscale/swscale.h>
 }
 
+#include "base/time_split.h"
 #include "media/av_decoder.h"
 
 namespace framemill {
@@ -128,6 +129,7 @@ int64_t VideoReader::frames_decoded() const { return impl_->av.decoded(); }
 int64_t VideoReader::damaged_packets() const { return impl_->av.damaged_packets(); }
 
 Result<bool> VideoReader::Next(VideoFrame* out) {
+  TimeSpent decoding(TimePart::kDecode);
   Impl& m = *impl_;
   for (;;) {
     if (m.av.decoded() >= m.options.limits.max_frames) break;

@@ -1,5 +1,6 @@
 #include "models/model_cache.h"
 
+#include "base/time_split.h"
 #include "models/dnn_model.h"
 #include "models/engine_model.h"
 
@@ -115,10 +116,11 @@ Result<ModelCache::Lease> ModelCache::Borrow(const std::string& name,
       return Lease(this, key, device, std::move(r));
     }
   }
+  // Opening parses the model (tens of ms, or an upload to the device): outside the lock,
+  // so other models and borrowers of idle runners are not held up. The job waits for it.
+  TimeSpent opening(TimePart::kWait);
   auto manifest = Resolve(name);
   if (!manifest.ok()) return manifest.status();
-  // Opening parses the model (tens of ms, or an upload to the device): outside the lock,
-  // so other models and borrowers of idle runners are not held up.
   auto r = factory_(*manifest, device);
   std::lock_guard<std::mutex> l(mu_);
   Model& m = models_[name];

@@ -1160,32 +1160,39 @@ class ReportWriter {
     std::ostringstream s;
     s << "<h2>Where the time goes</h2><div class=\"muted\">The newest " << Int(static_cast<int64_t>(times.size()))
       << " done jobs, each timed by its worker.</div><table><tr><th>stage</th><th>kind</th><th class=\"n\">jobs</th>"
-      << "<th class=\"n\">median per item</th><th class=\"n\">total</th><th class=\"n\">share</th></tr>";
+      << "<th class=\"n\">median per item</th><th class=\"n\" title=\"the median job's time: decoding media, "
+      << "the rest of the host's work, kernels on a device, waiting (ms)\">decode / host / device / wait</th>"
+      << "<th class=\"n\">total</th><th class=\"n\">share</th></tr>";
     for (const auto& [key, t] : by) {
+      const JobTimeSplit& sp = t.median_split;
       s << "<tr><td>" << Esc(key.first) << "</td><td>" << MediaKindName(key.second) << "</td><td class=\"n\">"
         << Int(t.jobs) << "</td><td class=\"n\">"
         << (t.median_ms < 1000 ? std::to_string(t.median_ms) + " ms" : Duration(t.median_ms))
+        << "</td><td class=\"n\">" << Int(sp.decode_ms) << " / " << Int(sp.host_ms) << " / "
+        << Int(sp.device_ms) << " / " << Int(sp.wait_ms)
         << "</td><td class=\"n\">" << Duration(t.total_ms) << "</td><td class=\"n\">"
         << Num(total > 0 ? 100.0 * static_cast<double>(t.total_ms) / static_cast<double>(total) : 0.0, 1) << "%</td></tr>";
     }
-    if (by.empty()) s << "<tr><td colspan=\"6\" class=\"muted\">no job timed yet</td></tr>";
+    if (by.empty()) s << "<tr><td colspan=\"7\" class=\"muted\">no job timed yet</td></tr>";
     return s.str() + "</table>";
   }
 
-  // A run's devices, one line each: its workers there, the most memory they planned at once
-  // against the device's total, and its out-of-memory events and CPU fallbacks.
-  static std::string RunDevices(const RunRecord& r) {
+  // A run's devices, one line each: its workers there, its busy share of the run, the most
+  // memory they planned at once against the device's total, and its out-of-memory events and
+  // CPU fallbacks.
+  static std::string RunDevices(const RunRecord& r, int64_t now_ms) {
     if (r.devices.empty()) return "<span class=\"muted\">CPU only</span>";
     std::string out;
     for (const RunDevice& d : r.devices)
       out += (out.empty() ? "" : "<br>") + Esc(d.id) + ": " + std::to_string(d.workers) + " worker" +
-             (d.workers == 1 ? "" : "s") + ", peak " + Int(d.peak_planned_mb) + " of " + Int(d.total_mb) +
+             (d.workers == 1 ? "" : "s") + ", busy " + Num(100 * r.BusyShare(d, now_ms), 0) +
+             "%, peak " + Int(d.peak_planned_mb) + " of " + Int(d.total_mb) +
              " MiB, " + Int(d.oom_events) + " OOM, " + Int(d.cpu_fallbacks) + " CPU fallback" +
              (d.cpu_fallbacks == 1 ? "" : "s");
     return out;
   }
 
-  static std::string RunsTable(const std::vector<RunRecord>& runs) {
+  static std::string RunsTable(const std::vector<RunRecord>& runs, int64_t now_ms) {
     std::ostringstream s;
     s << "<h2>Runs</h2><table><tr><th class=\"n\">run</th><th>started</th><th>took</th><th class=\"n\">workers</th>"
       << "<th>stages</th><th class=\"n\">done</th><th class=\"n\">failed</th><th class=\"n\">GPU OOM</th><th class=\"n\">CPU fallbacks</th>"
@@ -1195,7 +1202,7 @@ class ReportWriter {
         << (r.finished_at ? Duration(r.finished_at - r.started_at) : "running") << "</td><td class=\"n\">" << r.workers
         << "</td><td class=\"small\">" << Esc(r.stages) << "</td><td class=\"n\">" << Int(r.jobs_done) << "</td><td class=\"n\">"
         << Int(r.jobs_failed) << "</td><td class=\"n\">" << Int(r.oom_events) << "</td><td class=\"n\">" << Int(r.cpu_fallbacks)
-        << "</td><td class=\"small\">" << RunDevices(r) << "</td><td>" << (r.finished_at ? std::to_string(r.exit_code) : "<span class=\"chip running\">in progress</span>") << "</td></tr>";
+        << "</td><td class=\"small\">" << RunDevices(r, now_ms) << "</td><td>" << (r.finished_at ? std::to_string(r.exit_code) : "<span class=\"chip running\">in progress</span>") << "</td></tr>";
     if (runs.empty()) s << "<tr><td colspan=\"11\" class=\"muted\">no runs yet</td></tr>";
     return s.str() + "</table>";
   }
@@ -1229,7 +1236,7 @@ class ReportWriter {
     auto times = store_.RecentJobTimes(kJobTimesShown);
     if (!times.ok()) return times.status();
     s << "</div>" << StagesTable() << "<h2>Throughput</h2>" << ThroughputChart() << TimeTable(*times) << FailuresTable()
-      << RunsTable(*runs) << kFooter;
+      << RunsTable(*runs, now_) << kFooter;
     const std::string text = s.str();
     stats_.index_bytes = static_cast<int64_t>(text.size());
     return WritePage(o_.dir + "/index.html", text, &stats_.total_bytes);

@@ -4,6 +4,10 @@
 // per stage and media kind, the median ms per job, and for videos the median ms per MB of
 // file times this file's MB. Before any history an image is taken as cheap (the count
 // limit sizes the claim, as before) and a video or dataset job as filling a claim alone.
+//
+// The times are also kept apart by where the jobs ran, on the CPU or on a device (issue 38):
+// a worker expects its own kind of time, and a worker on the CPU leaves the device the jobs
+// a device worker would finish sooner (StagesForTheDevice).
 // Not thread-safe: one per worker.
 #pragma once
 
@@ -11,7 +15,9 @@
 #include <deque>
 #include <limits>
 #include <map>
+#include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -19,6 +25,10 @@
 #include "storage/job_store.h"
 
 namespace framemill {
+
+// Where a done job ran: on the CPU, or on a device (any: "cuda:0", "sim:0").
+enum class Ran { kAnywhere, kCpu, kDevice };
+Ran RanOn(const std::string& device);
 
 class CostModel {
  public:
@@ -28,13 +38,22 @@ class CostModel {
   // Newest first, as RecentJobTimes returns them.
   void Learn(const std::vector<JobTime>& newest_first);
   void Observe(const JobTime& t);
-  // Expected ms of one job; kUnknown for a video or dataset job with no history.
-  double ExpectedMs(const std::string& stage, MediaKind kind, int64_t bytes) const;
-  // The median ms per job of (stage, kind), or -1 without history.
-  double MedianMs(const std::string& stage, MediaKind kind) const;
+  // Expected ms of one job on `on` (its history there; without any, every job's);
+  // kUnknown for a video or dataset job with no history.
+  double ExpectedMs(const std::string& stage, MediaKind kind, int64_t bytes, Ran on = Ran::kAnywhere) const;
+  // The median ms per job of (stage, kind) on `on`, or -1 without history there.
+  double MedianMs(const std::string& stage, MediaKind kind, Ran on = Ran::kAnywhere) const;
+
+  // The stages of `stages` a worker on the CPU leaves to the device workers now: those whose
+  // image jobs a device worker would finish sooner, its wait included. A job takes `cpu` ms
+  // here; on a device `device` ms, after the jobs ahead of it: `pending` jobs shared among
+  // `device_workers`, each the device's mean per job. Stages without both histories stay.
+  std::set<std::string> StagesForTheDevice(const std::vector<std::string>& stages, int64_t pending,
+                                           int device_workers) const;
 
  private:
-  using Key = std::pair<std::string, MediaKind>;
+  using Key = std::tuple<std::string, MediaKind, Ran>;
+  void Push(const Key& key, const JobTime& t);
   std::map<Key, std::deque<double>> per_job_, per_mb_;
 };
 

@@ -66,6 +66,7 @@ void ShareTheDevice(const gpu::GpuOptions& config, GpuRuntime* rt,
   auto joined = gpu::DeviceLedger::Join(LedgerDir(config), name, total, config.workers_per_device);
   if (joined.status().IsBusy()) {
     AllOnCpu(&rt->plan, joined.status().message() + ": this worker runs on the CPU");
+    rt->device_full = true;
     return;
   }
   if (!joined.ok()) {
@@ -114,6 +115,39 @@ std::unique_ptr<GpuRuntime> MakeGpuRuntime(const gpu::GpuOptions& config, JobSto
   rt->ladder = std::make_unique<gpu::OomLadder>(rt->gpu.get(), rt->cpu.get(), rt->tuner.get(),
                                                 clock, lo);
   return rt;
+}
+
+namespace {
+std::string DeviceName(const gpu::GpuOptions& config, const gpu::GpuPlan& plan) {
+  return plan.backend == "sim" ? "sim:0" : "cuda:" + std::to_string(config.device_id);
+}
+}  // namespace
+
+DeviceSeat::DeviceSeat(gpu::GpuOptions options, JobStore* store, const Clock* clock)
+    : options_(std::move(options)), store_(store), clock_(clock) {
+  device_ = DeviceName(options_, PlanFromOptions(options_));
+  options_.workers_per_device = options_.max_workers_per_device;  // what Take may reach
+}
+
+std::optional<gpu::LedgerView> DeviceSeat::Look() const {
+  auto view = gpu::DeviceLedger::Read(LedgerDir(options_), device_);
+  if (!view.ok()) return std::nullopt;
+  return *view;
+}
+
+std::unique_ptr<GpuRuntime> DeviceSeat::Take() {
+  std::vector<std::string> warnings;
+  auto rt = MakeGpuRuntime(options_, store_, clock_, &warnings);
+  for (const auto& w : warnings) spdlog::warn("{}", w);
+  if (rt->gpu == nullptr) return nullptr;
+  return rt;
+}
+
+std::unique_ptr<DeviceSeat> MakeDeviceSeat(const gpu::GpuOptions& options, const GpuRuntime& runtime,
+                                           JobStore* store, const Clock* clock) {
+  if (!runtime.device_full || options.max_workers_per_device <= options.workers_per_device)
+    return nullptr;
+  return std::make_unique<DeviceSeat>(options, store, clock);
 }
 
 }  // namespace framemill

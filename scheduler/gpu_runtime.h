@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,9 @@ namespace framemill {
 
 struct GpuRuntime {
   gpu::GpuPlan plan;
+  // The plan wanted the device, but it already had gpu.workers_per_device members: this
+  // worker runs on the CPU, and may join later (DeviceSeat).
+  bool device_full = false;
   // The device's memory, shared with the machine's other workers on it; null with `gpu`.
   std::shared_ptr<gpu::DeviceLedger> ledger;
   std::unique_ptr<gpu::ComputeBackend> gpu;  // null when every operation runs on the CPU
@@ -41,5 +45,32 @@ std::string LedgerDir(const gpu::GpuOptions& options);
 std::unique_ptr<GpuRuntime> MakeGpuRuntime(const gpu::GpuOptions& options, JobStore* store,
                                            const Clock* clock,
                                            std::vector<std::string>* warnings);
+
+// A worker's way onto its machine's device after the start, for a worker that found the
+// device full (GpuRuntime::device_full): it looks at the device's ledger without joining it
+// (busy time, members), and joins, up to gpu.max_workers_per_device members, when the
+// worker decides the device is underused (Worker: busy under gpu.join_below_busy while work
+// waits). Used by one worker thread.
+class DeviceSeat {
+ public:
+  DeviceSeat(gpu::GpuOptions options, JobStore* store, const Clock* clock);
+  // The device's ledger as it stands; nullopt when it cannot be read.
+  std::optional<gpu::LedgerView> Look() const;
+  // A runtime on the device; null when it has max_workers_per_device members already or
+  // cannot be opened.
+  std::unique_ptr<GpuRuntime> Take();
+  double join_below_busy() const { return options_.join_below_busy; }
+
+ private:
+  gpu::GpuOptions options_;
+  std::string device_;  // "cuda:0", "sim:0"
+  JobStore* store_;
+  const Clock* clock_;
+};
+
+// The seat of a worker whose runtime found the device full, when the device may grow past
+// workers_per_device; null otherwise.
+std::unique_ptr<DeviceSeat> MakeDeviceSeat(const gpu::GpuOptions& options, const GpuRuntime& runtime,
+                                           JobStore* store, const Clock* clock);
 
 }  // namespace framemill

@@ -26,6 +26,10 @@ void AddRunRows(RunOptions* o, OptionRows* rows) {
                          0, 86'400'000));
   rows->push_back(IntRow("run.job_budget_per_mb_ms", "FRAMEMILL_JOB_BUDGET_PER_MB_MS", "",
                          {&w.budget.per_mb_ms}, 0, 3'600'000));
+  rows->push_back(IntRow("run.decode_threads", "FRAMEMILL_DECODE_THREADS", "", {&w.decode_threads},
+                         0, 256));
+  rows->push_back(IntRow("run.picture_cache_mb", "FRAMEMILL_PICTURE_CACHE_MB", "",
+                         {&w.pictures.budget_mb}, 0, 1 << 20));
 }
 
 }  // namespace framemill

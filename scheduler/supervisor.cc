@@ -128,6 +128,8 @@ int WorkerMain(const RunOptions& options, const StageRegistry& registry, int64_t
   wo.id = id;
   wo.ladder = gpu->ladder.get();
   wo.ledger = gpu->ledger.get();
+  auto seat = MakeDeviceSeat(options.gpu, *gpu, store->get(), SystemClock());
+  wo.seat = seat.get();
   wo.deadline = deadline;
   Worker worker(store->get(), hb->get(), &registry, SystemClock(), wo, &g_stop);
   Status s = worker.Run();

@@ -12,7 +12,9 @@
 #include <cstdio>
 #include <exception>
 #include <mutex>
+#include <map>
 #include <optional>
+#include <set>
 #include <thread>
 
 namespace framemill {
@@ -62,9 +64,18 @@ double SourceMegabytes(const ClaimedJob& job) {
   return static_cast<double>(st.st_size) / (1 << 20);
 }
 
-constexpr int64_t kCostRefreshMs = 30'000;  // how often a worker reads others' job times
+constexpr int64_t kCostRefreshMs = 10'000;  // how often a worker reads others' job times
 constexpr int64_t kCostHistory = 2'000;     // done jobs' times read each time
 constexpr double kTailShare = 4;            // at the tail a claim keeps target / this
+constexpr int64_t kBusyRecordMs = 5'000;     // how often a device worker records its busy time
+constexpr int64_t kSeatLookMs = 5'000;       // the window a worker with a seat judges the device over
+
+// The distinct items of a claim.
+int ItemsOf(const std::vector<ClaimedJob>& jobs) {
+  std::set<int64_t> items;
+  for (const ClaimedJob& j : jobs) items.insert(j.item_id);
+  return static_cast<int>(items.size());
+}
 
 }  // namespace
 
@@ -98,6 +109,11 @@ Worker::Worker(JobStore* store, JobStore* heartbeat_store, const StageRegistry* 
     own_ladder_ = std::make_unique<gpu::CpuLadder>(clock_);
     ladder_ = own_ladder_->get();
   }
+  // A device worker decodes ahead on threads of its own, so the device does not wait for
+  // the host; a CPU worker's cores are busy with its own work and the other workers'.
+  PictureCacheOptions pictures = options_.pictures;
+  pictures.threads = ladder_->gpu() != nullptr ? options_.decode_threads : 0;
+  pictures_ = std::make_unique<PictureCache>(pictures);
 }
 
 void Worker::SleepFor(int64_t ms) {
@@ -115,9 +131,17 @@ void Worker::SleepFor(int64_t ms) {
 
 Status Worker::Run() {
   HeartbeatThread heartbeat(heartbeat_store_, options_.id, options_.lease_ms);
-  // The run's devices name their workers from the start, not from a first batch.
-  if (options_.ledger != nullptr) RecordGpuEvents(ladder_->stats());
+  // The run's devices name their workers from the start, not from a first batch, and their
+  // busy time counts from the moment this worker joined.
+  if (options_.ledger != nullptr) RecordGpuEvents(ladder_->stats(), /*busy_now=*/true);
+  Status s = Loop();
+  if (options_.ledger != nullptr) RecordGpuEvents(ladder_->stats(), /*busy_now=*/true);
+  return s;
+}
+
+Status Worker::Loop() {
   while (!stop_->load()) {
+    MaybeJoinDevice();
     auto jobs = ClaimBatch();
     if (!jobs.ok()) return jobs.status();
     if (!jobs->empty()) FM_RETURN_IF_ERROR(Localize(&*jobs));
@@ -165,31 +189,121 @@ void Worker::RefreshCosts() {
   }
   costs_ = CostModel();
   costs_.Learn(*times);
+  if (ladder_->gpu() != nullptr) return;  // the rest is for a worker on the CPU
+  device_workers_ = 0;
+  if (auto run = store_->LastRun(); run.ok() && run->has_value())
+    for (const RunDevice& d : (*run)->devices) device_workers_ += d.workers;
+  if (auto left = store_->CountOutstanding(options_.stages); left.ok()) pending_ = left->pending;
 }
 
-Status Worker::TrimToTarget(std::vector<ClaimedJob>* jobs, bool tail) {
-  if (options_.claim_target_ms <= 0 || jobs->size() <= 1) return Status::OK();
+std::vector<std::string> Worker::ClaimStages() {
+  if (ladder_->gpu() != nullptr) return options_.stages;
   RefreshCosts();
-  std::vector<std::pair<double, ClaimedJob>> costed;
-  for (ClaimedJob& j : *jobs) costed.emplace_back(costs_.ExpectedMs(j.stage, j.kind, j.size), std::move(j));
+  const std::set<std::string> leave = costs_.StagesForTheDevice(options_.stages, pending_, device_workers_);
+  if (leave.empty()) return options_.stages;
+  std::vector<std::string> mine;
+  for (const std::string& s : options_.stages)
+    if (leave.count(s) == 0) mine.push_back(s);
+  return mine;
+}
+
+void Worker::MaybeJoinDevice() {
+  if (options_.seat == nullptr || ladder_->gpu() != nullptr) return;
+  const int64_t now = SteadyNowMs();
+  if (seat_looked_at_ >= 0 && now - seat_looked_at_ < kSeatLookMs) return;
+  const std::optional<gpu::LedgerView> view = options_.seat->Look();
+  if (!view) return;
+  if (seat_looked_at_ >= 0) {
+    const double busy = static_cast<double>(view->busy_ns - seat_busy_ns_) /
+                        (static_cast<double>(now - seat_looked_at_) * 1e6);
+    auto left = store_->CountOutstanding(options_.stages);
+    if (busy < options_.seat->join_below_busy() && left.ok() && left->pending > 0) {
+      if (auto runtime = options_.seat->Take()) {
+        spdlog::info("{} busy {:.0f}% of the last {} ms with {} job(s) waiting: this worker joins it",
+                     view->device, 100 * busy, now - seat_looked_at_, left->pending);
+        return UseDevice(std::move(runtime));
+      }
+    }
+  }
+  seat_looked_at_ = now;
+  seat_busy_ns_ = view->busy_ns;
+}
+
+void Worker::UseDevice(std::unique_ptr<GpuRuntime> runtime) {
+  joined_ = std::move(runtime);
+  ladder_ = joined_->ladder.get();
+  options_.ledger = joined_->ledger.get();
+  PictureCacheOptions pictures = options_.pictures;
+  pictures.threads = options_.decode_threads;
+  pictures_decoded_before_ = stats_.pictures_decoded;
+  pictures_reused_before_ = stats_.pictures_reused;
+  pictures_ = std::make_unique<PictureCache>(pictures);
+  recorded_peak_mb_ = -1;
+  busy_from_ms_ = -1;
+  RecordGpuEvents(ladder_->stats(), /*busy_now=*/true);
+}
+
+namespace {
+
+// What a claim keeps or gives back whole: an image item with all its claimed jobs (they
+// share one decode), or one job of a video or of the dataset (each reads its media its own
+// way, and a long video's stages are better spread over workers).
+struct ClaimUnit {
+  double expected_ms = 0;
+  std::vector<ClaimedJob> jobs;
+};
+
+std::vector<ClaimUnit> UnitsOf(std::vector<ClaimedJob>* jobs, const CostModel& costs, Ran on) {
+  std::vector<ClaimUnit> units;
+  std::map<int64_t, size_t> image_unit;  // item id -> its unit
+  for (ClaimedJob& j : *jobs) {
+    size_t u = units.size();
+    if (j.kind == MediaKind::kImage) u = image_unit.emplace(j.item_id, units.size()).first->second;
+    if (u == units.size()) units.emplace_back();
+    units[u].expected_ms += costs.ExpectedMs(j.stage, j.kind, j.size, on);
+    units[u].jobs.push_back(std::move(j));
+  }
+  jobs->clear();
+  return units;
+}
+
+}  // namespace
+
+Status Worker::TrimToTarget(std::vector<ClaimedJob>* jobs, bool tail) {
+  const bool trim = options_.claim_target_ms > 0 && jobs->size() > 1;
+  if (trim) RefreshCosts();
+  std::vector<ClaimUnit> units = UnitsOf(jobs, costs_, ladder_->gpu() != nullptr ? Ran::kDevice : Ran::kCpu);
   // The claim took the last due jobs: the longest first, and a quarter of the target, so
   // that what is left goes to the workers that fall idle first.
-  if (tail)
-    std::stable_sort(costed.begin(), costed.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  if (trim && tail)
+    std::stable_sort(units.begin(), units.end(),
+                     [](const auto& a, const auto& b) { return a.expected_ms > b.expected_ms; });
   std::vector<double> expected;
-  jobs->clear();
-  for (auto& [ms, j] : costed) {
-    expected.push_back(ms);
-    jobs->push_back(std::move(j));
-  }
+  for (const ClaimUnit& u : units) expected.push_back(u.expected_ms);
   const double target = static_cast<double>(options_.claim_target_ms) / (tail ? kTailShare : 1);
-  const size_t keep = KeepWithinTarget(expected, target);
-  if (keep >= jobs->size()) return Status::OK();
-  std::vector<ClaimedJob> rest(jobs->begin() + static_cast<long>(keep), jobs->end());
-  jobs->resize(keep);
-  auto r = store_->Release(rest);
-  if (!r.ok()) return r.status();
-  stats_.trimmed += *r;
+  const size_t keep = trim ? KeepWithinTarget(expected, target) : units.size();
+  std::vector<ClaimedJob> rest;
+  for (size_t k = 0; k < units.size(); ++k)
+    for (ClaimedJob& j : units[k].jobs) (k < keep ? *jobs : rest).push_back(std::move(j));
+  if (!rest.empty()) {
+    auto r = store_->Release(rest);
+    if (!r.ok()) return r.status();
+    stats_.trimmed += *r;
+  }
+  // On a device, stage by stage in dependency order (every claimed job's dependencies are
+  // done already), so that each stage runs its jobs as one device batch. On the CPU, item by
+  // item as claimed: an item's stages run one after another on its picture while it is in
+  // cache, and a batch can give its unstarted items back between two of them; only a stage
+  // with a batch size of its own (fetch: its transfers overlap within a batch) is gathered.
+  const auto& order = registry_->graph().stages();
+  const bool on_device = ladder_->gpu() != nullptr;
+  auto rank = [&](const ClaimedJob& j) -> long {
+    if (!on_device && options_.batch_by_stage.count(j.stage) == 0) return static_cast<long>(order.size());
+    auto it = std::find_if(order.begin(), order.end(), [&](const StageSpec& s) { return s.name == j.stage; });
+    return it - order.begin();
+  };
+  std::stable_sort(jobs->begin(), jobs->end(),
+                   [&](const ClaimedJob& a, const ClaimedJob& b) { return rank(a) < rank(b); });
   return Status::OK();
 }
 
@@ -197,7 +311,7 @@ Result<std::vector<ClaimedJob>> Worker::ClaimBatch() {
   auto jobs = ClaimByCount();
   if (!jobs.ok() || jobs->empty()) return jobs;
   // A claim short of its limit found every due job there was.
-  const bool tail = static_cast<int>(jobs->size()) < options_.batch;
+  const bool tail = ItemsOf(*jobs) < options_.batch;
   if (Status s = TrimToTarget(&*jobs, tail); !s.ok()) {
     (void)store_->Release(*jobs);
     return s;
@@ -206,16 +320,17 @@ Result<std::vector<ClaimedJob>> Worker::ClaimBatch() {
 }
 
 Result<std::vector<ClaimedJob>> Worker::ClaimByCount() {
-  auto jobs = store_->Claim(options_.id, options_.stages, options_.batch, options_.lease_ms);
+  const std::vector<std::string> stages = ClaimStages();
+  if (stages.empty()) return std::vector<ClaimedJob>();
+  auto jobs = store_->ClaimItems(options_.id, stages, options_.batch, options_.lease_ms);
   // A claim short of its limit found every due job there was: nothing to top up.
-  if (!jobs.ok() || static_cast<int>(jobs->size()) < options_.batch ||
-      options_.batch_by_stage.empty())
+  if (!jobs.ok() || ItemsOf(*jobs) < options_.batch || options_.batch_by_stage.empty())
     return jobs;
   // One claim over all stages keeps priority order; a stage with a larger batch that it
-  // reached is then topped up alone (a smaller one is cut into groups in RunBatch).
+  // reached is then topped up alone (a smaller one is cut into groups in RunBatch), and
+  // TrimToTarget orders them stage by stage.
   std::map<std::string, int> claimed;
   for (const ClaimedJob& j : *jobs) ++claimed[j.stage];
-  bool topped = false;
   for (const auto& [stage, n] : claimed) {
     if (options_.batch_by_stage.count(stage) == 0) continue;
     const int more = BatchOf(stage) - n;
@@ -226,17 +341,7 @@ Result<std::vector<ClaimedJob>> Worker::ClaimByCount() {
       (void)store_->Release(*jobs);
       return extra.status();
     }
-    if (extra->empty()) continue;
-    topped = true;
     for (ClaimedJob& j : *extra) jobs->push_back(std::move(j));
-  }
-  if (topped) {
-    // One run per stage, in the order the stages first appear, so each goes as one batch.
-    std::map<std::string, size_t> first;
-    for (size_t i = 0; i < jobs->size(); ++i) first.emplace((*jobs)[i].stage, i);
-    std::stable_sort(jobs->begin(), jobs->end(), [&](const ClaimedJob& a, const ClaimedJob& b) {
-      return first[a.stage] < first[b.stage];
-    });
   }
   return jobs;
 }
@@ -270,10 +375,22 @@ Status Worker::Localize(std::vector<ClaimedJob>* jobs) {
   return Status::OK();
 }
 
+void Worker::PrefetchPictures(const std::vector<ClaimedJob>& jobs) {
+  for (const ClaimedJob& j : jobs) {
+    if (j.kind != MediaKind::kImage) continue;
+    const Stage* stage = registry_->Find(j.stage);
+    if (stage != nullptr && stage->ReadsPictures()) pictures_->Prefetch(j.source);
+  }
+}
+
 Status Worker::RunBatch(std::vector<ClaimedJob> jobs) {
   ++stats_.batches;
   const gpu::LadderStats before = ladder_->stats();
+  PrefetchPictures(jobs);
   std::vector<FinishedJob> finished = RunStages(jobs);
+  pictures_->Clear();  // the claim's pictures: its stages are done with them
+  stats_.pictures_decoded = pictures_decoded_before_ + pictures_->stats().decoded;
+  stats_.pictures_reused = pictures_reused_before_ + pictures_->stats().reused;
   if (Status s = Record(finished); !s.ok()) {
     // The store failed (disk full, read-only, corrupt): give the whole batch back while
     // it may still take a small write; if not, the leases expire and a rerun rescues it.
@@ -287,7 +404,7 @@ Status Worker::RunBatch(std::vector<ClaimedJob> jobs) {
 std::vector<FinishedJob> Worker::RunStages(const std::vector<ClaimedJob>& jobs) {
   std::vector<FinishedJob> finished;
   finished.reserve(jobs.size());
-  StageContext ctx{ladder_, stop_, store_};
+  StageContext ctx{ladder_, stop_, store_, pictures_.get()};
   // Claims come in id order, so one item's stages are apart; a run of equal stages
   // goes to its stage as one batch (one job at a time to a stage that gains nothing).
   const int64_t batch_start = clock_->NowMs();
@@ -306,6 +423,7 @@ std::vector<FinishedJob> Worker::RunStages(const std::vector<ClaimedJob>& jobs) 
     std::vector<ClaimedJob> group(jobs.begin() + static_cast<long>(next),
                                   jobs.begin() + static_cast<long>(end));
     const int64_t start = clock_->NowMs();
+    const TimeTally tally_before = ThreadTimeTally();
     std::vector<Outcome> outs;
     if (stage != nullptr) {
       outs = CallStage(stage, group, ctx);
@@ -316,7 +434,7 @@ std::vector<FinishedJob> Worker::RunStages(const std::vector<ClaimedJob>& jobs) 
     outs.resize(std::min(outs.size(), group.size()));
     const size_t from = finished.size();
     for (size_t k = 0; k < outs.size(); ++k) finished.push_back(Finish(group[k], std::move(outs[k])));
-    Time(&finished, from, start, group);
+    Time(&finished, from, start, ThreadTimeTally() - tally_before, group);
     next += outs.size();
     if (outs.size() < group.size()) break;  // stopped inside the group
   }
@@ -330,17 +448,20 @@ bool Worker::ShouldGiveBack(int64_t batch_start) {
 }
 
 void Worker::Time(std::vector<FinishedJob>* finished, size_t from, int64_t start,
-                  const std::vector<ClaimedJob>& group) {
+                  const TimeTally& spent, const std::vector<ClaimedJob>& group) {
   const size_t n = finished->size() - from;
   if (n == 0) return;
   const int64_t share = std::max<int64_t>(0, clock_->NowMs() - start) / static_cast<int64_t>(n);
+  const JobTimeSplit split = ShareOfTally(spent, static_cast<int64_t>(n), share);
   for (size_t k = 0; k < n; ++k) {
     FinishedJob& f = (*finished)[from + k];
     f.started_at_ms = start + share * static_cast<int64_t>(k);
     f.run_ms = share;
+    f.split = split;
     if (!f.outcome.done()) continue;
     f.media_seconds = MediaSecondsOf(f.outcome.result);
-    costs_.Observe({group[k].stage, group[k].kind, share, f.media_seconds, group[k].size});
+    costs_.Observe({group[k].stage, group[k].kind, share, f.media_seconds, group[k].size,
+                    f.outcome.device, split});
   }
 }
 
@@ -428,21 +549,32 @@ void Worker::RemoveStaleArtifacts(const std::vector<FinishedJob>& finished,
   }
 }
 
-void Worker::RecordGpuEvents(const gpu::LadderStats& before) {
+void Worker::RecordGpuEvents(const gpu::LadderStats& before, bool busy_now) {
   const gpu::LadderStats& after = ladder_->stats();
   gpu::DeviceLedger* ledger = options_.ledger;
   DeviceUse use;
   use.oom_events = after.oom_events - before.oom_events;
   use.cpu_fallbacks = after.cpu_fallback_items - before.cpu_fallback_items;
+  bool busy_due = false;
   if (ledger != nullptr) {
     constexpr int64_t kMiB = 1 << 20;
     use.device = ledger->device();
     use.total_mb = ledger->total_bytes() / kMiB;
     // Rounded up, but never past the total: the ledger itself never plans past it.
     use.peak_planned_mb = std::min(use.total_mb, (ledger->peak_seen() + kMiB - 1) / kMiB);
+    // The device's busy time: where it stood when this worker joined, and now (every few
+    // seconds, and when the worker ends), so a run's busy share is known while it runs.
+    const int64_t now = SteadyNowMs();
+    busy_due = busy_now || now - busy_recorded_at_ >= kBusyRecordMs;
+    if (busy_due) {
+      use.busy_to_ms = ledger->BusyNs() / 1'000'000;
+      use.busy_from_ms = busy_from_ms_ < 0 ? use.busy_to_ms : busy_from_ms_;
+      busy_from_ms_ = use.busy_from_ms;
+      busy_recorded_at_ = now;
+    }
   }
   const bool new_peak = ledger != nullptr && use.peak_planned_mb > recorded_peak_mb_;
-  if (use.oom_events == 0 && use.cpu_fallbacks == 0 && !new_peak) return;
+  if (use.oom_events == 0 && use.cpu_fallbacks == 0 && !new_peak && !busy_due) return;
   stats_.oom_events += use.oom_events;
   stats_.cpu_fallbacks += use.cpu_fallbacks;
   Status g = store_->AddGpuEvents(options_.id, use);

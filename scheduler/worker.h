@@ -13,10 +13,13 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/time_split.h"
 #include "gpu/device_ledger.h"
 #include "gpu/oom_ladder.h"
 #include "scheduler/cost_model.h"
+#include "scheduler/gpu_runtime.h"
 #include "jobs/retry_policy.h"
+#include "media/picture_cache.h"
 #include "stages/registry.h"
 #include "storage/job_store.h"
 
@@ -48,6 +51,8 @@ int64_t SteadyNowMs();
 struct WorkerOptions {
   std::string id;                   // unique per process start: host:pid:ms
   std::vector<std::string> stages;  // what this worker claims
+  // Items a claim takes (run.batch), each with its claimable jobs of `stages`: one worker
+  // runs an item's stages together and decodes its picture once (JobStore::ClaimItems).
   int batch = 16;
   // Stages whose jobs are claimed and run in batches of their own size (the fetch
   // stage's transfers overlap only within one batch); others use `batch`.
@@ -73,6 +78,14 @@ struct WorkerOptions {
   gpu::OomLadder* ladder = nullptr;
   // The ledger of the ladder's device (borrowed; null: none): its peak is recorded.
   gpu::DeviceLedger* ledger = nullptr;
+  // A worker on the CPU because the device had its workers at the start: its way onto the
+  // device while the device is underused (borrowed; null: it stays on the CPU).
+  DeviceSeat* seat = nullptr;
+  // The claim's pictures, decoded once for all their stages: the cache's budget
+  // (run.picture_cache_mb) and limits (media.max_image_pixels). A worker on a device also
+  // decodes them ahead, in parallel, while the device runs (run.decode_threads threads).
+  PictureCacheOptions pictures;  // its `threads` are decode_threads on a device, else 0
+  int decode_threads = 2;
   // Claimed items' canonical paths as this machine sees them (FRAMEMILL_PATH_MAP).
   PathMap path_map;
   // An item file this machine cannot read fails with class file_missing before its stage
@@ -85,6 +98,8 @@ struct WorkerStats {
   int64_t trimmed = 0;     // jobs a claim gave back at once: past its cost target
   int64_t given_back = 0;  // unstarted jobs given back at the end of a run, for idle workers
   int64_t oom_events = 0, cpu_fallbacks = 0;
+  // The claims' pictures (media/picture_cache.h): decodes, and reads served by one.
+  int64_t pictures_decoded = 0, pictures_reused = 0;
 };
 
 class Worker {
@@ -101,6 +116,7 @@ class Worker {
   const WorkerStats& stats() const { return stats_; }
 
  private:
+  Status Loop();  // Run's loop: claim, run, record, until nothing is left or stopped
   // A claim by count (run.batch, topped up to a stage's own batch), trimmed to the cost target.
   Result<std::vector<ClaimedJob>> ClaimBatch();
   Result<std::vector<ClaimedJob>> ClaimByCount();
@@ -121,18 +137,33 @@ class Worker {
   Status Record(const std::vector<FinishedJob>& finished);
   void RemoveStaleArtifacts(const std::vector<FinishedJob>& finished,
                             const std::vector<int64_t>& stale);
-  void RecordGpuEvents(const gpu::LadderStats& before);
+  // Records the device's out-of-memory events and CPU fallbacks since `before`, its peak, and
+  // its busy time when due (or `busy_now`).
+  void RecordGpuEvents(const gpu::LadderStats& before, bool busy_now = false);
   Status ReleaseRest(const std::vector<ClaimedJob>& jobs, size_t finished);
   void SleepFor(int64_t ms);
-  // Keeps the claimed jobs the cost target allows and gives the rest back; at the `tail`
-  // (the claim found every due job) the longest first, within a quarter of the target.
+  // Keeps the claimed items whose jobs the cost target allows, whole, and gives the rest
+  // back; at the `tail` (the claim found every due job) the longest first, within a quarter
+  // of the target. A device worker then orders the kept jobs stage by stage (dependency
+  // order), so that each stage runs its jobs as one device batch; a CPU worker item by item.
   Status TrimToTarget(std::vector<ClaimedJob>* jobs, bool tail);
+  // Starts decoding the claim's pictures (the image jobs of stages that read them) ahead.
+  void PrefetchPictures(const std::vector<ClaimedJob>& jobs);
+  // The stages to claim: all of this worker's, but on the CPU while the run has device
+  // workers, not those a device worker would finish sooner (CostModel::StagesForTheDevice).
+  std::vector<std::string> ClaimStages();
+  // A worker with a seat joins the device when it was busy under the seat's
+  // join_below_busy over the last few seconds and work is waiting (between batches).
+  void MaybeJoinDevice();
+  // From now on this worker runs its device operations on `runtime`'s device.
+  void UseDevice(std::unique_ptr<GpuRuntime> runtime);
   // Whether a batch that began at `batch_start` (clock_) should give back its unstarted
   // jobs now: it has run past the cost target and nothing is left for others to claim.
   bool ShouldGiveBack(int64_t batch_start);
-  // Stamps each job of a group its share of the group's time, and learns from it.
+  // Stamps each job of a group its share of the group's time and of where it went
+  // (`spent`, this thread's time split over the call), and learns from it.
   void Time(std::vector<FinishedJob>* finished, size_t from, int64_t start,
-            const std::vector<ClaimedJob>& group);
+            const TimeTally& spent, const std::vector<ClaimedJob>& group);
   void RefreshCosts();
 
   JobStore* store_;
@@ -146,7 +177,18 @@ class Worker {
   std::unique_ptr<gpu::CpuLadder> own_ladder_;  // when options.ladder is null
   gpu::OomLadder* ladder_ = nullptr;
   int64_t recorded_peak_mb_ = -1;  // the device peak last written to the store
+  int64_t busy_from_ms_ = -1;      // the device's busy time when this worker joined it
+  int64_t busy_recorded_at_ = -1'000'000;  // steady ms the busy time was last written
+  std::unique_ptr<PictureCache> pictures_;
+  int64_t pictures_decoded_before_ = 0, pictures_reused_before_ = 0;  // by an earlier cache
+  std::unique_ptr<GpuRuntime> joined_;  // the device taken through options_.seat
+  int64_t seat_looked_at_ = -1;         // steady ms of the last look at the device
+  int64_t seat_busy_ns_ = 0;            // its busy time then
   CostModel costs_;
+  // What RefreshCosts read besides the times: the run's device workers, and the jobs
+  // waiting for this worker's stages (a device's queue, for ClaimStages).
+  int device_workers_ = 0;
+  int64_t pending_ = 0;
   int64_t costs_loaded_at_ = -1;  // steady ms of the last RecentJobTimes read
 };
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include <tbb/parallel_for.h>
+
 #include "cluster/near_duplicates.h"
 #include "jobs/stage_names.h"
 #include "models/decode.h"
@@ -98,23 +100,28 @@ Status CategorizeStage::Analyse(const ModelBatch& batch, const StageContext& ctx
   models::DetectionOptions opt;
   opt.min_score = static_cast<float>(std::min(options_.floor, options_.min_score));
   opt.max_detections = 20;
-  for (size_t i = 0; i < batch.frames.size(); ++i) {
-    const cv::Size image = batch.frames[i].bgr.size();
-    auto dets = models::DecodeObjects(runner.manifest(), (*outs)[i], image, opt);
-    if (!dets.ok()) return dets.status();
-    (*results)[i].result = FrameResultOf(runner.manifest().name, *dets, image, options_.min_score);
-  }
   models::ModelRunner& content = *batch.runners[1];
   std::string content_device;
   auto couts = RunOnFrames(content, batch, ctx, &content_device);
   if (!couts.ok()) return couts.status();
-  for (size_t i = 0; i < batch.frames.size(); ++i) {
+  // Each frame's objects, content and signature, on the worker's threads at once (the device
+  // waits for the host meanwhile).
+  std::vector<Status> decoded(batch.frames.size());
+  tbb::parallel_for(size_t{0}, batch.frames.size(), [&](size_t i) {
+    const cv::Size image = batch.frames[i].bgr.size();
+    auto dets = models::DecodeObjects(runner.manifest(), (*outs)[i], image, opt);
     auto c = models::DecodeContent(content.manifest(), (*couts)[i]);
-    if (!c.ok()) return c.status();
-    (*results)[i].result.update(models::ToJson(*c));
-    (*results)[i].result["signature"] = Signature(batch.frames[i], batch.jobs[batch.frames[i].job], (*couts)[i],
-                                                  content.manifest().content_probe.output);
-  }
+    if (!dets.ok() || !c.ok()) {
+      decoded[i] = !dets.ok() ? dets.status() : c.status();
+      return;
+    }
+    nlohmann::json r = FrameResultOf(runner.manifest().name, *dets, image, options_.min_score);
+    r.update(models::ToJson(*c));
+    r["signature"] = Signature(batch.frames[i], batch.jobs[batch.frames[i].job], (*couts)[i],
+                               content.manifest().content_probe.output);
+    (*results)[i].result = std::move(r);
+  });
+  for (const Status& s : decoded) FM_RETURN_IF_ERROR(s);
   return Status::OK();
 }
 

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include <opencv2/imgproc.hpp>
+#include <tbb/parallel_for.h>
 
 #include "jobs/stage_names.h"
 
@@ -42,10 +44,15 @@ nlohmann::json RefusedJson(const std::vector<std::pair<models::FaceBox, float>>&
 
 // The pixels of `tile`, a square reaching past the image, already at the detector's
 // input size (a tile of a large image would otherwise take gigabytes before resizing).
-cv::Mat OnBlack(const cv::Mat& image, const cv::Rect& tile, int input_side) {
+// `scaled` keeps the image resized per scale: a pyramid level's tiles share one resize (a
+// 1.3 MP photo's edge tiles each resized the whole photo: ~5 ms of a device worker's host
+// time a photo), the same pixels.
+cv::Mat OnBlack(const cv::Mat& image, const cv::Rect& tile, int input_side,
+                std::map<double, cv::Mat>* scaled) {
   const double scale = static_cast<double>(input_side) / tile.width;
-  cv::Mat out = cv::Mat::zeros(input_side, input_side, image.type()), small;
-  cv::resize(image, small, cv::Size(), scale, scale, cv::INTER_AREA);
+  cv::Mat out = cv::Mat::zeros(input_side, input_side, image.type());
+  cv::Mat& small = (*scaled)[scale];
+  if (small.empty()) cv::resize(image, small, cv::Size(), scale, scale, cv::INTER_AREA);
   const cv::Rect at(static_cast<int>(std::lround(-tile.x * scale)),
                     static_cast<int>(std::lround(-tile.y * scale)), small.cols, small.rows);
   const cv::Rect fit = at & cv::Rect(0, 0, input_side, input_side);
@@ -71,13 +78,18 @@ std::vector<FacesStage::FrameFaces> FacesStage::PlanFrames(const ModelBatch& bat
   std::vector<FrameFaces> frames(batch.frames.size());
   if (options_.detector != kTiled) return frames;
   models::TileOptions t = options_.tiles;
-  for (size_t i = 0; i < frames.size(); ++i) {
+  // Each frame's tiles on the worker's threads at once, then in frame order.
+  std::vector<std::vector<cv::Mat>> per_frame(frames.size());
+  tbb::parallel_for(size_t{0}, frames.size(), [&](size_t i) {
     const cv::Mat& image = batch.frames[i].bgr;
     frames[i].plan = models::PlanFaceTiles(image.size(), t);
     const cv::Rect inside(0, 0, image.cols, image.rows);
+    std::map<double, cv::Mat> scaled;
     for (const cv::Rect& r : frames[i].plan.tiles)
-      tiles->push_back((r & inside) == r ? image(r) : OnBlack(image, r, input_side));
-  }
+      per_frame[i].push_back((r & inside) == r ? image(r) : OnBlack(image, r, input_side, &scaled));
+  });
+  for (auto& f : per_frame)
+    for (cv::Mat& m : f) tiles->push_back(std::move(m));
   return frames;
 }
 
@@ -85,13 +97,26 @@ Status FacesStage::Detect(const models::ModelManifest& m, const ModelBatch& batc
                           const models::BatchOutputs& whole, const models::BatchOutputs& tiled,
                           std::vector<FrameFaces>* frames) const {
   models::BlazeFaceOptions opt;
-  size_t t = 0;
-  for (size_t i = 0; i < frames->size(); ++i) {
-    const cv::Size size = batch.frames[i].bgr.size();
-    auto found = models::DecodeFaceCandidates(m, whole[i], size, opt);
+  // Each frame on the worker's threads at once; its tiles' heads start at first[i].
+  std::vector<size_t> first(frames->size(), 0);
+  for (size_t i = 1; i < frames->size(); ++i) first[i] = first[i - 1] + (*frames)[i - 1].plan.tiles.size();
+  std::vector<Status> decoded(frames->size());
+  tbb::parallel_for(size_t{0}, frames->size(), [&](size_t i) {
+    decoded[i] = DetectIn(m, batch.frames[i].bgr.size(), whole[i], tiled, first[i], opt, &(*frames)[i]);
+  });
+  for (const Status& s : decoded) FM_RETURN_IF_ERROR(s);
+  return Status::OK();
+}
+
+Status FacesStage::DetectIn(const models::ModelManifest& m, cv::Size size,
+                            const std::vector<models::OutputTensor>& whole,
+                            const models::BatchOutputs& tiled, size_t t,
+                            const models::BlazeFaceOptions& opt, FrameFaces* frame) const {
+  {
+    auto found = models::DecodeFaceCandidates(m, whole, size, opt);
     if (!found.ok()) return found.status();
     std::vector<models::FaceBox> candidates = std::move(found).value();
-    for (const cv::Rect& tile : (*frames)[i].plan.tiles) {
+    for (const cv::Rect& tile : frame->plan.tiles) {
       auto in_tile = models::DecodeFaceCandidates(m, tiled[t++], tile.size(), opt);
       if (!in_tile.ok()) return in_tile.status();
       // Two input pixels of margin: a face cut by the tile's edge ends about there.
@@ -102,8 +127,8 @@ Status FacesStage::Detect(const models::ModelManifest& m, const ModelBatch& batc
           candidates.push_back(g);
       }
     }
-    (*frames)[i].faces = models::MergeFaces(std::move(candidates), opt.iou_threshold,
-                                            kContainment, options_.max_faces);
+    frame->faces = models::MergeFaces(std::move(candidates), opt.iou_threshold, kContainment,
+                                      options_.max_faces);
   }
   return Status::OK();
 }

@@ -83,6 +83,10 @@ class FacesStage : public ModelStage {
   Status Detect(const models::ModelManifest& m, const ModelBatch& batch,
                 const models::BatchOutputs& whole, const models::BatchOutputs& tiled,
                 std::vector<FrameFaces>* frames) const;
+  // One frame's faces: its whole-frame heads and its tiles' (tiled[t...]), merged.
+  Status DetectIn(const models::ModelManifest& m, cv::Size size,
+                  const std::vector<models::OutputTensor>& whole, const models::BatchOutputs& tiled,
+                  size_t t, const models::BlazeFaceOptions& opt, FrameFaces* frame) const;
 
   FacesOptions options_;
 };

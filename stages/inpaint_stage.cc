@@ -51,6 +51,21 @@ Result<cv::Mat> ReadMask(const std::string& path, cv::Size size, bool* scaled) {
   return cv::Mat(m > 127);
 }
 
+// `mask` (0/255) grown by a disc of `grow` pixels: dilated on the mask's box only (a person's
+// mask in a 1.3 MP photo: the same pixels as dilating the whole image, in a fraction of it).
+cv::Mat Grown(const cv::Mat& mask, int grow) {
+  cv::Mat out = cv::Mat::zeros(mask.size(), CV_8U);
+  cv::Rect box = cv::boundingRect(mask);
+  if (box.area() == 0) return out;
+  box = cv::Rect(box.x - grow, box.y - grow, box.width + 2 * grow, box.height + 2 * grow) &
+        cv::Rect(0, 0, mask.cols, mask.rows);
+  cv::Mat grown;
+  cv::dilate(mask(box), grown,
+             cv::getStructuringElement(cv::MORPH_ELLIPSE, cv::Size(2 * grow + 1, 2 * grow + 1)));
+  grown.copyTo(out(box));
+  return out;
+}
+
 // The patch search on the device the ladder chose for INPAINTING, stepping down to the
 // CPU twin when the device runs out of memory. `device` gets who ran it.
 PatchSearchFn DeviceSearch(gpu::OomLadder& ladder, std::string* device) {
@@ -150,11 +165,7 @@ Result<InpaintStage::Hole> InpaintStage::FindHole(const ClaimedJob& job, const S
   auto m = ReadMask(hole.path, size, &hole.scaled);
   if (!m.ok()) return m.status();
   const int grow = static_cast<int>(std::lround(options_.margin * std::hypot(size.width, size.height)));
-  if (grow > 0)
-    cv::dilate(*m, hole.mask,
-               cv::getStructuringElement(cv::MORPH_ELLIPSE, cv::Size(2 * grow + 1, 2 * grow + 1)));
-  else
-    hole.mask = std::move(*m);
+  hole.mask = grow > 0 ? Grown(*m, grow) : std::move(*m);
   return hole;
 }
 
@@ -203,7 +214,7 @@ Result<cv::Mat> InpaintStage::RunModel(const cv::Mat& bgr, const cv::Mat& hole) 
 }
 
 Outcome InpaintStage::RunOne(const ClaimedJob& job, const StageContext& ctx) {
-  auto image = DecodeImageFile(job.source, options_.limits);
+  auto image = ReadPicture(ctx, job, options_.limits);
   if (!image.ok()) return Outcome::Failed(image.status());
   auto hole = FindHole(job, ctx, image->size());
   if (!hole.ok()) {
@@ -232,7 +243,7 @@ Outcome InpaintStage::RunOne(const ClaimedJob& job, const StageContext& ctx) {
     PatchSearchFn search;
     if (m == InpaintMethod::kExemplar && ctx.ladder != nullptr && ctx.ladder->OnDevice(kOperation))
       search = DeviceSearch(*ctx.ladder, &device);
-    filled = Inpaint(*image, hole->mask, m, {}, search);
+    filled = Inpaint(*image, hole->mask, m, {}, search, &shape);
   }
   if (!filled.ok()) return Outcome::Failed(filled.status());
   std::vector<uchar> png;

@@ -47,9 +47,9 @@ Status ReadVideoInOrder(const ClaimedJob& job, size_t j, const ModelStageOptions
 
 // Reads one item into its frames, or says why not.
 Status DecodeItem(const ClaimedJob& job, size_t j, const ModelStageOptions& opt,
-                  std::vector<ModelFrame>* frames, nlohmann::json* info) {
+                  const StageContext& ctx, std::vector<ModelFrame>* frames, nlohmann::json* info) {
   if (job.kind == MediaKind::kImage) {
-    auto img = DecodeImageFile(job.source, opt.limits);
+    auto img = ReadPicture(ctx, job, opt.limits);
     if (!img.ok()) return img.status();
     *info = {{"kind", "image"}, {"width", img->cols}, {"height", img->rows}};
     frames->push_back({j, -1, std::move(img).value()});
@@ -70,8 +70,9 @@ Status DecodeItem(const ClaimedJob& job, size_t j, const ModelStageOptions& opt,
 // Decodes every job of a chunk; a job that cannot be decoded (or that the spec does not
 // take) gets its outcome in `out`.
 std::vector<ModelFrame> DecodeAll(const StageSpec& spec, const std::vector<ClaimedJob>& jobs,
-                                  const ModelStageOptions& opt, std::vector<Outcome>* out,
-                                  std::vector<nlohmann::json>* info, std::vector<bool>* decoded) {
+                                  const ModelStageOptions& opt, const StageContext& ctx,
+                                  std::vector<Outcome>* out, std::vector<nlohmann::json>* info,
+                                  std::vector<bool>* decoded) {
   std::vector<ModelFrame> frames;
   for (size_t j = 0; j < jobs.size(); ++j) {
     const ClaimedJob& job = jobs[j];
@@ -80,7 +81,7 @@ std::vector<ModelFrame> DecodeAll(const StageSpec& spec, const std::vector<Claim
       continue;
     }
     try {
-      Status s = DecodeItem(job, j, opt, &frames, &(*info)[j]);
+      Status s = DecodeItem(job, j, opt, ctx, &frames, &(*info)[j]);
       if (!s.ok()) {
         (*out)[j] = Outcome::Failed(s);
         continue;
@@ -139,9 +140,13 @@ std::vector<Outcome> ModelStage::RunBatch(const std::vector<ClaimedJob>& jobs,
     runners.push_back(&**lease);
     leases.push_back(std::move(lease).value());
   }
-  // A batchable model takes the whole batch at once; otherwise job by job, which checks
-  // ctx.stop between jobs and keeps one decoded item in memory at a time.
-  if (runners.front()->batchable() || jobs.size() <= 1) return RunChunk(jobs, runners, ctx);
+  // A batchable model takes the whole batch at once, and so does a device worker's (its
+  // pictures are held for the claim anyway, decoded ahead): the frames' host work is then
+  // done together, on the worker's threads at once, while a fixed-batch model still runs
+  // image by image. On the CPU a fixed-batch model goes job by job, which checks ctx.stop
+  // between jobs and keeps one decoded item in memory at a time.
+  const bool on_device = ctx.ladder != nullptr && ctx.ladder->OnDevice(runners.front()->manifest().operation);
+  if (runners.front()->batchable() || jobs.size() <= 1 || on_device) return RunChunk(jobs, runners, ctx);
   std::vector<Outcome> out;
   for (const ClaimedJob& job : jobs) {
     if (ctx.stopped()) break;
@@ -156,7 +161,7 @@ std::vector<Outcome> ModelStage::RunChunk(const std::vector<ClaimedJob>& jobs,
   std::vector<Outcome> out(jobs.size());
   std::vector<nlohmann::json> info(jobs.size());
   std::vector<bool> decoded(jobs.size(), false);
-  std::vector<ModelFrame> frames = DecodeAll(spec_, jobs, options_, &out, &info, &decoded);
+  std::vector<ModelFrame> frames = DecodeAll(spec_, jobs, options_, ctx, &out, &info, &decoded);
   if (frames.empty()) return out;
 
   std::vector<FrameResult> results(frames.size());
@@ -236,8 +241,10 @@ cv::Mat SquareCrop(const cv::Mat& image, cv::Point2f center, int side) {
 cv::Mat PadToSquare(const cv::Mat& image) {
   const int side = std::max(image.cols, image.rows);
   if (image.cols == image.rows) return image;
-  cv::Mat out = cv::Mat::zeros(side, side, image.type());
-  image.copyTo(out(cv::Rect(0, 0, image.cols, image.rows)));
+  // One pass writes the pixels and the zeros (not zeros everywhere, then the pixels).
+  cv::Mat out;
+  cv::copyMakeBorder(image, out, 0, side - image.rows, 0, side - image.cols, cv::BORDER_CONSTANT,
+                     cv::Scalar::all(0));
   return out;
 }
 

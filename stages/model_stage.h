@@ -54,6 +54,7 @@ class ModelStage : public Stage {
   // The models this stage runs, borrowed for each batch; a model that cannot be opened
   // fails every job of the batch with its reason (how to install it).
   std::vector<std::string> Models() const override = 0;
+  bool ReadsPictures() const override { return true; }
 
  protected:
   ModelStage(std::string name, std::shared_ptr<models::ModelCache> cache,

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <map>
 
+#include <tbb/parallel_for.h>
+
 #include <opencv2/imgproc.hpp>
 
 #include "analysis/motion_analysis.h"
@@ -192,17 +194,24 @@ Status PoseStage::Analyse(const ModelBatch& batch, const StageContext& ctx,
   constexpr size_t kChunk = 32;
   for (size_t start = 0; start < batch.frames.size(); start += kChunk) {
     const size_t end = std::min(batch.frames.size(), start + kChunk);
-    std::vector<cv::Mat> squares;
-    for (size_t i = start; i < end; ++i) squares.push_back(PadToSquare(batch.frames[i].bgr));
+    // The host's work on each frame, before and after the model, on the worker's threads at
+    // once: the device waits for it.
+    std::vector<cv::Mat> squares(end - start);
+    tbb::parallel_for(start, end, [&](size_t i) { squares[i - start] = PadToSquare(batch.frames[i].bgr); });
     auto outs = RunModel(runner, squares, ctx, device);
     if (!outs.ok()) return outs.status();
-    for (size_t i = start; i < end; ++i) {
+    std::vector<Status> decoded(end - start);
+    tbb::parallel_for(start, end, [&](size_t i) {
       auto pose = models::DecodePose(runner.manifest(), (*outs)[i - start]);
-      if (!pose.ok()) return pose.status();
+      if (!pose.ok()) {
+        decoded[i - start] = pose.status();
+        return;
+      }
       // The padding is at the bottom and right: square pixels are image pixels.
       (*results)[i].result = FrameResultJson(runner.manifest().name, *pose, batch.frames[i],
                                              squares[i - start].size());
-    }
+    });
+    for (const Status& s : decoded) FM_RETURN_IF_ERROR(s);
   }
   if (multi() && options_.tracks.use_camera) AddCamera(batch, results);
   return Status::OK();

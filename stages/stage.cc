@@ -23,6 +23,11 @@ std::optional<Outcome> SkipIfNotApplicable(const StageSpec& spec, const ClaimedJ
   return Outcome::Skipped(spec.name + " applies to " + what);
 }
 
+Result<cv::Mat> ReadPicture(const StageContext& ctx, const ClaimedJob& job, const ImageLimits& limits) {
+  if (ctx.pictures != nullptr) return ctx.pictures->Get(job.source, limits);
+  return DecodeImageFile(job.source, limits);
+}
+
 double Rounded(double v, int decimals) {
   const double f = std::pow(10.0, decimals);
   return std::round(v * f) / f;

@@ -13,6 +13,7 @@
 #include "jobs/outcome.h"
 #include "jobs/result_reader.h"
 #include "jobs/stage_graph.h"
+#include "media/picture_cache.h"
 
 namespace framemill {
 
@@ -22,8 +23,15 @@ struct StageContext {
   gpu::OomLadder* ladder = nullptr;  // null: everything on the CPU
   const std::atomic<bool>* stop = nullptr;  // set: finish what is in hand, start nothing new
   ResultReader* results = nullptr;  // done results, for dataset-level stages; null: none
+  // The claim's pictures, each decoded once for all its stages (and ahead, on a device
+  // worker); null: each stage decodes its own.
+  PictureCache* pictures = nullptr;
   bool stopped() const { return stop != nullptr && stop->load(); }
 };
+
+// The full-size picture of an image job, from ctx.pictures when there is one (decoded
+// once for all the item's stages), else decoded now. The picture may be shared: read it only.
+Result<cv::Mat> ReadPicture(const StageContext& ctx, const ClaimedJob& job, const ImageLimits& limits);
 
 class Stage {
  public:
@@ -36,6 +44,9 @@ class Stage {
   // against its job and moves on.
   virtual std::vector<Outcome> RunBatch(const std::vector<ClaimedJob>& jobs,
                                         const StageContext& ctx) = 0;
+  // Whether it reads its image jobs' full-size pictures (ReadPicture): a worker then decodes
+  // each claimed item's picture once for all such stages, ahead of them on a device worker.
+  virtual bool ReadsPictures() const { return false; }
   // Whether jobs gain from running together here (a model's batch, overlapping transfers,
   // a device's batch). False: the worker hands the stage one job at a time, so each job's
   // own time is measured, and a batch can give back what it has not started.

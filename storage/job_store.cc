@@ -13,17 +13,26 @@ Result<std::optional<RunRecord>> JobStore::LastRun() {
   return std::optional<RunRecord>(runs->front());
 }
 
+double RunRecord::BusyShare(const RunDevice& device, int64_t now_ms) const {
+  const int64_t wall = (finished_at > 0 ? finished_at : now_ms) - started_at;
+  if (wall <= 0) return 0;
+  return std::clamp(static_cast<double>(device.busy_ms) / static_cast<double>(wall), 0.0, 1.0);
+}
+
 std::map<std::pair<std::string, MediaKind>, JobTimeSummary> SummariseJobTimes(
     const std::vector<JobTime>& times) {
-  std::map<std::pair<std::string, MediaKind>, std::vector<int64_t>> by;
-  for (const JobTime& t : times) by[{t.stage, t.kind}].push_back(t.run_ms);
+  std::map<std::pair<std::string, MediaKind>, std::vector<const JobTime*>> by;
+  for (const JobTime& t : times) by[{t.stage, t.kind}].push_back(&t);
   std::map<std::pair<std::string, MediaKind>, JobTimeSummary> out;
-  for (auto& [key, ms] : by) {
+  for (auto& [key, jobs] : by) {
     JobTimeSummary& s = out[key];
-    s.jobs = static_cast<int64_t>(ms.size());
-    for (int64_t m : ms) s.total_ms += m;
-    std::nth_element(ms.begin(), ms.begin() + static_cast<long>(ms.size() / 2), ms.end());
-    s.median_ms = ms[ms.size() / 2];
+    s.jobs = static_cast<int64_t>(jobs.size());
+    for (const JobTime* t : jobs) s.total_ms += t->run_ms;
+    const auto mid = jobs.begin() + static_cast<long>(jobs.size() / 2);
+    std::nth_element(jobs.begin(), mid, jobs.end(),
+                     [](const JobTime* a, const JobTime* b) { return a->run_ms < b->run_ms; });
+    s.median_ms = (*mid)->run_ms;
+    s.median_split = (*mid)->split;
   }
   return out;
 }

@@ -109,6 +109,9 @@ struct DeviceUse {
   int64_t total_mb = 0;
   int64_t peak_planned_mb = 0;    // the most planned at once on the device, all its workers
   int64_t oom_events = 0, cpu_fallbacks = 0;  // since the last call
+  // The device's busy time (DeviceLedger::BusyNs, ms) when the worker joined it and now;
+  // -1: not known (kept as it was).
+  int64_t busy_from_ms = -1, busy_to_ms = -1;
 };
 
 // One device of a run: its workers' rows together.
@@ -117,6 +120,7 @@ struct RunDevice {
   int64_t total_mb = 0, peak_planned_mb = 0;
   int workers = 0;
   int64_t oom_events = 0, cpu_fallbacks = 0;
+  int64_t busy_ms = 0;  // how long any of its workers had a batch on it during the run
 };
 
 struct RunRecord {
@@ -125,6 +129,10 @@ struct RunRecord {
   int64_t oom_events = 0, cpu_fallbacks = 0;
   std::string stages;
   std::vector<RunDevice> devices;  // the devices its workers used, by id
+
+  // The share (0-1) of the run's wall time, up to `now_ms` while it runs, in which `device`
+  // had work in flight (status --json: last_run.devices[].busy_share, the report's runs).
+  double BusyShare(const RunDevice& device, int64_t now_ms) const;
 };
 
 // One job of an item as the report and the WebDataset export read it.
@@ -156,6 +164,8 @@ struct JobTime {
   int64_t run_ms = 0;
   double media_seconds = -1;  // -1: unknown
   int64_t bytes = 0;          // the item's file size
+  std::string device;         // who ran it: "cpu", "cuda:0", "sim:0" ("" when not known)
+  JobTimeSplit split;         // where run_ms went (a job done before splits were kept: all host)
 };
 
 // The newest done jobs' own times per stage and media kind, as `status` (ms_per_item) and
@@ -165,6 +175,7 @@ struct JobTimeSummary {
   int64_t jobs = 0;
   int64_t median_ms = 0;  // of an even count, the upper of the middle two
   int64_t total_ms = 0;
+  JobTimeSplit median_split;  // the median job's split (it sums to median_ms)
 };
 std::map<std::pair<std::string, MediaKind>, JobTimeSummary> SummariseJobTimes(
     const std::vector<JobTime>& times);
@@ -204,6 +215,13 @@ class JobStore : public ResultReader {
   virtual Result<std::vector<ClaimedJob>> Claim(const std::string& worker,
                                                 const std::vector<std::string>& stages,
                                                 int limit, int64_t lease_ms) = 0;
+  // As Claim, but by item: the items of the first `items` claimable jobs (in claim order),
+  // each with every claimable job of `stages` it has, so that one worker runs an item's
+  // stages together and decodes its media once (a worker's claims, issue 38). A rescued
+  // job still comes back alone.
+  virtual Result<std::vector<ClaimedJob>> ClaimItems(const std::string& worker,
+                                                     const std::vector<std::string>& stages,
+                                                     int items, int64_t lease_ms) = 0;
   // Extends the leases of every job `worker` holds; records the worker's heartbeat.
   virtual Result<int> Heartbeat(const std::string& worker, int64_t lease_ms) = 0;
   // Returns jobs whose lease expired to pending (or failed, at max attempts).

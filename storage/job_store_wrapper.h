@@ -25,6 +25,11 @@ class JobStoreWrapper : public JobStore {
                                         int64_t lease_ms) override {
     return target_->Claim(worker, stages, limit, lease_ms);
   }
+  Result<std::vector<ClaimedJob>> ClaimItems(const std::string& worker,
+                                             const std::vector<std::string>& stages, int items,
+                                             int64_t lease_ms) override {
+    return target_->ClaimItems(worker, stages, items, lease_ms);
+  }
   Result<int> Heartbeat(const std::string& worker, int64_t lease_ms) override {
     return target_->Heartbeat(worker, lease_ms);
   }

@@ -112,10 +112,10 @@ Result<int> SqlClaim<Db>::RescueExpired() {
 template <class Db>
 Result<std::vector<ClaimedJob>> SqlClaim<Db>::Claim(const std::string& worker,
                                                       const std::vector<std::string>& stages,
-                                                      int limit, int64_t lease_ms) {
+                                                      int limit, int64_t lease_ms, ClaimBy by) {
   if (stages.empty() || limit <= 0) return std::vector<ClaimedJob>();
-  if constexpr (std::is_same_v<Db, PgDb>) return ClaimPg(worker, stages, limit, lease_ms);
-  else return ClaimSqlite(worker, stages, limit, lease_ms);
+  if constexpr (std::is_same_v<Db, PgDb>) return ClaimPg(worker, stages, limit, lease_ms, by);
+  else return ClaimSqlite(worker, stages, limit, lease_ms, by);
 }
 
 template <class Db>
@@ -150,20 +150,29 @@ void SqlClaim<Db>::SetItem(const Stmt& st, int col, ClaimedJob* j) const {
 template <class Db>
 Result<std::vector<ClaimedJob>> SqlClaim<Db>::ClaimSqlite(const std::string& worker,
                                                             const std::vector<std::string>& stages,
-                                                            int limit, int64_t lease_ms) {
+                                                            int limit, int64_t lease_ms, ClaimBy by) {
   // Both claims lease what a subquery picks: pending, due, of these stages, in order.
   // Literal state and `+stage` so the planner walks the partial index in order and
   // stops after LIMIT rows, instead of sorting every pending job of the stages.
+  const std::string due = "SELECT {} FROM jobs WHERE state = " S_PENDING " AND next_run_at <= ?"
+                          " AND +stage IN (" + Placeholders(stages.size()) + ")";
   const std::string lease =
       "UPDATE jobs SET state = " S_RUNNING ", lease_token = ?, lease_owner = ?,"
-      " lease_expires_at = ?, attempts = attempts + 1, started_at = ?"
-      " WHERE id IN (SELECT id FROM jobs WHERE state = " S_PENDING " AND next_run_at <= ?"
-      " AND +stage IN (" + Placeholders(stages.size()) + ")";
+      " lease_expires_at = ?, attempts = attempts + 1, started_at = ? WHERE id IN (";
   const std::string order = " ORDER BY priority DESC, id LIMIT ";
   const std::string returning = ") RETURNING id, item_id, stage, attempts, max_attempts";
+  auto select = [&](const char* what) {
+    std::string q = due;
+    return q.replace(q.find("{}"), 2, what);
+  };
   // A suspect (its last worker died holding it) is claimed alone, ahead of others.
-  const std::string suspect_sql = lease + " AND suspect = 1" + order + "1" + returning;
-  const std::string sql = lease + order + "?" + returning;
+  const std::string suspect_sql = lease + select("id") + " AND suspect = 1" + order + "1" + returning;
+  // By items: every due job of the items of the first `limit` due jobs (the unique
+  // (item_id, stage) index finds them).
+  const std::string sql =
+      by == ClaimBy::kJobs
+          ? lease + select("id") + order + "?" + returning
+          : lease + select("id") + " AND item_id IN (" + select("item_id") + order + "?)" + returning;
   using Jobs = std::vector<ClaimedJob>;
   auto claimed = InTxn<Jobs>(*db_, TxnKind::kWrite, [&]() -> Result<Jobs> {
     std::vector<ClaimedJob> out;
@@ -180,6 +189,10 @@ Result<std::vector<ClaimedJob>> SqlClaim<Db>::ClaimSqlite(const std::string& wor
       up.Bind(i++, now);
       up.Bind(i++, now);
       for (const std::string& st : stages) up.Bind(i++, st);
+      if (with_limit && by == ClaimBy::kItems) {
+        up.Bind(i++, now);
+        for (const std::string& st : stages) up.Bind(i++, st);
+      }
       if (with_limit) up.Bind(i++, limit);
       for (;;) {
         FM_STEP(row, up.Step());
@@ -206,8 +219,8 @@ Result<std::vector<ClaimedJob>> SqlClaim<Db>::ClaimSqlite(const std::string& wor
 
 namespace {
 // PostgreSQL's claim: one statement. ?1: now (NULL: the server's clock), ?2 token,
-// ?3 worker, ?4 lease, ?5 limit, ?6.. the stages.
-std::string PgClaimSql(size_t stages) {
+// ?3 worker, ?4 lease, ?5 limit (jobs, or items whose due jobs come along), ?6.. the stages.
+std::string PgClaimSql(size_t stages, ClaimBy by) {
   std::string in = "?6";
   for (size_t i = 1; i < stages; ++i) in += ",?" + std::to_string(6 + i);
   const std::string now = "(SELECT now FROM t)";
@@ -219,9 +232,16 @@ std::string PgClaimSql(size_t stages) {
          " s AS (SELECT id FROM jobs WHERE state = " S_PENDING " AND suspect = 1 AND next_run_at <= " +
          now + " AND " + kStage + " IN (" + in + ") ORDER BY priority DESC, id LIMIT 1"
          " FOR UPDATE SKIP LOCKED),"
-         " p AS (SELECT id FROM jobs WHERE state = " S_PENDING " AND next_run_at <= " + now +
+         " f AS (SELECT id, item_id FROM jobs WHERE state = " S_PENDING " AND next_run_at <= " + now +
          " AND " + kStage + " IN (" + in + ") AND NOT EXISTS (SELECT 1 FROM s)"
-         " ORDER BY priority DESC, id LIMIT ?5 FOR UPDATE SKIP LOCKED),"
+         " ORDER BY priority DESC, id LIMIT ?5 FOR UPDATE SKIP LOCKED)," +
+         // By items: the first jobs' items, each with its other due jobs of the stages.
+         // (they hold f's own rows: SKIP LOCKED skips only other transactions' locks).
+         (by == ClaimBy::kJobs
+              ? std::string(" p AS (SELECT id FROM f),")
+              : " p AS (SELECT id FROM jobs WHERE state = " S_PENDING " AND next_run_at <= " + now +
+                " AND stage IN (" + in + ") AND item_id IN (SELECT item_id FROM f)"
+                " FOR UPDATE SKIP LOCKED),") +
          " c AS (UPDATE jobs SET state = " S_RUNNING ", lease_token = ?2, lease_owner = ?3,"
          " lease_expires_at = " + now + " + ?4, attempts = attempts + 1, started_at = " + now +
          " WHERE id IN (SELECT id FROM s UNION ALL SELECT id FROM p)"
@@ -239,7 +259,7 @@ std::string PgClaimSql(size_t stages) {
 template <class Db>
 Result<std::vector<ClaimedJob>> SqlClaim<Db>::ClaimPg(const std::string& worker,
                                                       const std::vector<std::string>& stages,
-                                                      int limit, int64_t lease_ms) {
+                                                      int limit, int64_t lease_ms, ClaimBy by) {
   auto bind_now = [&](Stmt& st) {
     if (options_.server_time) st.BindNull(1); else st.Bind(1, clock_->NowMs());
   };
@@ -258,7 +278,7 @@ Result<std::vector<ClaimedJob>> SqlClaim<Db>::ClaimPg(const std::string& worker,
   using Jobs = std::vector<ClaimedJob>;
   auto claimed = InTxn<Jobs>(*db_, TxnKind::kAutocommit, [&]() -> Result<Jobs> {
     Jobs out;
-    FM_PREPARE(up, PgClaimSql(stages.size()));
+    FM_PREPARE(up, PgClaimSql(stages.size(), by));
     bind_now(up);
     up.Bind(2, token).Bind(3, worker).Bind(4, lease_ms).Bind(5, limit);
     for (size_t i = 0; i < stages.size(); ++i) up.Bind(static_cast<int>(6 + i), stages[i]);

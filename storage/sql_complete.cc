@@ -111,15 +111,10 @@ template <class Db>
 Status SqlComplete<Db>::StoreResults(const std::vector<FinishedJob>& batch,
                                      const std::vector<SerializedDone>& done,
                                      const std::vector<size_t>& rows, int64_t now) {
-  FM_PREPARE(res, "INSERT INTO results (job_id, device, result, artifacts, created_at, started_at, run_ms,"
-                      " media_seconds) VALUES " + ValueRows(rows.size(), 8) + " ON CONFLICT (job_id) DO UPDATE SET"
-                      " device = excluded.device, result = excluded.result,"
-                      " artifacts = excluded.artifacts, created_at = excluded.created_at,"
-                      " started_at = excluded.started_at, run_ms = excluded.run_ms,"
-                      " media_seconds = excluded.media_seconds");
+  FM_PREPARE(res, kInsertResult + ValueRows(rows.size(), kResultColumns) + kOnResultConflict);
   for (size_t k = 0; k < rows.size(); ++k) {
     const size_t i = rows[k];
-    const int at = static_cast<int>(8 * k);
+    const int at = kResultColumns * static_cast<int>(k);
     res.Bind(at + 1, batch[i].job_id).Bind(at + 2, batch[i].outcome.device)
         .Bind(at + 3, done[i].result).Bind(at + 4, done[i].artifacts).Bind(at + 5, now);
     BindJobTime(res, at + 6, batch[i]);
@@ -185,12 +180,7 @@ Status SqlComplete<Db>::RecordDone(const HeldJob& job, const FinishedJob& f, con
                  " WHERE id = ?");
   FM_RETURN_IF_ERROR(up.Bind(1, now).Bind(2, o.device).Bind(3, job.id).Run());
   done_in_txn_.insert(job.id);
-  FM_PREPARE(res, "INSERT INTO results (job_id, device, result, artifacts, created_at, started_at, run_ms,"
-                  " media_seconds) VALUES (?,?,?,?,?,?,?,?) ON CONFLICT (job_id) DO UPDATE SET"
-                  " device = excluded.device, result = excluded.result,"
-                  " artifacts = excluded.artifacts, created_at = excluded.created_at,"
-                  " started_at = excluded.started_at, run_ms = excluded.run_ms,"
-                  " media_seconds = excluded.media_seconds");
+  FM_PREPARE(res, kInsertResult + ValueRows(1, kResultColumns) + kOnResultConflict);
   res.Bind(1, job.id).Bind(2, o.device).Bind(3, done.result).Bind(4, done.artifacts).Bind(5, now);
   BindJobTime(res, 6, f);
   FM_RETURN_IF_ERROR(res.Run());

@@ -90,7 +90,13 @@ template <class Db>
 Result<std::vector<ClaimedJob>> SqlJobStore<Db>::Claim(const std::string& worker,
                                                        const std::vector<std::string>& stages,
                                                        int limit, int64_t lease_ms) {
-  return claim_->Claim(worker, stages, limit, lease_ms);
+  return claim_->Claim(worker, stages, limit, lease_ms, sql::ClaimBy::kJobs);
+}
+template <class Db>
+Result<std::vector<ClaimedJob>> SqlJobStore<Db>::ClaimItems(const std::string& worker,
+                                                            const std::vector<std::string>& stages,
+                                                            int items, int64_t lease_ms) {
+  return claim_->Claim(worker, stages, items, lease_ms, sql::ClaimBy::kItems);
 }
 template <class Db>
 Result<int> SqlJobStore<Db>::Heartbeat(const std::string& worker, int64_t lease_ms) {

@@ -37,6 +37,9 @@ class SqlJobStore : public JobStore {
   Result<std::vector<ClaimedJob>> Claim(const std::string& worker,
                                         const std::vector<std::string>& stages, int limit,
                                         int64_t lease_ms) override;
+  Result<std::vector<ClaimedJob>> ClaimItems(const std::string& worker,
+                                             const std::vector<std::string>& stages, int items,
+                                             int64_t lease_ms) override;
   Result<int> Heartbeat(const std::string& worker, int64_t lease_ms) override;
   Result<int> RescueExpired() override;
   Result<int> RescueWorkerJobs(int64_t run_id, int pid, const std::string& error_class,

@@ -151,17 +151,17 @@ Result<std::vector<RunRecord>> SqlQueries<Db>::Runs(int limit) {
   auto runs = RunRows(limit);
   if (!runs.ok() || runs->empty()) return runs;
   // Their devices: the workers that used one, grouped (a device's peak is the largest any
-  // of its workers saw).
+  // of its workers saw; its busy time, the growth of the ledger's count over all of them).
   auto devices = ReadAll<std::pair<int64_t, RunDevice>>(
       "SELECT run_id, device, coalesce(max(device_total_mb), 0), coalesce(max(peak_planned_mb), 0),"
-      " count(*),"
-      " sum(oom_events), sum(cpu_fallbacks) FROM workers"
+      " count(*), sum(oom_events), sum(cpu_fallbacks),"
+      " coalesce(max(device_busy_to_ms) - min(device_busy_from_ms), 0) FROM workers"
       " WHERE device IS NOT NULL AND run_id >= ? GROUP BY run_id, device ORDER BY run_id, device",
       [&](Stmt& q) { q.Bind(1, runs->back().id); },
       [](const Stmt& q) {
         return std::pair<int64_t, RunDevice>{
             q.Int(0), RunDevice{q.Text(1), q.Int(2), q.Int(3), static_cast<int>(q.Int(4)),
-                                q.Int(5), q.Int(6)}};
+                                q.Int(5), q.Int(6), std::max<int64_t>(0, q.Int(7))}};
       });
   if (!devices.ok()) return devices.status();
   for (RunRecord& r : *runs)
@@ -286,7 +286,8 @@ Result<std::vector<ErrorRecord>> SqlQueries<Db>::ErrorHistory(int64_t limit) {
 template <class Db>
 Result<std::vector<JobTime>> SqlQueries<Db>::RecentJobTimes(int64_t limit) {
   return ReadAll<JobTime>(
-      "SELECT j.stage, i.kind, r.run_ms, r.media_seconds, i.size FROM results r"
+      "SELECT j.stage, i.kind, r.run_ms, r.media_seconds, i.size, r.device, coalesce(r.decode_ms, 0),"
+      " coalesce(r.host_ms, r.run_ms), coalesce(r.device_ms, 0), coalesce(r.wait_ms, 0) FROM results r"
       " JOIN jobs j ON j.id = r.job_id JOIN items i ON i.id = j.item_id"
       " WHERE r.run_ms IS NOT NULL ORDER BY r.job_id DESC LIMIT ?",
       [&](Stmt& q) { q.Bind(1, limit); },
@@ -297,6 +298,8 @@ Result<std::vector<JobTime>> SqlQueries<Db>::RecentJobTimes(int64_t limit) {
         t.run_ms = q.Int(2);
         t.media_seconds = q.IsNull(3) ? -1 : q.Double(3);
         t.bytes = q.Int(4);
+        t.device = q.Text(5);
+        t.split = {q.Int(6), q.Int(7), q.Int(8), q.Int(9)};
         return t;
       });
 }

@@ -58,14 +58,18 @@ Status SqlRuns<Db>::AddGpuEvents(const std::string& worker, const DeviceUse& use
                    " cpu_fallbacks = cpu_fallbacks + ?, device = coalesce(?, device),"
                    " device_total_mb = coalesce(?, device_total_mb),"
                    " peak_planned_mb = CASE WHEN peak_planned_mb > ? THEN peak_planned_mb"
-                   " ELSE ? END WHERE id = ?");
+                   " ELSE ? END, device_busy_from_ms = coalesce(device_busy_from_ms, ?),"
+                   " device_busy_to_ms = coalesce(?, device_busy_to_ms) WHERE id = ?");
     up.Bind(1, use.oom_events).Bind(2, use.cpu_fallbacks);
     if (use.device.empty()) {  // a worker on the CPU alone: no device to name
       up.BindNull(3).BindNull(4);
     } else {
       up.Bind(3, use.device).Bind(4, use.total_mb);
     }
-    return up.Bind(5, use.peak_planned_mb).Bind(6, use.peak_planned_mb).Bind(7, worker).Run();
+    up.Bind(5, use.peak_planned_mb).Bind(6, use.peak_planned_mb);
+    if (use.busy_from_ms >= 0) up.Bind(7, use.busy_from_ms); else up.BindNull(7);
+    if (use.busy_to_ms >= 0) up.Bind(8, use.busy_to_ms); else up.BindNull(8);
+    return up.Bind(9, worker).Run();
   });
 }
 

@@ -50,8 +50,21 @@
 
 namespace framemill::sql {
 
-// A done job's own time (FinishedJob's started_at_ms, run_ms, media_seconds) bound at
-// `at`, at + 1 and at + 2; what was not measured as NULL.
+// The results row of a done job, as both completion paths write it: its columns (kResultColumns
+// values, bound in this order) and what a conflicting row takes from the new one.
+inline constexpr int kResultColumns = 12;
+inline constexpr char kInsertResult[] =
+    "INSERT INTO results (job_id, device, result, artifacts, created_at, started_at, run_ms,"
+    " media_seconds, decode_ms, host_ms, device_ms, wait_ms) VALUES ";
+inline constexpr char kOnResultConflict[] =
+    " ON CONFLICT (job_id) DO UPDATE SET device = excluded.device, result = excluded.result,"
+    " artifacts = excluded.artifacts, created_at = excluded.created_at,"
+    " started_at = excluded.started_at, run_ms = excluded.run_ms,"
+    " media_seconds = excluded.media_seconds, decode_ms = excluded.decode_ms,"
+    " host_ms = excluded.host_ms, device_ms = excluded.device_ms, wait_ms = excluded.wait_ms";
+
+// A done job's own time (FinishedJob's started_at_ms, run_ms, media_seconds, then its split:
+// decode, host, device, wait) bound from `at` on, seven values; what was not measured as NULL.
 template <class Stmt>
 void BindJobTime(Stmt& st, int at, const FinishedJob& f) {
   if (f.run_ms >= 0) {
@@ -60,6 +73,11 @@ void BindJobTime(Stmt& st, int at, const FinishedJob& f) {
     st.BindNull(at).BindNull(at + 1);
   }
   if (f.media_seconds >= 0) st.Bind(at + 2, f.media_seconds); else st.BindNull(at + 2);
+  const JobTimeSplit& t = f.split;
+  if (f.run_ms >= 0)
+    st.Bind(at + 3, t.decode_ms).Bind(at + 4, t.host_ms).Bind(at + 5, t.device_ms).Bind(at + 6, t.wait_ms);
+  else
+    st.BindNull(at + 3).BindNull(at + 4).BindNull(at + 5).BindNull(at + 6);
 }
 
 constexpr int kPending = static_cast<int>(JobState::kPending);
@@ -281,6 +299,10 @@ class SqlEnqueue : public SqlGraphMoves<Db> {
   void RefreshPlannerStatistics(int64_t jobs_added);
 };
 
+// What a claim's limit counts: jobs (JobStore::Claim), or items whose claimable jobs come
+// along (JobStore::ClaimItems).
+enum class ClaimBy { kJobs, kItems };
+
 // Leases (sql_claim.cc): claim, heartbeat, rescue of leases whose worker is gone, release,
 // and waiting for work. A job's lease token fences every later write for it.
 template <class Db>
@@ -289,7 +311,7 @@ class SqlClaim : public SqlGraphMoves<Db> {
   SqlClaim(Db* db, const StageGraph* graph, const Clock* clock, const StoreOptions& options);
   Result<std::vector<ClaimedJob>> Claim(const std::string& worker,
                                         const std::vector<std::string>& stages, int limit,
-                                        int64_t lease_ms);
+                                        int64_t lease_ms, ClaimBy by);
   Result<int> Heartbeat(const std::string& worker, int64_t lease_ms);
   Result<int> RescueExpired();
   Result<int> RescueWorkerJobs(int64_t run_id, int pid, const std::string& error_class,
@@ -313,10 +335,10 @@ class SqlClaim : public SqlGraphMoves<Db> {
   using SqlGraphMoves<Db>::PromoteDatasetJobs;
   Result<std::vector<ClaimedJob>> ClaimPg(const std::string& worker,
                                           const std::vector<std::string>& stages, int limit,
-                                          int64_t lease_ms);
+                                          int64_t lease_ms, ClaimBy by);
   Result<std::vector<ClaimedJob>> ClaimSqlite(const std::string& worker,
                                               const std::vector<std::string>& stages, int limit,
-                                              int64_t lease_ms);
+                                              int64_t lease_ms, ClaimBy by);
   int64_t NewLeaseToken();
   // A claim's row: id, item_id, stage, attempts, max_attempts in columns 0-4.
   ClaimedJob ClaimedRow(const Stmt& st, int64_t token) const;

@@ -4,6 +4,7 @@
 
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
+#include <opencv2/photo.hpp>
 
 #include "analysis/inpaint_fill.h"
 #include "gpu/compute_backend.h"
@@ -105,12 +106,69 @@ TEST(InpaintFillTest, EdgeCasesOfTheMask) {
   EXPECT_EQ(cv::norm(*striped, *telea, cv::NORM_INF), 0);
 }
 
+// Telea and Navier-Stokes run on the hole's box, not the whole image: the same pixels, at a
+// cost that follows the hole (a tiny hole in a large photo no longer pays for the photo).
+TEST(InpaintFillTest, TeleaOnTheHolesBoxIsTeleaOnTheImage) {
+  const cv::Mat photo = Photo("aero1.jpg", 640);
+  for (const cv::Rect& at : {cv::Rect(300, 200, 30, 20), cv::Rect(0, 0, 25, 40), cv::Rect(600, 400, 40, 80)}) {
+    cv::Mat hole = cv::Mat::zeros(photo.size(), CV_8U);
+    const cv::Rect in = at & cv::Rect(0, 0, photo.cols, photo.rows);
+    cv::ellipse(hole, (in.tl() + in.br()) / 2, in.size() / 2, 0, 0, 360, 255, cv::FILLED);
+    for (auto [method, flags] : {std::pair{InpaintMethod::kTelea, cv::INPAINT_TELEA},
+                                 std::pair{InpaintMethod::kNavierStokes, cv::INPAINT_NS}}) {
+      cv::Mat whole;
+      cv::inpaint(photo, hole, whole, 3, flags);
+      auto boxed = Inpaint(photo, hole, method);
+      ASSERT_TRUE(boxed.ok());
+      EXPECT_EQ(cv::norm(*boxed, whole, cv::NORM_INF), 0) << InpaintMethodName(method) << " at " << at;
+    }
+  }
+}
+
+// auto: a wide hole of many pixels is filled on a reduced copy (as good as Telea or better,
+// bench/README "Inpainting"), a thin or small one by Telea at full size.
+TEST(InpaintFillTest, AWideHoleIsFilledReducedAndAThinOneAtFullSize) {
+  const cv::Mat photo = Photo("aero1.jpg", 1000);
+  cv::Mat wide = cv::Mat::zeros(photo.size(), CV_8U);
+  cv::ellipse(wide, cv::Point(500, 380), cv::Size(180, 140), 20, 0, 360, 255, cv::FILLED);
+  const HoleShape w = MeasureHole(wide);
+  EXPECT_GT(w.pixels, kCoarseMinPixels);
+  EXPECT_GT(w.mean_distance, 40);
+  EXPECT_GE(CoarseFactor(w), 4);  // mean distance ~47 px: at least 6 reduced px at 4
+  EXPECT_EQ(ChooseInpaintMethod(w), InpaintMethod::kTeleaCoarse);
+  auto coarse = Inpaint(photo, wide, InpaintMethod::kTeleaCoarse, {}, nullptr, &w);
+  auto telea = Inpaint(photo, wide, InpaintMethod::kTelea);
+  ASSERT_TRUE(coarse.ok() && telea.ok());
+  EXPECT_GT(HolePsnr(photo, *coarse, wide), HolePsnr(photo, *telea, wide) - 0.5);
+  cv::Mat outside;
+  cv::absdiff(*coarse, photo, outside);
+  outside.setTo(cv::Scalar::all(0), wide);
+  EXPECT_EQ(cv::countNonZero(outside.reshape(1)), 0);
+
+  cv::Mat thin = cv::Mat::zeros(photo.size(), CV_8U);  // strokes 15 px wide: 8% of the photo
+  for (int y = 40; y < photo.rows; y += 60) cv::line(thin, {0, y}, {photo.cols, y + 30}, 255, 15);
+  const HoleShape t = MeasureHole(thin);
+  EXPECT_GT(t.pixels, kCoarseMinPixels);
+  EXPECT_EQ(CoarseFactor(t), 1);
+  EXPECT_EQ(ChooseInpaintMethod(t), InpaintMethod::kTelea);
+  cv::Mat small = cv::Mat::zeros(photo.size(), CV_8U);  // wide but small: 2,800 px
+  cv::circle(small, {300, 300}, 30, 255, cv::FILLED);
+  EXPECT_EQ(ChooseInpaintMethod(MeasureHole(small)), InpaintMethod::kTelea);
+  // Named, the coarse fill of a thin hole is Telea's.
+  auto named = Inpaint(photo, thin, InpaintMethod::kTeleaCoarse);
+  auto full = Inpaint(photo, thin, InpaintMethod::kTelea);
+  ASSERT_TRUE(named.ok() && full.ok());
+  EXPECT_EQ(cv::norm(*named, *full, cv::NORM_INF), 0);
+}
+
 TEST(InpaintFillTest, HoleMeasuresAndQualityMeasures) {
   cv::Mat stroke = cv::Mat::zeros(100, 200, CV_8U);
   stroke(cv::Rect(20, 40, 150, 9)) = 255;
   const HoleShape s = MeasureHole(stroke);
   EXPECT_NEAR(s.coverage, 150.0 * 9 / 20000, 1e-9);
   EXPECT_NEAR(s.half_width, 5, 0.01);
+  EXPECT_EQ(s.pixels, 150 * 9);
+  EXPECT_NEAR(s.mean_distance, (1 + 2 + 3 + 4 + 5 + 4 + 3 + 2 + 1) / 9.0, 0.1);
   const cv::Mat photo = Photo("fruits.jpg", 200);
   cv::Mat hole = cv::Mat::zeros(photo.size(), CV_8U);
   hole(cv::Rect(50, 50, 40, 40)) = 255;

@@ -18,6 +18,14 @@ Result<std::vector<ClaimedJob>> FaultyJobStore::Claim(const std::string& worker,
   return JobStoreWrapper::Claim(worker, stages, limit, lease_ms);
 }
 
+Result<std::vector<ClaimedJob>> FaultyJobStore::ClaimItems(const std::string& worker,
+                                                           const std::vector<std::string>& stages,
+                                                           int items, int64_t lease_ms) {
+  ++claim_calls;
+  if (Take(fail_next_claim)) return Status::IOError("injected: claim failed");
+  return JobStoreWrapper::ClaimItems(worker, stages, items, lease_ms);
+}
+
 Result<int> FaultyJobStore::Heartbeat(const std::string& worker, int64_t lease_ms) {
   ++heartbeat_calls;
   if (drop_heartbeats.load()) {

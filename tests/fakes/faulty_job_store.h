@@ -25,7 +25,7 @@ class FaultyJobStore : public JobStoreWrapper {
   std::atomic<int> fail_next_complete{0};
   // Heartbeat returns OK (0 leases renewed) but does nothing: leases run out.
   std::atomic<bool> drop_heartbeats{false};
-  // The next `fail_next_claim` calls to Claim fail with IOError.
+  // The next `fail_next_claim` calls to Claim or ClaimItems fail with IOError.
   std::atomic<int> fail_next_claim{0};
   // The next `fail_next_release` calls to Release fail with IOError.
   std::atomic<int> fail_next_release{0};
@@ -41,6 +41,9 @@ class FaultyJobStore : public JobStoreWrapper {
   Result<std::vector<ClaimedJob>> Claim(const std::string& worker,
                                         const std::vector<std::string>& stages, int limit,
                                         int64_t lease_ms) override;
+  Result<std::vector<ClaimedJob>> ClaimItems(const std::string& worker,
+                                             const std::vector<std::string>& stages, int items,
+                                             int64_t lease_ms) override;
   Result<int> Heartbeat(const std::string& worker, int64_t lease_ms) override;
   Result<CompleteStats> Complete(const std::vector<FinishedJob>& batch) override;
   Result<int> Release(const std::vector<ClaimedJob>& jobs) override;

@@ -194,6 +194,59 @@ TEST(DeviceLedgerTest, ADeviceTakesAtMostWorkersPerDeviceMembers) {
   EXPECT_FALSE(DeviceLedger::Read(dir.path(), "cuda:7").value().has_value());
 }
 
+// The device is busy while any member has a batch on it, counted once however many overlap;
+// a member that dies mid-batch ends its batch with it. The ladder marks each device slice.
+TEST(DeviceLedgerTest, TheBusyTimeIsTheUnionOfTheMembersBatches) {
+  TempDir dir;
+  auto a = DeviceLedger::Join(dir.path(), "sim:0", 64 * kMiB, 4);
+  auto b = DeviceLedger::Join(dir.path(), "sim:0", 64 * kMiB, 4);
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto sleep = [](int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); };
+  const int64_t t0 = (*a)->BusyNs();
+  EXPECT_EQ(t0, 0);
+  (*a)->SetWorking(true);
+  sleep(40);
+  (*b)->SetWorking(true);  // overlaps a's batch
+  sleep(40);
+  (*a)->SetWorking(false);
+  sleep(40);
+  (*b)->SetWorking(false);
+  sleep(60);  // idle: not counted
+  const int64_t busy = (*a)->BusyNs();
+  EXPECT_GE(busy, 120'000'000);
+  EXPECT_LT(busy, 180'000'000) << "overlapping batches count once, idle time not at all";
+  EXPECT_EQ((*b)->BusyNs(), busy) << "every member reads the device's one count";
+  EXPECT_EQ(DeviceLedger::Read(dir.path(), "sim:0").value()->busy_ns / 1'000'000, busy / 1'000'000);
+
+  // A member that dies with a batch on the device: the next one to take the lock ends it.
+  pid_t child = fork();
+  if (child == 0) {
+    auto l = DeviceLedger::Join(dir.path(), "sim:0", 64 * kMiB, 4);
+    if (!l.ok()) _exit(1);
+    (*l)->SetWorking(true);
+    _exit(0);  // no destructor runs
+  }
+  waitpid(child, nullptr, 0);
+  (*a)->Available();  // reaps
+  const int64_t after = (*a)->BusyNs();
+  sleep(50);
+  EXPECT_EQ((*a)->BusyNs(), after) << "no batch is left on the device";
+
+  // The ladder marks its device slices: busy while a batch runs, not between batches.
+  auto device = MakeSharedSimBackend(std::move(a).value());
+  BatchTuner tuner({}, nullptr);
+  auto cpu = MakeCpuBackend();
+  OomLadder ladder(device.get(), cpu.get(), &tuner, SystemClock(), {});
+  std::vector<std::string> device_of;
+  const int64_t before = (*b)->BusyNs();
+  ASSERT_TRUE(ladder.Run("LIGHTING", 1, 64, 1024, [&](ComputeBackend&, size_t, size_t) {
+                      sleep(30);
+                      return Status::OK();
+                    }, &device_of).ok());
+  EXPECT_EQ(device_of[0], "sim:0");
+  EXPECT_GE((*b)->BusyNs() - before, 30'000'000);
+}
+
 // The tuner is told the share, not the device: with four members on 64 MiB, a worker's
 // batches of LumaStats (1.5 MiB an item here) stay within 16 MiB, with no out-of-memory.
 TEST(DeviceLedgerTest, TheTunerPlansWithinTheWorkersShare) {

@@ -5,6 +5,8 @@
 // small for some models the ladder steps down to the CPU and the results are still the CPU's.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include <filesystem>
 #include <map>
 
@@ -77,6 +79,22 @@ TEST_F(SharedDeviceTest, FourWorkersOnOneSimulatedDeviceGiveTheCpusResults) {
   EXPECT_EQ(d["workers"], 4);
   EXPECT_GT(d["peak_planned_mb"].get<int64_t>(), 0);
   EXPECT_LE(d["peak_planned_mb"].get<int64_t>(), d["total_mb"].get<int64_t>());
+  // The device had a batch in flight for part of the run: its busy share (the union of its
+  // workers' batches, over the run's wall time) is in (0, 1].
+  EXPECT_GT(d["busy_share"].get<double>(), 0) << d;
+  EXPECT_LE(d["busy_share"].get<double>(), 1) << d;
+  // Where a job's time went: the median faces job's split sums to its time, and on the
+  // device most of it is the device's; on the CPU none is.
+  for (const char* name : {"sim", "cpu"}) {
+    auto status = RunProcess({FRAMEMILL_BIN, "status", "--json"}, Env(name, name, "8192"));
+    const json faces = json::parse(status.out)["stages"]["faces"];
+    const json& split = faces["time_split_ms"]["image"];
+    EXPECT_EQ(split["decode"].get<int64_t>() + split["host"].get<int64_t>() + split["device"].get<int64_t>() +
+                  split["wait"].get<int64_t>(),
+              faces["ms_per_item"]["image"].get<int64_t>()) << name << ": " << faces;
+    if (std::string(name) == "sim") EXPECT_GT(split["device"].get<int64_t>(), split["host"].get<int64_t>()) << faces;
+    else EXPECT_EQ(split["device"].get<int64_t>(), 0) << faces;
+  }
   // Each planned within a quarter of 8 GiB: out-of-memory at most once per operation (a
   // first guess of an item's bytes proven wrong), here none.
   EXPECT_LE(d["oom_events"].get<int>(), 11) << d;
@@ -95,12 +113,16 @@ TEST_F(SharedDeviceTest, FourWorkersOnOneSimulatedDeviceGiveTheCpusResults) {
   EXPECT_GT(t["oom_events"].get<int>(), 0) << t;
   EXPECT_GT(t["cpu_fallbacks"].get<int>(), 0) << t;
 
-  // The report's runs table names the device with its peak, OOM events and fallbacks.
+  // The report's runs table names the device with its busy share, peak, OOM events and
+  // fallbacks.
   auto report = RunProcess({FRAMEMILL_BIN, "report", "-o", dir / "report"}, Env("tight", "sim", "24"));
   ASSERT_EQ(report.exit_code, 0) << report.err;
   const std::string index = ReadFile(dir / "report/index.html");
-  EXPECT_NE(index.find("sim:0: 4 workers, peak " + std::to_string(t["peak_planned_mb"].get<int64_t>()) +
-                       " of 24 MiB, " + std::to_string(t["oom_events"].get<int>()) + " OOM"),
+  char busy[16];
+  std::snprintf(busy, sizeof busy, "%.0f", 100 * t["busy_share"].get<double>());
+  EXPECT_NE(index.find(std::string("sim:0: 4 workers, busy ") + busy + "%, peak " +
+                       std::to_string(t["peak_planned_mb"].get<int64_t>()) + " of 24 MiB, " +
+                       std::to_string(t["oom_events"].get<int>()) + " OOM"),
             std::string::npos);
 }
 

@@ -2,9 +2,13 @@
 #include "models/decode.h"
 
 #include <cmath>
+#include <numeric>
+#include <random>
 
 #include <gtest/gtest.h>
 #include <opencv2/imgproc.hpp>
+
+#include "tests/support/chaos.h"
 
 namespace framemill::models {
 namespace {
@@ -203,6 +207,65 @@ TEST(CenterNetTest, PeaksTopKAndBoxes) {
   ASSERT_EQ(f.size(), 2u);
   EXPECT_FLOAT_EQ(f[0].x1, (3 * 4 - 2) * 2.f);
   EXPECT_STREQ(CocoLabel(0), "person");
+}
+
+// The definition the fast top-k keeps to: every score that is the max of its 3x3
+// neighbourhood stays, the rest are 0, and the k best win, ties by index (what
+// CenterNetTopK computed before it sorted the peaks only).
+std::vector<Detection> TopKByDefinition(const std::vector<float>& heat, const std::vector<float>& wh, int h,
+                                        int w, int c, int k, float stride) {
+  const int total = h * w * c;
+  std::vector<float> kept(total);
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x)
+      for (int ch = 0; ch < c; ++ch) {
+        const float v = heat[(y * w + x) * c + ch];
+        float m = v;
+        for (int dy = -1; dy <= 1; ++dy)
+          for (int dx = -1; dx <= 1; ++dx) {
+            const int yy = y + dy, xx = x + dx;
+            if (yy >= 0 && yy < h && xx >= 0 && xx < w) m = std::max(m, heat[(yy * w + xx) * c + ch]);
+          }
+        kept[(y * w + x) * c + ch] = v == m ? v : 0.f;
+      }
+  std::vector<int> idx(total);
+  std::iota(idx.begin(), idx.end(), 0);
+  k = std::min(k, total);
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
+                    [&](int a, int b) { return kept[a] > kept[b] || (kept[a] == kept[b] && a < b); });
+  std::vector<Detection> out;
+  for (int i = 0; i < k; ++i) {
+    const int id = idx[i], cls = id % c, pix = id / c, y = pix / w, x = pix % w;
+    const float* b = wh.data() + pix * 4;
+    out.push_back({x * stride - b[0], y * stride - b[1], x * stride + b[2], y * stride + b[3], kept[id], cls});
+  }
+  return out;
+}
+
+// Random heat maps (seeded, the seed printed) with plateaus of equal scores, saturated ones
+// (sigmoid's 1.0) and few peaks: the same detections, in the same order, as the definition.
+TEST(CenterNetTest, TopKIsTheDefinitionsOnRandomHeatMaps) {
+  const uint32_t seed = framemill::testing::ChaosSeed();  // prints FRAMEMILL_TEST_SEED
+  std::mt19937 rng(seed);
+  for (int round = 0; round < 40; ++round) {
+    const int h = 4 + static_cast<int>(rng() % 30), w = 4 + static_cast<int>(rng() % 30), c = 1 + static_cast<int>(rng() % 5);
+    const int levels = round % 4 == 0 ? 3 : 1000;  // few levels: many ties
+    std::vector<float> heat(h * w * c), wh(h * w * 4);
+    for (float& v : heat) v = static_cast<float>(rng() % levels) / static_cast<float>(levels - 1);
+    if (round % 5 == 1) for (float& v : heat) v = rng() % 10 == 0 ? v : 0.f;  // mostly zeros
+    for (float& v : wh) v = static_cast<float>(rng() % 50);
+    for (int k : {1, 7, 100}) {
+      const auto fast = CenterNetTopK(heat.data(), wh.data(), h, w, c, k, 4.f);
+      const auto ref = TopKByDefinition(heat, wh, h, w, c, k, 4.f);
+      ASSERT_EQ(fast.size(), ref.size());
+      for (size_t i = 0; i < ref.size(); ++i) {
+        EXPECT_EQ(fast[i].score, ref[i].score) << "round " << round << " k " << k << " at " << i;
+        EXPECT_EQ(fast[i].class_id, ref[i].class_id) << "round " << round << " k " << k << " at " << i;
+        EXPECT_EQ(fast[i].x1, ref[i].x1);
+        EXPECT_EQ(fast[i].y2, ref[i].y2);
+      }
+    }
+  }
 }
 
 TEST(MaskTest, ResizesAndThresholds) {

@@ -115,6 +115,30 @@ TEST(CostModelTest, MediansPerStageAndKindAndVideosByMegabyte) {
   EXPECT_DOUBLE_EQ(m.MedianMs("lighting", MediaKind::kImage), -1.0);
 }
 
+// Times are kept apart by where the jobs ran. A worker on the CPU leaves a stage to the
+// device workers when one of them would finish its job sooner, the wait for it included:
+// with a short queue the slow-on-the-CPU stage goes to the device; with a long one, the CPU
+// helps; a stage the CPU does as fast stays; a stage with one history only stays.
+TEST(CostModelTest, TheCpuLeavesTheDeviceTheJobsItWouldFinishSooner) {
+  auto t = [](const char* stage, int64_t ms, const char* device) {
+    JobTime j{stage, MediaKind::kImage, ms, -1, 0};
+    j.device = device;
+    return j;
+  };
+  CostModel m;
+  m.Learn({t("faces", 500, "cpu"), t("faces", 20, "cuda:0"), t("lighting", 3, "cpu"), t("lighting", 2, "cuda:0"),
+           t("pose", 60, "cpu")});
+  EXPECT_DOUBLE_EQ(m.MedianMs("faces", MediaKind::kImage, Ran::kCpu), 500);
+  EXPECT_DOUBLE_EQ(m.MedianMs("faces", MediaKind::kImage, Ran::kDevice), 20);
+  EXPECT_DOUBLE_EQ(m.ExpectedMs("pose", MediaKind::kImage, 0, Ran::kDevice), 60) << "no device history: every job's";
+  const std::vector<std::string> stages = {"faces", "lighting", "pose"};
+  // 40 jobs queued for 4 device workers at 11 ms each (the device's mean): 110 ms of wait.
+  EXPECT_EQ(m.StagesForTheDevice(stages, 40, 4), std::set<std::string>{"faces"});
+  // 4,000 queued: a device worker reaches a job queued now in 11 s; the CPU does it in 0.5 s.
+  EXPECT_TRUE(m.StagesForTheDevice(stages, 4000, 4).empty());
+  EXPECT_TRUE(m.StagesForTheDevice(stages, 40, 0).empty()) << "no device worker in the run";
+}
+
 TEST(CostModelTest, KeepWithinTargetKeepsWhileTheKeptAreUnderIt) {
   EXPECT_EQ(KeepWithinTarget({1000, 1000, 1000, 1000}, 2500), 3u);
   EXPECT_EQ(KeepWithinTarget({1000, 1000, 1000, 1000}, 3000), 3u);

@@ -685,9 +685,9 @@ TEST_F(WorkerTest, StopBeforeTheFirstJobReleasesTheWholeClaimedBatch) {
   class StopOnClaim : public FaultyJobStore {
    public:
     StopOnClaim(JobStore* r, std::atomic<bool>* stop) : FaultyJobStore(r), stop_(stop) {}
-    Result<std::vector<ClaimedJob>> Claim(const std::string& w, const std::vector<std::string>& s,
-                                          int limit, int64_t lease_ms) override {
-      auto r = FaultyJobStore::Claim(w, s, limit, lease_ms);
+    Result<std::vector<ClaimedJob>> ClaimItems(const std::string& w, const std::vector<std::string>& s,
+                                               int items, int64_t lease_ms) override {
+      auto r = FaultyJobStore::ClaimItems(w, s, items, lease_ms);
       *stop_ = true;
       return r;
     }

@@ -558,6 +558,38 @@ TEST_P(JobStoreTest, ClaimOnlyTakesJobsOfTheRequestedStages) {
   for (const auto& j : two) EXPECT_NE(j.stage, "x");
 }
 
+// By items: the items of the first claimable jobs, each with all its claimable jobs of the
+// stages, so that one worker runs an item's stages on one decode. Jobs waiting on others,
+// jobs of other stages and other items' jobs stay; a suspect still comes alone.
+TEST_P(JobStoreTest, ClaimItemsTakesEveryClaimableJobOfTheFirstItems) {
+  AddStage(Stage("a"));
+  AddStage(Stage("b"));
+  AddStage(Stage("c", {"b"}));
+  AddStage(Stage("x"));
+  Open();
+  Enqueue(Images(5), {"a", "b", "c", "x"});  // ids stage by stage: a1..a5, b1..b5, ...
+  auto first = Must(store_->ClaimItems("w", {"a", "b", "c"}, 2, kLease), "ClaimItems");
+  std::map<int64_t, std::set<std::string>> by_item;
+  for (const ClaimedJob& j : first) by_item[j.item_id].insert(j.stage);
+  ASSERT_EQ(by_item.size(), 2u) << "two items";
+  for (const auto& [item, stages] : by_item)
+    EXPECT_EQ(stages, (std::set<std::string>{"a", "b"})) << "c waits for b; x was not asked for";
+  EXPECT_TRUE(std::is_sorted(first.begin(), first.end(), [](auto& p, auto& q) { return p.id < q.id; }));
+  for (const ClaimedJob& j : first) EXPECT_EQ(j.lease_token, first[0].lease_token);
+  // The next claim takes the next items; a claim past the end takes what is left.
+  auto rest = Must(store_->ClaimItems("w", {"a", "b", "c"}, 10, kLease), "ClaimItems");
+  EXPECT_EQ(rest.size(), 6u);
+  for (const ClaimedJob& j : rest) EXPECT_EQ(by_item.count(j.item_id), 0u);
+  EXPECT_EQ(Count("jobs WHERE state = 1"), 10);
+  EXPECT_TRUE(Must(store_->ClaimItems("w", {"a", "b", "c"}, 10, kLease), "ClaimItems").empty());
+  // A finished b promotes its c, which a later claim takes with its item.
+  const ClaimedJob b = *std::find_if(first.begin(), first.end(), [](auto& j) { return j.stage == "b"; });
+  ASSERT_TRUE(store_->Complete({Done(b)}).ok());
+  auto promoted = Must(store_->ClaimItems("w", {"a", "b", "c"}, 10, kLease), "ClaimItems");
+  ASSERT_EQ(promoted.size(), 1u);
+  EXPECT_EQ(promoted[0].stage, "c");
+}
+
 TEST_P(JobStoreTest, ClaimReturnsEmptyWhenNothingIsClaimable) {
   AddStage(Stage("a"));
   AddStage(Stage("b", {"a"}));
@@ -1980,6 +2012,22 @@ TEST(SummariseJobTimesTest, MedianAndTotalPerStageAndKind) {
   EXPECT_EQ(s.at({"lighting", MediaKind::kVideo}).median_ms, 40);
   EXPECT_EQ(s.at({"motion", MediaKind::kVideo}).median_ms, 300);  // the upper of two
   EXPECT_TRUE(SummariseJobTimes({}).empty());
+}
+
+// Where the median job's time went: its own split (which sums to its time), as `status`
+// prints it under time_split_ms.
+TEST(SummariseJobTimesTest, TheMedianJobsSplit) {
+  auto t = [](int64_t ms, JobTimeSplit split) {
+    JobTime j{"faces", MediaKind::kImage, ms, -1, 0};
+    j.split = split;
+    return j;
+  };
+  const auto s = SummariseJobTimes({t(100, {10, 20, 60, 10}), t(30, {5, 25, 0, 0}), t(300, {0, 300, 0, 0})});
+  const JobTimeSplit& m = s.at({"faces", MediaKind::kImage}).median_split;
+  EXPECT_EQ(m.decode_ms, 10);
+  EXPECT_EQ(m.host_ms, 20);
+  EXPECT_EQ(m.device_ms, 60);
+  EXPECT_EQ(m.wait_ms, 10);
 }
 
 }  // namespace
