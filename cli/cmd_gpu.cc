@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <iostream>
 #include <optional>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -61,64 +62,68 @@ void PrintSharing(const gpu::GpuOptions& g, const std::optional<gpu::LedgerView>
                 static_cast<long long>(m.planned_bytes / kMiB));
 }
 
-}  // namespace
+// A device as `gpu` shows it, with how it is shared now (read once).
+struct ShownDevice {
+  gpu::DeviceInfo info;
+  std::optional<gpu::LedgerView> sharing;
+};
 
-int CmdGpu(const Flags& f) {
-  auto env = Resolve(f);
-  if (!env.ok()) return UsageError(env.status().message());
-  const gpu::GpuOptions g = env->config.run.gpu;
-  gpu::GpuPlan plan = PlanFromOptions(g);
-  // Free/total of the device the plan uses (sim reports its budget).
-  std::vector<gpu::DeviceInfo> shown = plan.devices;
+// The devices the plan uses (the simulated one reports its budget, less what its workers
+// have planned).
+std::vector<ShownDevice> ShownDevices(const gpu::GpuOptions& g, const gpu::GpuPlan& plan) {
+  std::vector<gpu::DeviceInfo> infos = plan.devices;
   if (plan.backend == "sim") {
     auto sim = gpu::MakeSimBackend(g.sim_vram_mb);
-    if (auto i = sim->Info(); i.ok()) shown.push_back(*i);
+    if (auto i = sim->Info(); i.ok()) infos.push_back(*i);
   }
-  // How each is shared now, read once per device.
-  std::vector<std::optional<gpu::LedgerView>> sharing;
-  for (gpu::DeviceInfo& d : shown) {
-    sharing.push_back(Sharing(g, DeviceName(plan, d)));
-    // The simulated card's free memory is what the workers on it have not planned.
-    if (plan.backend == "sim" && sharing.back()) {
-      d.total_bytes = sharing.back()->total_bytes;
-      d.free_bytes = d.total_bytes - sharing.back()->planned_bytes;
+  std::vector<ShownDevice> out;
+  for (gpu::DeviceInfo& d : infos) {
+    ShownDevice s{d, Sharing(g, DeviceName(plan, d))};
+    if (plan.backend == "sim" && s.sharing) {
+      s.info.total_bytes = s.sharing->total_bytes;
+      s.info.free_bytes = s.info.total_bytes - s.sharing->planned_bytes;
     }
+    out.push_back(std::move(s));
   }
-  if (f.json) {
-    nlohmann::json j;
-    j["cuda_compiled_in"] = gpu::CudaCompiledIn();
-    j["backend"] = plan.backend;
-    j["devices"] = nlohmann::json::array();
-    for (size_t k = 0; k < shown.size(); ++k) {
-      const gpu::DeviceInfo& d = shown[k];
-      j["devices"].push_back({{"index", d.index}, {"name", d.name}, {"free_bytes", d.free_bytes},
-                              {"total_bytes", d.total_bytes},
-                              {"compute_capability", std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor)},
-                              {"sharing", SharingJson(g, sharing[k])}});
-    }
-    if (!plan.no_device_reason.empty()) j["no_device_reason"] = plan.no_device_reason;
-    j["memory_limit_gb"] = g.memory_limit_gb;
-    j["batch_size"] = g.batch_size == 0 ? nlohmann::json("tuned") : nlohmann::json(g.batch_size);
-    j["operations"] = nlohmann::json::object();
-    for (const auto& d : plan.ops)
-      j["operations"][d.op] = {{"device", d.device}, {"gpu", d.use_gpu}, {"reason", d.reason},
-                               {"gpu_implemented", d.gpu_implemented}};
-    j["warnings"] = plan.warnings;
-    std::cout << JsonDump(j, 2) << "\n";
-    return ToInt(ExitCode::kOk);
+  return out;
+}
+
+void PrintGpuJson(const gpu::GpuOptions& g, const gpu::GpuPlan& plan, const std::vector<ShownDevice>& shown) {
+  nlohmann::json j;
+  j["cuda_compiled_in"] = gpu::CudaCompiledIn();
+  j["backend"] = plan.backend;
+  j["devices"] = nlohmann::json::array();
+  for (const ShownDevice& s : shown) {
+    const gpu::DeviceInfo& d = s.info;
+    j["devices"].push_back({{"index", d.index}, {"name", d.name}, {"free_bytes", d.free_bytes},
+                            {"total_bytes", d.total_bytes},
+                            {"compute_capability", std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor)},
+                            {"sharing", SharingJson(g, s.sharing)}});
   }
+  if (!plan.no_device_reason.empty()) j["no_device_reason"] = plan.no_device_reason;
+  j["memory_limit_gb"] = g.memory_limit_gb;
+  j["batch_size"] = g.batch_size == 0 ? nlohmann::json("tuned") : nlohmann::json(g.batch_size);
+  j["operations"] = nlohmann::json::object();
+  for (const auto& d : plan.ops)
+    j["operations"][d.op] = {{"device", d.device}, {"gpu", d.use_gpu}, {"reason", d.reason},
+                             {"gpu_implemented", d.gpu_implemented}};
+  j["warnings"] = plan.warnings;
+  std::cout << JsonDump(j, 2) << "\n";
+}
+
+void PrintGpuText(const gpu::GpuOptions& g, const gpu::GpuPlan& plan, const std::vector<ShownDevice>& shown) {
   std::printf("CUDA built in: %s\n", gpu::CudaCompiledIn() ? "yes" : "no");
   if (shown.empty()) {
     std::printf("devices: none (%s)\n", plan.no_device_reason.empty() ? "GPU_BACKEND=cpu"
                                                                         : plan.no_device_reason.c_str());
   }
-  for (size_t k = 0; k < shown.size(); ++k) {
-    const gpu::DeviceInfo& d = shown[k];
+  for (const ShownDevice& s : shown) {
+    const gpu::DeviceInfo& d = s.info;
     std::printf("device %s%d: %s, %.1f GiB free of %.1f GiB", plan.backend == "sim" ? "sim:" : "cuda:",
                 d.index, d.name.c_str(), d.free_bytes / 1073741824.0, d.total_bytes / 1073741824.0);
     if (d.cc_major > 0) std::printf(", compute capability %d.%d", d.cc_major, d.cc_minor);
     std::printf("\n");
-    PrintSharing(g, sharing[k]);
+    PrintSharing(g, s.sharing);
   }
   std::printf("memory limit: %s; batch size: %s\n\n",
               g.memory_limit_gb > 0 ? (std::to_string(g.memory_limit_gb) + " GB").c_str() : "none",
@@ -127,6 +132,18 @@ int CmdGpu(const Flags& f) {
   for (const auto& d : plan.ops) std::printf("%-16s %-8s %s\n", d.op.c_str(), d.device.c_str(), d.reason.c_str());
   for (const auto& w : plan.warnings) std::printf("\nwarning: %s", w.c_str());
   if (!plan.warnings.empty()) std::printf("\n");
+}
+
+}  // namespace
+
+int CmdGpu(const Flags& f) {
+  auto env = Resolve(f);
+  if (!env.ok()) return UsageError(env.status().message());
+  const gpu::GpuOptions g = env->config.run.gpu;
+  const gpu::GpuPlan plan = PlanFromOptions(g);
+  const std::vector<ShownDevice> shown = ShownDevices(g, plan);
+  if (f.json) PrintGpuJson(g, plan, shown);
+  else PrintGpuText(g, plan, shown);
   return ToInt(ExitCode::kOk);
 }
 

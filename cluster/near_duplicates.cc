@@ -180,9 +180,15 @@ Result<PictureSignature> SignatureFromJson(const nlohmann::json& j) {
 
 Result<std::vector<DuplicateGroup>> GroupNearDuplicates(const std::vector<PictureSignature>& p,
                                                         const NearDuplicateOptions& o,
-                                                        const ConfirmFn& confirm, GroupingStats* stats) {
+                                                        const ConfirmFn& confirm, GroupingStats* stats,
+                                                        const std::vector<int64_t>& item_of) {
+  if (!item_of.empty() && item_of.size() != p.size())
+    return Status::InvalidArgument("item_of must name an item for every picture");
+  auto item = [&](size_t i) { return item_of.empty() ? static_cast<int64_t>(i) : item_of[i]; };
   GroupingStats st;
   UnionFind<size_t> uf(static_cast<int64_t>(p.size()));
+  std::map<int64_t, size_t> first_of_item;
+  for (size_t i = 0; i < p.size(); ++i) uf.Join(first_of_item.emplace(item(i), i).first->second, i);
   std::set<std::pair<size_t, size_t>> joined;  // (a, b), a < b: pairs the hash proposed
   std::vector<std::string> signal_of(p.size());  // the signal of the first pair that joined it
   auto mark = [&](size_t a, size_t b, const char* signal) {
@@ -213,7 +219,9 @@ Result<std::vector<DuplicateGroup>> GroupNearDuplicates(const std::vector<Pictur
   for (size_t i = 0; i < p.size(); ++i) by_root[uf.Find(i)].push_back(i);
   std::vector<DuplicateGroup> out;
   for (const auto& [root, ids] : by_root) {
-    if (ids.size() < 2) continue;
+    std::set<int64_t> items;
+    for (size_t id : ids) items.insert(item(id));
+    if (items.size() < 2) continue;
     DuplicateGroup g;
     g.representative = *std::max_element(ids.begin(), ids.end(), [&](size_t a, size_t b) {
       if (p[a].pixels != p[b].pixels) return p[a].pixels < p[b].pixels;

@@ -63,10 +63,15 @@ struct GroupingStats {
   std::string neighbours;  // "exact" or "hnsw"
 };
 
-// Groups of two or more pictures, the representative's index ascending.
+// Groups of pictures of two or more items, the representative's index ascending. `item_of`
+// (empty: each picture is its own item) names each picture's item: the pictures of one item
+// (a video's sampled frames) are one from the start, so an item is in at most one group and
+// a group is never one item's pictures alone. Members include the representative item's
+// other pictures; a member joined only through its item's pictures has an empty signal.
 Result<std::vector<DuplicateGroup>> GroupNearDuplicates(const std::vector<PictureSignature>& pictures,
                                                         const NearDuplicateOptions& options,
                                                         const ConfirmFn& confirm,
-                                                        GroupingStats* stats = nullptr);
+                                                        GroupingStats* stats = nullptr,
+                                                        const std::vector<int64_t>& item_of = {});
 
 }  // namespace framemill::cluster

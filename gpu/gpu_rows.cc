@@ -57,7 +57,8 @@ void AddGpuRows(GpuOptions* o, OptionRows* rows) {
   rows->push_back(IntRow("gpu.max_workers_per_device", "FRAMEMILL_GPU_MAX_WORKERS_PER_DEVICE", "",
                          {&o->max_workers_per_device}, 1, 64));
   rows->push_back(NumberRow("gpu.join_below_busy", "FRAMEMILL_GPU_JOIN_BELOW_BUSY",
-                            &o->join_below_busy, 0, 1));
+                            &o->join_below_busy, 0, 2));
+  rows->push_back(IntRow("gpu.join_window_ms", "", "", {&o->join_window_ms}, 10, 3'600'000));
   rows->push_back(OptionalTextRow("gpu.ledger_dir", "FRAMEMILL_DEVICE_LEDGER_DIR", &o->ledger_dir));
 }
 

@@ -41,7 +41,8 @@ struct GpuOptions {
   // one mix of stages and host cores only. max_workers_per_device <= workers_per_device:
   // never more than at the start.
   int max_workers_per_device = 16;
-  double join_below_busy = 0.8;
+  double join_below_busy = 0.8;    // 0: never join; above 1: whenever work waits
+  int64_t join_window_ms = 5'000;  // the busy share is judged over this long
   // Where the device ledgers live (gpu/device_ledger.h); empty: /dev/shm, else /tmp.
   std::string ledger_dir;
 

@@ -60,6 +60,7 @@ class DeviceSeat {
   // cannot be opened.
   std::unique_ptr<GpuRuntime> Take();
   double join_below_busy() const { return options_.join_below_busy; }
+  int64_t window_ms() const { return options_.join_window_ms; }
 
  private:
   gpu::GpuOptions options_;

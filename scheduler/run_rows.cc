@@ -18,6 +18,8 @@ void AddRunRows(RunOptions* o, OptionRows* rows) {
                          {&w.retry.base_delay_ms}, 0, 3'600'000));
   rows->push_back(IntRow("run.retry_max_ms", "", "", {&w.retry.max_delay_ms}, 0, 86'400'000));
   rows->push_back(IntRow("run.max_respawns", "", "", {&o->max_respawns}, 0, 1'000'000));
+  rows->push_back(IntRow("run.stop_grace_ms", "FRAMEMILL_STOP_GRACE_MS", "", {&o->stop_grace_ms}, 0,
+                         3'600'000));
   rows->push_back(IntRow("run.horizon_ms", "FRAMEMILL_HORIZON_MS", "", {&w.horizon_ms}, 0,
                          365LL * 86'400'000));
   rows->push_back(IntRow("run.batch_budget_ms", "FRAMEMILL_BATCH_BUDGET_MS", "",

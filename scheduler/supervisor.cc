@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <ctime>
 #include <map>
+#include <set>
 #include <memory>
 #include <opencv2/core.hpp>
 #include <thread>
@@ -225,6 +226,7 @@ class Supervisor {
         continue;
       }
       KillOverBudget();
+      KillPastStopGrace();
       progress.Tick(store_.get(), false);
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
@@ -309,6 +311,21 @@ class Supervisor {
     for (const auto& [pid, index] : live_) kill(pid, SIGTERM);
   }
 
+  // After a stop, a worker still busy past run.stop_grace_ms is killed; Exited gives its
+  // jobs back with no attempt spent.
+  void KillPastStopGrace() {
+    if (!g_stop) return;
+    const int64_t now = SteadyNowMs();
+    if (stop_seen_ms_ < 0) stop_seen_ms_ = now;
+    if (now - stop_seen_ms_ < options_.stop_grace_ms) return;
+    for (const auto& [pid, index] : live_) {
+      if (!stop_killed_.insert(pid).second) continue;
+      spdlog::info("worker {} (pid {}) still busy {} ms after the stop (run.stop_grace_ms): killed; its "
+                   "jobs go back with no attempt spent", index, pid, now - stop_seen_ms_);
+      kill(pid, SIGKILL);
+    }
+  }
+
   // A worker whose stage batch is past its budget is hung: kill it (it cannot be asked,
   // its thread is stuck) and let Exited treat it as a crash.
   void KillOverBudget() {
@@ -330,6 +347,10 @@ class Supervisor {
     const int index = live_[pid];
     live_.erase(pid);
     g_children[index] = 0;
+    if (stop_killed_.erase(pid) > 0 && store_ != nullptr) {
+      auto r = store_->ReleaseWorkerJobs(run_id_, pid);
+      if (!r.ok()) spdlog::warn("could not give worker {}'s jobs back: {}", index, r.status().ToString());
+    }
     if (deadlines_ != nullptr) deadlines_[index].deadline_ms = 0;
     auto hung = over_budget_.find(pid);
     if (hung != over_budget_.end()) {
@@ -373,6 +394,8 @@ class Supervisor {
   WorkerDeadline* deadlines_;        // shared with the workers; may be null
   std::map<pid_t, int> live_;        // pid -> worker index
   std::map<pid_t, std::string> over_budget_;  // killed as hung -> why
+  std::set<pid_t> stop_killed_;               // killed past the stop's grace
+  int64_t stop_seen_ms_ = -1;                 // steady ms the supervisor saw the stop
   int respawns_ = 0;
   bool store_failed_ = false;
 };

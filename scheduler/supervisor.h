@@ -20,6 +20,11 @@ struct RunOptions {
   StoreOptions store{.connect_wait_ms = 60'000};
   int workers = 1;        // worker processes
   int max_respawns = 100;  // crashed workers replaced per run before giving up
+  // After SIGINT/SIGTERM the workers finish the stage batch in hand and give their other
+  // claimed jobs back; a worker still busy after this long is killed and its jobs go back
+  // with no attempt spent (a stop is nobody's failure). 3 s: with the store's commit and the
+  // supervisor's own exit a run ends within 5 s (issue 40, measured in the stop test).
+  int64_t stop_grace_ms = 3'000;
   // Each worker's options: stages, batches, leases, retry policy, forever. `id` and
   // `ladder` are set per worker process.
   WorkerOptions worker;

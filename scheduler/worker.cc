@@ -65,10 +65,9 @@ double SourceMegabytes(const ClaimedJob& job) {
 }
 
 constexpr int64_t kCostRefreshMs = 10'000;  // how often a worker reads others' job times
-constexpr int64_t kCostHistory = 2'000;     // done jobs' times read each time
+constexpr int64_t kCostHistory = 256;       // each stage's newest done jobs read each time
 constexpr double kTailShare = 4;            // at the tail a claim keeps target / this
 constexpr int64_t kBusyRecordMs = 5'000;     // how often a device worker records its busy time
-constexpr int64_t kSeatLookMs = 5'000;       // the window a worker with a seat judges the device over
 
 // The distinct items of a claim.
 int ItemsOf(const std::vector<ClaimedJob>& jobs) {
@@ -210,7 +209,7 @@ std::vector<std::string> Worker::ClaimStages() {
 void Worker::MaybeJoinDevice() {
   if (options_.seat == nullptr || ladder_->gpu() != nullptr) return;
   const int64_t now = SteadyNowMs();
-  if (seat_looked_at_ >= 0 && now - seat_looked_at_ < kSeatLookMs) return;
+  if (seat_looked_at_ >= 0 && now - seat_looked_at_ < options_.seat->window_ms()) return;
   const std::optional<gpu::LedgerView> view = options_.seat->Look();
   if (!view) return;
   if (seat_looked_at_ >= 0) {
@@ -432,6 +431,12 @@ std::vector<FinishedJob> Worker::RunStages(const std::vector<ClaimedJob>& jobs) 
                                     "stage " + group.front().stage + " is not in this build")));
     }
     outs.resize(std::min(outs.size(), group.size()));
+    if (stop_->load()) {
+      // A failure while stopping may be the stop's own doing (SIGTERM interrupts a blocked
+      // read): from the first one on, the group goes back with no attempt spent.
+      auto failed = std::find_if(outs.begin(), outs.end(), [](const Outcome& o) { return o.failed(); });
+      outs.erase(failed, outs.end());
+    }
     const size_t from = finished.size();
     for (size_t k = 0; k < outs.size(); ++k) finished.push_back(Finish(group[k], std::move(outs[k])));
     Time(&finished, from, start, ThreadTimeTally() - tally_before, group);

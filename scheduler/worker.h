@@ -153,7 +153,7 @@ class Worker {
   // workers, not those a device worker would finish sooner (CostModel::StagesForTheDevice).
   std::vector<std::string> ClaimStages();
   // A worker with a seat joins the device when it was busy under the seat's
-  // join_below_busy over the last few seconds and work is waiting (between batches).
+  // join_below_busy over its window (gpu.join_window_ms) and work is waiting (between batches).
   void MaybeJoinDevice();
   // From now on this worker runs its device operations on `runtime`'s device.
   void UseDevice(std::unique_ptr<GpuRuntime> runtime);

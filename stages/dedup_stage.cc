@@ -76,6 +76,29 @@ class PixelCache {
   std::map<std::pair<std::string, int64_t>, cv::Mat> cache_;
 };
 
+// A group's member items, each once, by the picture that tied it: one the signals joined
+// (not a frame only its video's other frames joined), then the closest to the representative;
+// the representative's own item is left out. Items in the order they first appear.
+std::vector<const cluster::Link*> MemberItems(const cluster::DuplicateGroup& g, const std::vector<Picture>& pictures) {
+  const std::string& representative = pictures[g.representative].item;
+  std::vector<std::string> order;
+  std::map<std::string, const cluster::Link*> best;
+  auto better = [](const cluster::Link& a, const cluster::Link* b) {
+    if (a.signal.empty() != b->signal.empty()) return !a.signal.empty();
+    return a.similarity > b->similarity;
+  };
+  for (const cluster::Link& m : g.members) {
+    const std::string& item = pictures[m.other].item;
+    if (item == representative) continue;
+    auto [it, added] = best.emplace(item, &m);
+    if (added) order.push_back(item);
+    else if (better(m, it->second)) it->second = &m;
+  }
+  std::vector<const cluster::Link*> out;
+  for (const std::string& item : order) out.push_back(best[item]);
+  return out;
+}
+
 nlohmann::json Ref(const Picture& p) {
   nlohmann::json j = {{"item", p.item}};
   if (p.frame >= 0) j["frame"] = p.frame;
@@ -100,34 +123,33 @@ Outcome DedupStage::RunOne(const StageContext& ctx) const {
   });
   if (!s.ok()) return Outcome::Failed(s);
   std::vector<cluster::PictureSignature> signatures;
-  for (const Picture& p : pictures) signatures.push_back(p.signature);
+  std::vector<int64_t> item_of;  // a video's frames are one item
+  std::map<std::string, int64_t> item_ids;
+  for (const Picture& p : pictures) {
+    signatures.push_back(p.signature);
+    item_of.push_back(item_ids.emplace(p.item, static_cast<int64_t>(item_ids.size())).first->second);
+  }
   PixelCache pixels(options_);
   int64_t unreadable_pixels = 0;
   auto confirm = [&](size_t a, size_t b) {
-    if (pictures[a].item == pictures[b].item) return false;  // a video's own frames are one item
     const cv::Mat& pa = pixels.Get(pictures[a]);
     const cv::Mat& pb = pixels.Get(pictures[b]);
     if (pa.empty() || pb.empty()) return ++unreadable_pixels, false;
     return SamePicture(pa, pb, options_.confirm).same;
   };
   cluster::GroupingStats stats;
-  auto groups = cluster::GroupNearDuplicates(signatures, options_.grouping, confirm, &stats);
+  auto groups = cluster::GroupNearDuplicates(signatures, options_.grouping, confirm, &stats, item_of);
   if (!groups.ok()) return Outcome::Failed(groups.status());
-  // Items, not pictures: a video joins the group of any of its frames; each item once.
   nlohmann::json out = nlohmann::json::array();
   int id = 0;
   for (const auto& g : *groups) {
     nlohmann::json members = nlohmann::json::array();
-    std::map<std::string, bool> seen = {{pictures[g.representative].item, true}};
-    for (const auto& m : g.members) {
-      if (seen[pictures[m.other].item]) continue;
-      seen[pictures[m.other].item] = true;
-      nlohmann::json j = Ref(pictures[m.other]);
-      j["similarity"] = Rounded(m.similarity, 4);
-      j["signal"] = m.signal;
+    for (const cluster::Link* m : MemberItems(g, pictures)) {
+      nlohmann::json j = Ref(pictures[m->other]);
+      j["similarity"] = Rounded(m->similarity, 4);
+      j["signal"] = m->signal;
       members.push_back(std::move(j));
     }
-    if (members.empty()) continue;  // frames of one video only
     out.push_back({{"id", id++}, {"representative", Ref(pictures[g.representative])}, {"members", members}});
   }
   nlohmann::json r = {{"groups", out},

@@ -1,6 +1,7 @@
 // `dedup`: one dataset-level job, after categorize, that groups near-duplicate items (copies
 // resized, re-compressed, cropped, turned or re-lit; a video's sampled frames take part as
-// pictures) from the signatures categorize wrote (cluster/near_duplicates.h). A pair the
+// pictures of their video) from the signatures categorize wrote (cluster/near_duplicates.h).
+// A group is a set of items: an item is in at most one group, whichever of its frames tied it. A pair the
 // perceptual hash proposes is joined; one only the embedding proposes is joined when the
 // pixels agree (analysis/same_picture.h). Each group names a representative (the largest,
 // then the sharpest) and its members with their cosine and the signal that joined them;

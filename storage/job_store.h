@@ -170,7 +170,7 @@ struct JobTime {
 
 // The newest done jobs' own times per stage and media kind, as `status` (ms_per_item) and
 // the report ("Where the time goes") both show them: one sample, one median.
-constexpr int64_t kJobTimesShown = 2'000;  // the newest done jobs read for them
+constexpr int64_t kJobTimesShown = 2'000;  // each stage's newest done jobs read for them
 struct JobTimeSummary {
   int64_t jobs = 0;
   int64_t median_ms = 0;  // of an even count, the upper of the middle two
@@ -287,7 +287,9 @@ class JobStore : public ResultReader {
   virtual Status ForEachItem(const std::function<Status(const ItemView&)>& fn) = 0;
   // The newest `limit` failed attempts, newest first.
   virtual Result<std::vector<ErrorRecord>> ErrorHistory(int64_t limit) = 0;
-  // The own times of the `limit` newest done jobs (by job id) that have one, newest first.
+  // The own times of each stage's `limit` newest done jobs (by job id) that have one, each
+  // stage's newest first: every stage with done jobs has its figure however many jobs later
+  // stages finished since. Reads index entries, not the whole table.
   virtual Result<std::vector<JobTime>> RecentJobTimes(int64_t limit) = 0;
   // ForEachResult: see ResultReader.
 };

@@ -19,14 +19,17 @@ SqlClaim<Db>::SqlClaim(Db* db, const StageGraph* graph, const Clock* clock,
 namespace {
 // The UPDATE behind every rescue: running jobs matching `where` go back to pending as
 // suspects, or fail at max attempts, with `why_sql` as the reason. ?1 is now, ?2 the class.
+// A job that fails keeps its lease owner for RescueLocked to count the failure in that
+// worker's (and so its run's) tally, then to clear.
 std::string RescueSql(const std::string& where, const std::string& why_sql) {
   return "UPDATE jobs SET state = CASE WHEN attempts >= max_attempts THEN " S_FAILED
          " ELSE " S_PENDING " END,"
-         " lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, suspect = 1,"
+         " lease_owner = CASE WHEN attempts >= max_attempts THEN lease_owner ELSE NULL END,"
+         " lease_token = NULL, lease_expires_at = NULL, suspect = 1,"
          " next_run_at = ?1, error_class = ?2, last_error = " + why_sql + ","
          " finished_at = CASE WHEN attempts >= max_attempts THEN ?1 ELSE NULL END"
          " WHERE state = " S_RUNNING " AND " + where +
-         " RETURNING id, state, attempts, last_error, stage";
+         " RETURNING id, state, attempts, last_error, stage, coalesce(lease_owner, '')";
 }
 constexpr char kHeldByWorker[] =
     "lease_owner IN (SELECT id FROM workers WHERE run_id = ?4 AND pid = ?5)";
@@ -53,19 +56,21 @@ Result<int> SqlClaim<Db>::RescueLocked(const std::string& sql,
   struct Rescued {
     int64_t id;
     int state, attempts;
-    std::string why, stage;
+    std::string why, stage, owner;
   };
   std::vector<Rescued> rescued;
   for (;;) {
     FM_STEP(row, up.Step());
     if (!row) break;
     rescued.push_back({up.Int(0), static_cast<int>(up.Int(1)), static_cast<int>(up.Int(2)),
-                       up.Text(3), up.Text(4)});
+                       up.Text(3), up.Text(4), up.Text(5)});
   }
   for (const Rescued& r : rescued) {
     // A lost worker is not the input's fault, so it counts as transient.
     FM_RETURN_IF_ERROR(RecordError(r.id, r.attempts, "", Status::Aborted(r.why), now));
-    if (r.state == kFailed) FM_RETURN_IF_ERROR(CascadeFailure(r.id, r.stage, error_class, now));
+    if (r.state != kFailed) continue;
+    FM_RETURN_IF_ERROR(CountFailedLease(r.id, r.owner));
+    FM_RETURN_IF_ERROR(CascadeFailure(r.id, r.stage, error_class, now));
   }
   if (!rescued.empty()) {
     spdlog::info("rescued {} job(s): {}", rescued.size(), error_class);
@@ -73,6 +78,16 @@ Result<int> SqlClaim<Db>::RescueLocked(const std::string& sql,
     FM_RETURN_IF_ERROR(PromoteDatasetJobs(now));
   }
   return static_cast<int>(rescued.size());
+}
+
+template <class Db>
+Status SqlClaim<Db>::CountFailedLease(int64_t job_id, const std::string& owner) {
+  // The run's summary sums its workers' tallies (EndRun): a job a lost worker held and that
+  // failed for it is that worker's failure.
+  FM_PREPARE(w, "UPDATE workers SET jobs_failed = jobs_failed + 1 WHERE id = ?");
+  FM_RETURN_IF_ERROR(w.Bind(1, owner).Run());
+  FM_PREPARE(j, "UPDATE jobs SET lease_owner = NULL WHERE id = ?");
+  return j.Bind(1, job_id).Run();
 }
 
 template <class Db>

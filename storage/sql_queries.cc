@@ -285,23 +285,36 @@ Result<std::vector<ErrorRecord>> SqlQueries<Db>::ErrorHistory(int64_t limit) {
 
 template <class Db>
 Result<std::vector<JobTime>> SqlQueries<Db>::RecentJobTimes(int64_t limit) {
-  return ReadAll<JobTime>(
-      "SELECT j.stage, i.kind, r.run_ms, r.media_seconds, i.size, r.device, coalesce(r.decode_ms, 0),"
-      " coalesce(r.host_ms, r.run_ms), coalesce(r.device_ms, 0), coalesce(r.wait_ms, 0) FROM results r"
-      " JOIN jobs j ON j.id = r.job_id JOIN items i ON i.id = j.item_id"
-      " WHERE r.run_ms IS NOT NULL ORDER BY r.job_id DESC LIMIT ?",
-      [&](Stmt& q) { q.Bind(1, limit); },
-      [](const Stmt& q) {
-        JobTime t;
-        t.stage = q.Text(0);
-        t.kind = static_cast<MediaKind>(q.Int(1));
-        t.run_ms = q.Int(2);
-        t.media_seconds = q.IsNull(3) ? -1 : q.Double(3);
-        t.bytes = q.Int(4);
-        t.device = q.Text(5);
-        t.split = {q.Int(6), q.Int(7), q.Int(8), q.Int(9)};
-        return t;
-      });
+  // The stages present, one index probe each (a loose index scan: not every job's row).
+  auto stages = ReadAll<std::string>(
+      "WITH RECURSIVE s(stage) AS (SELECT min(stage) FROM jobs UNION ALL"
+      " SELECT (SELECT min(stage) FROM jobs WHERE stage > s.stage) FROM s WHERE s.stage IS NOT NULL)"
+      " SELECT stage FROM s WHERE stage IS NOT NULL",
+      [](Stmt&) {}, [](const Stmt& q) { return q.Text(0); });
+  if (!stages.ok()) return stages.status();
+  std::vector<JobTime> out;
+  for (const std::string& stage : *stages) {
+    auto times = ReadAll<JobTime>(
+        "SELECT j.stage, i.kind, r.run_ms, r.media_seconds, i.size, r.device, coalesce(r.decode_ms, 0),"
+        " coalesce(r.host_ms, r.run_ms), coalesce(r.device_ms, 0), coalesce(r.wait_ms, 0) FROM jobs j"
+        " JOIN results r ON r.job_id = j.id JOIN items i ON i.id = j.item_id"
+        " WHERE j.stage = ?1 AND j.state = ?2 AND r.run_ms IS NOT NULL ORDER BY j.id DESC LIMIT ?3",
+        [&](Stmt& q) { q.Bind(1, stage).Bind(2, static_cast<int64_t>(kDone)).Bind(3, limit); },
+        [](const Stmt& q) {
+          JobTime t;
+          t.stage = q.Text(0);
+          t.kind = static_cast<MediaKind>(q.Int(1));
+          t.run_ms = q.Int(2);
+          t.media_seconds = q.IsNull(3) ? -1 : q.Double(3);
+          t.bytes = q.Int(4);
+          t.device = q.Text(5);
+          t.split = {q.Int(6), q.Int(7), q.Int(8), q.Int(9)};
+          return t;
+        });
+    if (!times.ok()) return times.status();
+    out.insert(out.end(), times->begin(), times->end());
+  }
+  return out;
 }
 
 template <class Db>

@@ -350,6 +350,8 @@ class SqlClaim : public SqlGraphMoves<Db> {
   // ?2) and records each rescued job's error; failed ones cascade.
   Result<int> RescueLocked(const std::string& sql, const std::function<void(Stmt&)>& bind,
                            const std::string& error_class, int64_t now);
+  // A rescued job failed: its lost owner's jobs_failed counts it; its owner is cleared.
+  Status CountFailedLease(int64_t job_id, const std::string& owner);
 
   std::mt19937_64 rng_;  // lease tokens
   bool listening_ = false;  // PostgreSQL: LISTEN issued on this connection

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <set>
 
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
@@ -72,6 +73,32 @@ TEST(NearDuplicatesTest, TheHashJoinsTheEmbeddingAsksAndTheLargestRepresents) {
   EXPECT_EQ(stats.neighbours, "hnsw");
   ASSERT_EQ(approx->size(), 2u);
   EXPECT_EQ((*approx)[1].representative, 2u);
+}
+
+// A group is a set of items: a video's frames (one item) matched by two copies make one
+// group of three items, not a group per frame; one item's frames alone make none.
+TEST(NearDuplicatesTest, AnItemIsInOneGroupWhicheverOfItsFramesMatched) {
+  std::vector<PictureSignature> p(6);
+  const uint64_t scene_a = 0x00000000000000FFull, scene_b = 0xFFFF0000FFFF0000ull, far = 0x0F0F0F0F0F0F0F0Full;
+  p[0].phash = scene_a, p[0].pixels = 400, p[0].embedding = Unit({1, 0, 0});  // video 0, frame 1
+  p[1].phash = scene_b, p[1].pixels = 400, p[1].embedding = Unit({0, 1, 0});  // video 0, frame 2
+  p[2].phash = scene_a, p[2].pixels = 100, p[2].embedding = Unit({1, 0, 0});  // copy 1 of frame 1
+  p[3].phash = scene_b, p[3].pixels = 100, p[3].embedding = Unit({0, 1, 0});  // copy 2 of frame 2
+  p[4].phash = far, p[4].pixels = 100, p[4].embedding = Unit({0, 0, 1});      // video 4, frame 1
+  p[5].phash = ~far, p[5].pixels = 100, p[5].embedding = Unit({0, 0.3f, -1});  // video 4, frame 2
+  const std::vector<int64_t> items = {0, 0, 1, 2, 4, 4};
+  auto refuse = [](size_t, size_t) { return false; };
+  auto per_picture = GroupNearDuplicates(p, NearDuplicateOptions{}, refuse);
+  ASSERT_TRUE(per_picture.ok());
+  EXPECT_EQ(per_picture->size(), 2u) << "without items: one group per matched frame";
+  auto groups = GroupNearDuplicates(p, NearDuplicateOptions{}, refuse, nullptr, items);
+  ASSERT_TRUE(groups.ok());
+  ASSERT_EQ(groups->size(), 1u) << "video 4's frames alone are no group";
+  EXPECT_EQ((*groups)[0].representative, 0u);
+  std::set<size_t> members;
+  for (const Link& m : (*groups)[0].members) members.insert(m.other);
+  EXPECT_EQ(members, (std::set<size_t>{1, 2, 3}));
+  EXPECT_FALSE(GroupNearDuplicates(p, NearDuplicateOptions{}, refuse, nullptr, {0, 1}).ok());
 }
 
 // A dataset of blank frames shares one hash: one group, formed in linear pairs.

@@ -9,6 +9,10 @@
 #include <random>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
+#include "base/exit_code.h"
+
 #include "tests/support/chaos.h"
 #include "tests/support/store_checks.h"
 #include "tests/support/test_support.h"
@@ -87,6 +91,38 @@ TEST(CrashTest, SigkillAtRandomMomentsLosesNothingAndDoesNothingTwice) {
   std::printf("[crash] %d whole-run kills (the first froze %lld leases), %d single-worker "
               "kills, %lld rescued leases, %lld/%d done before the final run\n",
               whole_kills, interrupted, worker_kills, rescued, done_before, kImages);
+}
+
+// A worker killed while it holds leases, on its last attempt: its jobs fail when the leases
+// run out, found by its replacement. The run's summary (status's last run, its --json) counts
+// them with the failures, as the failures table does (issue 40: it said 0 failed).
+TEST(CrashTest, JobsALostWorkerHeldAndThatFailedCountInTheRunsSummary) {
+  TempDir dir;
+  MakeRealImages(dir / "media", 40, 720);
+  const std::string db = dir / "fm.db";
+  std::map<std::string, std::string> env = {
+      {"FRAMEMILL_DB", db}, {"FRAMEMILL_LEASE_MS", "800"}, {"FRAMEMILL_MAX_ATTEMPTS", "1"},
+      {"LOG_LEVEL", "info"}, {"FRAMEMILL_STAGES", "lighting"}};
+  ASSERT_EQ(RunProcess({FRAMEMILL_BIN, "enqueue", dir / "media"}, env, dir.path()).exit_code, 0);
+  const std::string log = dir / "run.log";
+  pid_t sup = StartProcess({FRAMEMILL_BIN, "run", "--workers", "1", "--batch", "8"}, env, dir.path(), log);
+  long long held = 0;
+  ASSERT_TRUE(FreezeHoldingLeases(db, sup, &held)) << ReadFile(log);
+  const auto kids = ChildPids(sup);
+  ASSERT_EQ(kids.size(), 1u);
+  kill(kids[0], SIGKILL);
+  SignalTree(sup, SIGCONT);
+  EXPECT_EQ(WaitProcess(sup), static_cast<int>(ExitCode::kSomeFailed)) << ReadFile(log);
+  const long long failed = QueryInt(db, "SELECT count(*) FROM jobs WHERE state = 3");
+  EXPECT_EQ(failed, held) << "the jobs the killed worker held, and only those";
+  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM jobs WHERE state = 2"), 40 - held);
+  auto status = RunProcess({FRAMEMILL_BIN, "status", "--json"}, env, dir.path());
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  const auto last_run = nlohmann::json::parse(status.out)["last_run"];
+  EXPECT_EQ(last_run["jobs_failed"], failed) << last_run;
+  EXPECT_EQ(last_run["jobs_done"], 40 - held) << last_run;
+  auto text = RunProcess({FRAMEMILL_BIN, "status"}, env, dir.path());
+  EXPECT_NE(text.out.find(std::to_string(failed) + " failed"), std::string::npos) << text.out;
 }
 
 }  // namespace

@@ -136,5 +136,24 @@ TEST_F(DedupBinaryTest, AVideoAndItsRescaledCopyAreOneGroup) {
   EXPECT_TRUE(groups[0]["representative"].contains("frame")) << "a video is represented by a frame";
 }
 
+// A group is a set of items (issue 40): Megamind.avi and its re-encoded copy match on
+// several of their sampled frames, and make one group of the two videos, not one per frame;
+// the report and `export --unique` count one copy.
+TEST_F(DedupBinaryTest, AVideoMatchedOnManyFramesIsOneGroupOfItems) {
+  for (const char* name : {"Megamind.avi", "Megamind_bugy.avi"})
+    fs::copy_file(SampleData(name), media + "/" + name);
+  cv::imwrite(media + "/fruits.png", cv::imread(SampleData("fruits.jpg"), cv::IMREAD_COLOR));
+  ASSERT_NO_FATAL_FAILURE(EnqueueAndRun());
+  const json groups = Groups();
+  ASSERT_EQ(groups.size(), 1u) << groups.dump();
+  ASSERT_EQ(groups[0]["members"].size(), 1u) << groups.dump();
+  std::set<std::string> items = {fs::path(groups[0]["representative"]["item"].get<std::string>()).filename(),
+                                 fs::path(groups[0]["members"][0]["item"].get<std::string>()).filename()};
+  EXPECT_EQ(items, (std::set<std::string>{"Megamind.avi", "Megamind_bugy.avi"})) << groups.dump();
+  auto unique = Fm({"export", "--unique", "--stage", "categorize"});
+  ASSERT_EQ(unique.exit_code, 0) << unique.err;
+  EXPECT_EQ(Lines(unique.out).size(), 2u) << "fruits and one of the videos:\n" << unique.out;
+}
+
 }  // namespace
 }  // namespace framemill::testing

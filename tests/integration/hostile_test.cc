@@ -23,6 +23,7 @@
 
 #include "tests/support/fault_server.h"
 #include "tests/support/chaos.h"
+#include "tests/support/store_checks.h"
 #include "tests/support/test_support.h"
 
 namespace framemill::testing {
@@ -75,6 +76,66 @@ std::string TiffBomb() {
   s += u32(8) + u16(6) + entry(256, 4, 20000) + entry(257, 4, 20000) + entry(258, 3, 8) +
        entry(259, 3, 8) + entry(273, 4, 90) + entry(279, 4, 8) + u32(0);
   return s + std::string("\x78\x9c\x03\x00\x00\x00\x00\x01", 8);
+}
+
+// SIGTERM ends a run within 5 s even while a stage is stuck (issue 40: 24 s on 16 workers):
+// the workers stop after the batch in hand, and one still busy past run.stop_grace_ms (3 s)
+// is killed. Every claimed job goes back with no attempt spent, and a rerun finishes them.
+TEST(HostileTest, SigtermEndsARunWithinFiveSecondsWhileAStageIsStuckAndLosesNothing) {
+  TempDir dir;
+  const std::string media = dir / "media";
+  MakeRealImages(media, 12, 200);
+  // First in the claim, and blocking forever once it is a FIFO: the jobs claimed with it
+  // are never started.
+  fs::copy_file(SampleData("baboon.jpg"), media + "/a-stuck.jpg");
+  const std::string db = dir / "fm.db";
+  std::map<std::string, std::string> env = {{"FRAMEMILL_DB", db}, {"FRAMEMILL_STAGES", "lighting"},
+                                            {"LOG_LEVEL", "info"}};
+  ASSERT_EQ(RunProcess({FRAMEMILL_BIN, "enqueue", media}, env, dir.path()).exit_code, 0);
+  fs::remove(media + "/a-stuck.jpg");
+  ASSERT_EQ(mkfifo((media + "/a-stuck.jpg").c_str(), 0600), 0);
+  const std::string log = dir / "run.log";
+  pid_t sup = StartProcess({FRAMEMILL_BIN, "run", "--workers", "1", "--batch", "4"}, env, dir.path(), log);
+  const std::string stuck_running = "SELECT count(*) FROM jobs j JOIN items i ON i.id = j.item_id"
+                                    " WHERE j.state = 1 AND i.source LIKE '%/a-stuck.jpg'";
+  for (int i = 0; i < 6000 && QueryInt(db, stuck_running) == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(QueryInt(db, stuck_running), 1) << ReadFile(log);
+  const long long claimed = QueryInt(db, "SELECT count(*) FROM jobs WHERE state = 1");
+  EXPECT_GT(claimed, 1) << "jobs claimed with the stuck one";
+  const auto signalled = std::chrono::steady_clock::now();
+  kill(sup, SIGTERM);
+  const int code = WaitProcess(sup);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count();
+  EXPECT_EQ(code, 130) << ReadFile(log);  // interrupted (base/exit_code.h)
+  EXPECT_LT(took, 5.0) << ReadFile(log);
+  std::printf("[stop] SIGTERM to exit: %.2f s with a stage stuck\n", took);
+  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM jobs WHERE state = 1"), 0) << "every claimed job went back";
+  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM jobs WHERE state = 0 AND attempts > 0"), 0) << "no attempt spent";
+  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM job_errors"), 0);
+
+  // A worker that cannot answer at all (frozen, as a stage stuck in a loop): killed after
+  // the grace, its jobs given back by the supervisor.
+  sup = StartProcess({FRAMEMILL_BIN, "run", "--workers", "1", "--batch", "4"}, env, dir.path(), log);
+  for (int i = 0; i < 6000 && QueryInt(db, stuck_running) == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(QueryInt(db, stuck_running), 1) << ReadFile(log);
+  const auto kids = ChildPids(sup);
+  ASSERT_EQ(kids.size(), 1u);
+  kill(kids[0], SIGSTOP);
+  const auto frozen = std::chrono::steady_clock::now();
+  kill(sup, SIGTERM);
+  EXPECT_EQ(WaitProcess(sup), 130) << ReadFile(log);
+  const double hung = std::chrono::duration<double>(std::chrono::steady_clock::now() - frozen).count();
+  EXPECT_LT(hung, 5.0) << ReadFile(log);
+  std::printf("[stop] SIGTERM to exit: %.2f s with the worker frozen\n", hung);
+  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM jobs WHERE state = 1"), 0) << ReadFile(log);
+  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM jobs WHERE state = 0 AND attempts > 0"), 0) << "no attempt spent";
+  fs::remove(media + "/a-stuck.jpg");
+  fs::copy_file(SampleData("baboon.jpg"), media + "/a-stuck.jpg");
+  auto rerun = RunProcess({FRAMEMILL_BIN, "run", "--workers", "2"}, env, dir.path(), 300);
+  EXPECT_EQ(rerun.exit_code, 0) << rerun.err;
+  ExpectEveryJobDoneOnce(db, 13);
 }
 
 TEST(HostileTest, NamesThatAreNotUtf8AndAStageThatBlocksEndTerminalWithAReason) {

@@ -126,6 +126,33 @@ TEST_F(SharedDeviceTest, FourWorkersOnOneSimulatedDeviceGiveTheCpusResults) {
             std::string::npos);
 }
 
+// The workers on a device are tuned as the run goes: one place at the start, and the run's
+// other worker, on the CPU, joins the device once it has judged it underused over a window
+// (join_below_busy above 1: whenever work waits; a window of 200 ms) while work waits.
+TEST_F(SharedDeviceTest, AWorkerOnTheCpuJoinsAnUnderusedDeviceWhileWorkWaits) {
+  auto env = Env("join", "sim", "8192");
+  env["FRAMEMILL_GPU_WORKERS_PER_DEVICE"] = "1";
+  env["FRAMEMILL_GPU_MAX_WORKERS_PER_DEVICE"] = "2";
+  env["FRAMEMILL_GPU_JOIN_BELOW_BUSY"] = "2";
+  env["FRAMEMILL_BATCH"] = "1";
+  env["FRAMEMILL_STAGES"] = "lighting,faces";
+  env["FRAMEMILL_DEVICE_LEDGER_DIR"] = dir.path();
+  WriteFile(dir / "join.yaml", "gpu:\n  join_window_ms: 200\n");
+  env["FRAMEMILL_CONFIG"] = dir / "join.yaml";
+  // Enough photos that work still waits after the CPU worker's first windows.
+  for (const char* name : {"baboon.jpg", "building.jpg", "home.jpg", "blox.jpg", "orange.jpg",
+                           "apple.jpg", "board.jpg", "butterfly.jpg", "aero1.jpg", "left01.jpg"})
+    fs::copy_file(SampleData(name), media + "/" + name);
+  ASSERT_EQ(RunProcess({FRAMEMILL_BIN, "enqueue", media}, env).exit_code, 0);
+  auto run = RunProcess({FRAMEMILL_BIN, "run", "--workers", "2"}, env, "", 600);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.err.find("this worker joins it"), std::string::npos) << run.err;
+  auto status = RunProcess({FRAMEMILL_BIN, "status", "--json"}, env);
+  const json devices = json::parse(status.out)["last_run"]["devices"];
+  ASSERT_EQ(devices.size(), 1u) << devices;
+  EXPECT_EQ(devices[0]["workers"], 2) << devices;
+}
+
 // Workers past gpu.workers_per_device run every operation on the CPU, and never open the
 // device: this test holds the device's one place, so both workers of the run are past it.
 TEST_F(SharedDeviceTest, WorkersPastTheDevicesPlacesRunOnTheCpu) {

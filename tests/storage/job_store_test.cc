@@ -1503,6 +1503,34 @@ TEST_P(JobStoreTest, ForEachItemGivesEveryItemWithAllItsJobsAcrossPages) {
   EXPECT_EQ(Must(store_->ErrorHistory(0)).size(), 0u);
 }
 
+// status's time per item (issue 40): each stage's newest done jobs, so a stage whose jobs
+// all finished before many of another's still has its figure.
+TEST_P(JobStoreTest, RecentJobTimesHasEveryStagesNewestJobs) {
+  AddStage(Stage("early"));
+  AddStage(Stage("late"));
+  Open();
+  auto finish = [&](const std::string& stage, int n, int64_t ms) {
+    std::vector<FinishedJob> batch;
+    for (const ClaimedJob& j : Claim("w", {stage}, n)) {
+      batch.push_back(Done(j));
+      batch.back().run_ms = ms;
+    }
+    ASSERT_EQ(static_cast<int>(batch.size()), n);
+    Complete(batch);
+  };
+  Enqueue(Images(30), {"early", "late"});
+  finish("early", 10, 7);
+  finish("late", 30, 3);
+  auto times = Must(store_->RecentJobTimes(20));
+  std::map<std::string, int> per_stage;
+  for (const JobTime& t : times) ++per_stage[t.stage];
+  EXPECT_EQ(per_stage["early"], 10) << "its 10 jobs finished before the 30 others";
+  EXPECT_EQ(per_stage["late"], 20);
+  const auto summary = SummariseJobTimes(times);
+  EXPECT_EQ(summary.at({"early", MediaKind::kImage}).median_ms, 7);
+  EXPECT_EQ(summary.at({"late", MediaKind::kImage}).median_ms, 3);
+}
+
 TEST_P(JobStoreTest, RunsAreListedNewestFirstWithTheirStages) {
   AddStage(Stage("a"));
   Open();
