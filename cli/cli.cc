@@ -2,10 +2,12 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
 #include "cli/command.h"
+#include "outputs/report.h"
 
 namespace framemill {
 namespace {
@@ -69,7 +71,11 @@ void ReportFlags(CLI::App* s, Flags& f) {
   DbFlag(s, f);
   s->add_option("-o,--output", f.output, "the report's directory (default ./framemill-report)");
   s->add_option("--limit", f.limit, "pages and pictures for the first N items only (default: all)");
-  s->add_flag("--show-nsfw", f.show_nsfw, "do not blur pictures categorize finds unsafe (nsfw.unsafe >= 0.5)");
+  char at[32];
+  std::snprintf(at, sizeof at, "%.2f", ReportOptions{}.nsfw_blur);
+  s->add_flag("--show-nsfw", f.show_nsfw,
+              std::string("do not blur pictures categorize finds unsafe (nsfw.unsafe >= ") + at +
+                  ", measured: bench/README \"NSFW threshold\")");
 }
 
 void GcFlags(CLI::App* s, Flags& f) {
@@ -148,6 +154,8 @@ int RunCli(int argc, char** argv) {
   app.add_option("--config", f.config, "YAML config file (overrides FRAMEMILL_CONFIG)")
       ->configurable(false);
   app.fallthrough();
+  app.footer("Reference (every command, flag, exit code, setting, variable and JSON key): "
+             "docs/REFERENCE.md, installed as share/doc/framemill/REFERENCE.md; `man framemill`.");
   std::vector<Command> commands = Commands();
   for (Command& c : commands) {
     c.app = app.add_subcommand(c.name, c.help);

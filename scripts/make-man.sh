@@ -19,6 +19,9 @@ trap 'rm -f "$inc"' EXIT
   echo "[ENVIRONMENT]"
   echo "See the configuration file share/framemill/default.yaml for every setting, its"
   echo "environment variable and its default; \\fBframemill config\\fR prints the effective values."
+  echo "[SEE ALSO]"
+  echo "The reference: every command, flag, exit code, setting, environment variable and JSON"
+  echo "key, in share/doc/framemill/REFERENCE.md (docs/REFERENCE.md in the source)."
 } > "$inc"
 help2man --no-info --no-discard-stderr --section=1 \
   --name="batch analysis of image and video datasets, resumable to the item" \
