@@ -54,6 +54,10 @@ struct HoleShape {
 };
 HoleShape MeasureHole(const cv::Mat& hole);
 
+// The bounding box of a mask's nonzero pixels grown by `margin` on every side, within the
+// mask; empty when the mask is.
+cv::Rect HoleBox(const cv::Mat& mask, int margin);
+
 // Fills the pixels where `hole` (CV_8U, the image's size) is nonzero in `bgr` (CV_8UC3).
 // InvalidArgument for other types or sizes; an empty hole returns the image as it is.
 // kExemplar falls back to kTelea where no whole patch of the image is known. `shape` is the

@@ -1158,8 +1158,8 @@ class ReportWriter {
     int64_t total = 0;
     for (const auto& [key, t] : by) total += t.total_ms;
     std::ostringstream s;
-    s << "<h2>Where the time goes</h2><div class=\"muted\">The newest " << Int(static_cast<int64_t>(times.size()))
-      << " done jobs, each timed by its worker.</div><table><tr><th>stage</th><th>kind</th><th class=\"n\">jobs</th>"
+    s << "<h2>Where the time goes</h2><div class=\"muted\">Each stage's newest done jobs ("
+      << Int(static_cast<int64_t>(times.size())) << " in all), each timed by its worker.</div><table><tr><th>stage</th><th>kind</th><th class=\"n\">jobs</th>"
       << "<th class=\"n\">median per item</th><th class=\"n\" title=\"the median job's time: decoding media, "
       << "the rest of the host's work, kernels on a device, waiting (ms)\">decode / host / device / wait</th>"
       << "<th class=\"n\">total</th><th class=\"n\">share</th></tr>";

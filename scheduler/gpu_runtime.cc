@@ -54,13 +54,19 @@ void AllOnCpu(gpu::GpuPlan* plan, const std::string& why) {
   }
 }
 
+// The name of the device the plan uses: its ledger's and the store's.
+std::string DeviceName(const gpu::GpuOptions& config, const gpu::GpuPlan& plan) {
+  return plan.backend == "sim" ? "sim:0" : "cuda:" + std::to_string(config.device_id);
+}
+
 // Joins the device's ledger, then opens the device (a CUDA context costs ~600 MiB of it:
 // a worker past the device's workers_per_device never opens one) and makes the shared
 // backend. rt->gpu stays null, the plan on the CPU, when the device has its workers.
+
 void ShareTheDevice(const gpu::GpuOptions& config, GpuRuntime* rt,
                     std::vector<std::string>* warnings) {
   const bool sim = rt->plan.backend == "sim";
-  const std::string name = sim ? "sim:0" : "cuda:" + std::to_string(config.device_id);
+  const std::string name = DeviceName(config, rt->plan);
   int64_t total = static_cast<int64_t>(config.sim_vram_mb) << 20;
   if (!sim) total = rt->plan.devices.at(static_cast<size_t>(config.device_id)).total_bytes;
   auto joined = gpu::DeviceLedger::Join(LedgerDir(config), name, total, config.workers_per_device);
@@ -116,12 +122,6 @@ std::unique_ptr<GpuRuntime> MakeGpuRuntime(const gpu::GpuOptions& config, JobSto
                                                 clock, lo);
   return rt;
 }
-
-namespace {
-std::string DeviceName(const gpu::GpuOptions& config, const gpu::GpuPlan& plan) {
-  return plan.backend == "sim" ? "sim:0" : "cuda:" + std::to_string(config.device_id);
-}
-}  // namespace
 
 DeviceSeat::DeviceSeat(gpu::GpuOptions options, JobStore* store, const Clock* clock)
     : options_(std::move(options)), store_(store), clock_(clock) {

@@ -108,10 +108,16 @@ Worker::Worker(JobStore* store, JobStore* heartbeat_store, const StageRegistry* 
     own_ladder_ = std::make_unique<gpu::CpuLadder>(clock_);
     ladder_ = own_ladder_->get();
   }
+  NewPictureCache();
+}
+
+void Worker::NewPictureCache() {
   // A device worker decodes ahead on threads of its own, so the device does not wait for
   // the host; a CPU worker's cores are busy with its own work and the other workers'.
   PictureCacheOptions pictures = options_.pictures;
   pictures.threads = ladder_->gpu() != nullptr ? options_.decode_threads : 0;
+  pictures_decoded_before_ = stats_.pictures_decoded;
+  pictures_reused_before_ = stats_.pictures_reused;
   pictures_ = std::make_unique<PictureCache>(pictures);
 }
 
@@ -232,11 +238,7 @@ void Worker::UseDevice(std::unique_ptr<GpuRuntime> runtime) {
   joined_ = std::move(runtime);
   ladder_ = joined_->ladder.get();
   options_.ledger = joined_->ledger.get();
-  PictureCacheOptions pictures = options_.pictures;
-  pictures.threads = options_.decode_threads;
-  pictures_decoded_before_ = stats_.pictures_decoded;
-  pictures_reused_before_ = stats_.pictures_reused;
-  pictures_ = std::make_unique<PictureCache>(pictures);
+  NewPictureCache();
   recorded_peak_mb_ = -1;
   busy_from_ms_ = -1;
   RecordGpuEvents(ladder_->stats(), /*busy_now=*/true);

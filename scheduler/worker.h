@@ -147,6 +147,9 @@ class Worker {
   // of the target. A device worker then orders the kept jobs stage by stage (dependency
   // order), so that each stage runs its jobs as one device batch; a CPU worker item by item.
   Status TrimToTarget(std::vector<ClaimedJob>* jobs, bool tail);
+  // A fresh cache for the claims' pictures, with decoding threads on a device; its counts
+  // add to those of the cache before it.
+  void NewPictureCache();
   // Starts decoding the claim's pictures (the image jobs of stages that read them) ahead.
   void PrefetchPictures(const std::vector<ClaimedJob>& jobs);
   // The stages to claim: all of this worker's, but on the CPU while the run has device

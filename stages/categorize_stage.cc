@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <map>
 
-#include <tbb/parallel_for.h>
-
 #include "cluster/near_duplicates.h"
 #include "jobs/stage_names.h"
 #include "models/decode.h"
@@ -106,23 +104,19 @@ Status CategorizeStage::Analyse(const ModelBatch& batch, const StageContext& ctx
   if (!couts.ok()) return couts.status();
   // Each frame's objects, content and signature, on the worker's threads at once (the device
   // waits for the host meanwhile).
-  std::vector<Status> decoded(batch.frames.size());
-  tbb::parallel_for(size_t{0}, batch.frames.size(), [&](size_t i) {
+  return ForEachFrame(0, batch.frames.size(), [&](size_t i) -> Status {
     const cv::Size image = batch.frames[i].bgr.size();
     auto dets = models::DecodeObjects(runner.manifest(), (*outs)[i], image, opt);
+    if (!dets.ok()) return dets.status();
     auto c = models::DecodeContent(content.manifest(), (*couts)[i]);
-    if (!dets.ok() || !c.ok()) {
-      decoded[i] = !dets.ok() ? dets.status() : c.status();
-      return;
-    }
+    if (!c.ok()) return c.status();
     nlohmann::json r = FrameResultOf(runner.manifest().name, *dets, image, options_.min_score);
     r.update(models::ToJson(*c));
     r["signature"] = Signature(batch.frames[i], batch.jobs[batch.frames[i].job], (*couts)[i],
                                content.manifest().content_probe.output);
     (*results)[i].result = std::move(r);
+    return Status::OK();
   });
-  for (const Status& s : decoded) FM_RETURN_IF_ERROR(s);
-  return Status::OK();
 }
 
 // A video's categories: each label's best score over the frames, and in how many.

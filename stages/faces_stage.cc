@@ -100,36 +100,31 @@ Status FacesStage::Detect(const models::ModelManifest& m, const ModelBatch& batc
   // Each frame on the worker's threads at once; its tiles' heads start at first[i].
   std::vector<size_t> first(frames->size(), 0);
   for (size_t i = 1; i < frames->size(); ++i) first[i] = first[i - 1] + (*frames)[i - 1].plan.tiles.size();
-  std::vector<Status> decoded(frames->size());
-  tbb::parallel_for(size_t{0}, frames->size(), [&](size_t i) {
-    decoded[i] = DetectIn(m, batch.frames[i].bgr.size(), whole[i], tiled, first[i], opt, &(*frames)[i]);
+  return ForEachFrame(0, frames->size(), [&](size_t i) {
+    return DetectIn(m, batch.frames[i].bgr.size(), whole[i], tiled, first[i], opt, &(*frames)[i]);
   });
-  for (const Status& s : decoded) FM_RETURN_IF_ERROR(s);
-  return Status::OK();
 }
 
 Status FacesStage::DetectIn(const models::ModelManifest& m, cv::Size size,
                             const std::vector<models::OutputTensor>& whole,
                             const models::BatchOutputs& tiled, size_t t,
                             const models::BlazeFaceOptions& opt, FrameFaces* frame) const {
-  {
-    auto found = models::DecodeFaceCandidates(m, whole, size, opt);
-    if (!found.ok()) return found.status();
-    std::vector<models::FaceBox> candidates = std::move(found).value();
-    for (const cv::Rect& tile : frame->plan.tiles) {
-      auto in_tile = models::DecodeFaceCandidates(m, tiled[t++], tile.size(), opt);
-      if (!in_tile.ok()) return in_tile.status();
-      // Two input pixels of margin: a face cut by the tile's edge ends about there.
-      const float margin = 2.f * tile.width / m.preprocess.width;
-      for (const auto& f : *in_tile) {
-        models::FaceBox g = models::FromTile(f, tile);
-        if (f.score > kTileMinScore && models::WholeInTile(g, tile, size, margin))
-          candidates.push_back(g);
-      }
+  auto found = models::DecodeFaceCandidates(m, whole, size, opt);
+  if (!found.ok()) return found.status();
+  std::vector<models::FaceBox> candidates = std::move(found).value();
+  for (const cv::Rect& tile : frame->plan.tiles) {
+    auto in_tile = models::DecodeFaceCandidates(m, tiled[t++], tile.size(), opt);
+    if (!in_tile.ok()) return in_tile.status();
+    // Two input pixels of margin: a face cut by the tile's edge ends about there.
+    const float margin = 2.f * tile.width / m.preprocess.width;
+    for (const auto& f : *in_tile) {
+      models::FaceBox g = models::FromTile(f, tile);
+      if (f.score > kTileMinScore && models::WholeInTile(g, tile, size, margin))
+        candidates.push_back(g);
     }
-    frame->faces = models::MergeFaces(std::move(candidates), opt.iou_threshold, kContainment,
-                                      options_.max_faces);
   }
+  frame->faces = models::MergeFaces(std::move(candidates), opt.iou_threshold, kContainment,
+                                    options_.max_faces);
   return Status::OK();
 }
 

@@ -55,10 +55,8 @@ Result<cv::Mat> ReadMask(const std::string& path, cv::Size size, bool* scaled) {
 // mask in a 1.3 MP photo: the same pixels as dilating the whole image, in a fraction of it).
 cv::Mat Grown(const cv::Mat& mask, int grow) {
   cv::Mat out = cv::Mat::zeros(mask.size(), CV_8U);
-  cv::Rect box = cv::boundingRect(mask);
+  const cv::Rect box = HoleBox(mask, grow);
   if (box.area() == 0) return out;
-  box = cv::Rect(box.x - grow, box.y - grow, box.width + 2 * grow, box.height + 2 * grow) &
-        cv::Rect(0, 0, mask.cols, mask.rows);
   cv::Mat grown;
   cv::dilate(mask(box), grown,
              cv::getStructuringElement(cv::MORPH_ELLIPSE, cv::Size(2 * grow + 1, 2 * grow + 1)));

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <exception>
 
+#include <tbb/parallel_for.h>
+
 #include "media/video.h"
 #include "media/video_reader.h"
 
@@ -236,6 +238,14 @@ cv::Mat SquareCrop(const cv::Mat& image, cv::Point2f center, int side) {
   cv::Rect have = want & cv::Rect(0, 0, image.cols, image.rows);
   if (have.area() > 0) image(have).copyTo(out(have - want.tl()));
   return out;
+}
+
+Status ForEachFrame(size_t begin, size_t end, const std::function<Status(size_t)>& fn) {
+  if (end <= begin) return Status::OK();
+  std::vector<Status> done(end - begin);
+  tbb::parallel_for(begin, end, [&](size_t i) { done[i - begin] = fn(i); });
+  for (const Status& s : done) FM_RETURN_IF_ERROR(s);
+  return Status::OK();
 }
 
 cv::Mat PadToSquare(const cv::Mat& image) {

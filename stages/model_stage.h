@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -100,5 +101,10 @@ cv::Mat SquareCrop(const cv::Mat& image, cv::Point2f center, int side);
 // The image padded (zeros, bottom and right) to a square, so a square-input model does
 // not see it stretched. Coordinates in the padded image equal the original's.
 cv::Mat PadToSquare(const cv::Mat& image);
+
+// The host's work on each frame of a batch, `fn(i)` for i in [begin, end), on the worker's
+// threads at once (a device waits for it meanwhile). Every frame runs; the first failure in
+// frame order is returned, else OK.
+Status ForEachFrame(size_t begin, size_t end, const std::function<Status(size_t)>& fn);
 
 }  // namespace framemill

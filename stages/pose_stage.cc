@@ -200,18 +200,14 @@ Status PoseStage::Analyse(const ModelBatch& batch, const StageContext& ctx,
     tbb::parallel_for(start, end, [&](size_t i) { squares[i - start] = PadToSquare(batch.frames[i].bgr); });
     auto outs = RunModel(runner, squares, ctx, device);
     if (!outs.ok()) return outs.status();
-    std::vector<Status> decoded(end - start);
-    tbb::parallel_for(start, end, [&](size_t i) {
+    FM_RETURN_IF_ERROR(ForEachFrame(start, end, [&](size_t i) -> Status {
       auto pose = models::DecodePose(runner.manifest(), (*outs)[i - start]);
-      if (!pose.ok()) {
-        decoded[i - start] = pose.status();
-        return;
-      }
+      if (!pose.ok()) return pose.status();
       // The padding is at the bottom and right: square pixels are image pixels.
       (*results)[i].result = FrameResultJson(runner.manifest().name, *pose, batch.frames[i],
                                              squares[i - start].size());
-    });
-    for (const Status& s : decoded) FM_RETURN_IF_ERROR(s);
+      return Status::OK();
+    }));
   }
   if (multi() && options_.tracks.use_camera) AddCamera(batch, results);
   return Status::OK();

@@ -1,7 +1,6 @@
 #include "stages/segment_stage.h"
 
 #include <opencv2/imgcodecs.hpp>
-#include <tbb/parallel_for.h>
 
 #include "jobs/stage_names.h"
 #include "models/decode.h"
@@ -38,17 +37,12 @@ Status SegmentStage::Analyse(const ModelBatch& batch, const StageContext& ctx,
   if (!outs.ok()) return outs.status();
   // Each frame's mask at its size, written, on the worker's threads at once: the device
   // waits for the host while they are made.
-  std::vector<Status> wrote(batch.frames.size());
-  tbb::parallel_for(size_t{0}, batch.frames.size(), [&](size_t i) {
+  return ForEachFrame(0, batch.frames.size(), [&](size_t i) -> Status {
     const ModelFrame& frame = batch.frames[i];
     auto mask = models::DecodeSegmentation(runner.manifest(), (*outs)[i], frame.bgr.size());
-    if (!mask.ok()) {
-      wrote[i] = mask.status();
-      return;
-    }
+    if (!mask.ok()) return mask.status();
     const std::string path = MaskPath(batch.jobs[frame.job], frame.index);
-    wrote[i] = WritePng(mask->binary, path);
-    if (!wrote[i].ok()) return;
+    FM_RETURN_IF_ERROR(WritePng(mask->binary, path));
     nlohmann::json r = {{"model", runner.manifest().name}, {"coverage", mask->coverage},
                         {"mask", path}};
     r["bbox"] = mask->bbox.area() > 0
@@ -56,9 +50,8 @@ Status SegmentStage::Analyse(const ModelBatch& batch, const StageContext& ctx,
                     : nlohmann::json(nullptr);
     (*results)[i].result = std::move(r);
     (*results)[i].artifacts.push_back(path);
+    return Status::OK();
   });
-  for (const Status& s : wrote) FM_RETURN_IF_ERROR(s);
-  return Status::OK();
 }
 
 void SegmentStage::Summarise(const std::vector<nlohmann::json>& frames, nlohmann::json* r) const {
