@@ -119,9 +119,9 @@ std::unique_ptr<ComputeBackend> MakeSimBackend(int64_t vram_mb, double cost_mult
 }
 
 std::unique_ptr<ComputeBackend> MakeSharedSimBackend(std::shared_ptr<DeviceLedger> ledger,
-                                                     double cost_multiplier) {
+                                                     double cost_multiplier, std::optional<bool> fp16) {
   const int64_t vram = ledger->total_bytes();
-  return ShareDevice(std::make_unique<SimCore>(vram), std::move(ledger), cost_multiplier);
+  return ShareDevice(std::make_unique<SimCore>(vram), std::move(ledger), cost_multiplier, fp16);
 }
 
 }  // namespace framemill::gpu

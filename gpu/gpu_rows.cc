@@ -46,6 +46,7 @@ void AddGpuRows(GpuOptions* o, OptionRows* rows) {
                                 {"auto", "cuda", "cpu", "sim"},
                                 {{"rocm", only_cuda}, {"mps", only_cuda}}));
   rows->push_back(IntRow("gpu.device_id", "GPU_DEVICE_ID", "", {&o->device_id}, 0, 1023));
+  rows->push_back(TextChoiceRow("gpu.precision", "GPU_PRECISION", "", &o->precision, {"fp16", "fp32"}, {}));
   rows->push_back(NumberRow("gpu.memory_limit_gb", "GPU_MEMORY_LIMIT_GB", &o->memory_limit_gb, 0,
                             1e6));
   rows->push_back(IntRow("gpu.batch_size", "GPU_BATCH_SIZE", "", {&o->batch_size}, 0, 65536));

@@ -29,6 +29,11 @@ struct GpuOptions {
   int batch_size = 0;                       // 0: tune to free VRAM
   int sim_vram_mb = 8192;
   double sim_cost = 1.0;                    // multiplies each item's bytes on the sim device
+  // How the inference engine stores activations and weights on a device, the simulated one
+  // included (fp32 accumulation either way): fp16 halves memory and traffic; fp32 gives the
+  // CPU's numbers. The simulated device rounds through half as CUDA does, so a test on the
+  // CPU sees what a GPU run sees (issue 40: pose tracks differed in fp16).
+  std::string precision = "fp16";           // fp16 | fp32
   // Worker processes that use one device; the others run every operation on the CPU.
   // Measured on an H100 (bench/README.md, "N worker processes on one device"): 4
   // processes reach the device's plateau (1: 70%, 2: 90% of it), 8 and 16 add nothing,

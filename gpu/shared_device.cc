@@ -130,8 +130,9 @@ class LedgerKernels final : public engine::Kernels {
 class SharedDevice final : public ComputeBackend {
  public:
   SharedDevice(std::unique_ptr<ComputeBackend> inner, std::shared_ptr<DeviceLedger> ledger,
-               double cost)
+               double cost, std::optional<bool> fp16)
       : inner_(std::move(inner)), ledger_(std::move(ledger)), cost_(cost),
+        fp16_(fp16.value_or(inner_->EngineFp16())),
         engines_(std::make_shared<EngineBytes>()) {}
 
   std::string device() const override { return inner_->device(); }
@@ -155,7 +156,7 @@ class SharedDevice final : public ComputeBackend {
     return std::unique_ptr<engine::Kernels>(
         new LedgerKernels(std::move(k).value(), ledger_, engines_, memory_limit_));
   }
-  bool EngineFp16() const override { return inner_->EngineFp16(); }
+  bool EngineFp16() const override { return fp16_; }
   void WorkBegins() override { ledger_->SetWorking(true); }
   void WorkEnds() override { ledger_->SetWorking(false); }
 
@@ -210,6 +211,7 @@ class SharedDevice final : public ComputeBackend {
   std::unique_ptr<ComputeBackend> inner_;
   std::shared_ptr<DeviceLedger> ledger_;
   double cost_;
+  bool fp16_;
   std::shared_ptr<EngineBytes> engines_;
   int64_t last_bytes_ = 0;
 };
@@ -217,8 +219,9 @@ class SharedDevice final : public ComputeBackend {
 }  // namespace
 
 std::unique_ptr<ComputeBackend> ShareDevice(std::unique_ptr<ComputeBackend> device,
-                                            std::shared_ptr<DeviceLedger> ledger, double cost) {
-  return std::make_unique<SharedDevice>(std::move(device), std::move(ledger), cost);
+                                            std::shared_ptr<DeviceLedger> ledger, double cost,
+                                            std::optional<bool> fp16) {
+  return std::make_unique<SharedDevice>(std::move(device), std::move(ledger), cost, fp16);
 }
 
 }  // namespace framemill::gpu

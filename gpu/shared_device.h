@@ -11,6 +11,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "gpu/compute_backend.h"
 #include "gpu/device_ledger.h"
@@ -18,14 +19,17 @@
 namespace framemill::gpu {
 
 // `device` does the work; `ledger` holds its memory (shared with the caller, who reads
-// its peak). `cost` multiplies each operation's bytes (the sim's FRAMEMILL_SIM_COST).
+// its peak). `cost` multiplies each operation's bytes (the sim's FRAMEMILL_SIM_COST);
+// `fp16`: whether the engine stores in half on it (GpuOptions::precision); unset: as the
+// device prefers (CUDA fp16, the simulated device fp32).
 std::unique_ptr<ComputeBackend> ShareDevice(std::unique_ptr<ComputeBackend> device,
-                                            std::shared_ptr<DeviceLedger> ledger,
-                                            double cost = 1.0);
+                                            std::shared_ptr<DeviceLedger> ledger, double cost = 1.0,
+                                            std::optional<bool> fp16 = std::nullopt);
 
 // The simulated device on `ledger` (its total is the VRAM): what MakeSimBackend
 // builds on a private ledger, for `framemill run`'s workers sharing one.
 std::unique_ptr<ComputeBackend> MakeSharedSimBackend(std::shared_ptr<DeviceLedger> ledger,
-                                                     double cost_multiplier = 1.0);
+                                                     double cost_multiplier = 1.0,
+                                                     std::optional<bool> fp16 = std::nullopt);
 
 }  // namespace framemill::gpu

@@ -127,7 +127,7 @@ TEST(InpaintBinaryTest, OnADeviceThePatchSearchRunsThereAndTooLittleMemoryFallsB
                                               {"FRAMEMILL_STAGES", "inpaint"},
                                               {"FRAMEMILL_INPAINT_MASKS", dir / "hole.png"},
                                               {"FRAMEMILL_INPAINT_METHOD", "exemplar"},
-                                              {"GPU_BACKEND", "sim"},
+                                              {"GPU_BACKEND", "sim"}, {"GPU_PRECISION", "fp32"},
                                               {"INPAINTING_GPU", "true"},
                                               {"FRAMEMILL_SIM_VRAM_MB", tiny ? "1" : "256"}};
     ASSERT_EQ(RunProcess({FRAMEMILL_BIN, "enqueue", media}, env, dir.path()).exit_code, 0);
