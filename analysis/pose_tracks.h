@@ -4,6 +4,15 @@
 // where the camera moved its last sighting (when the frame pair's camera motion is known)
 // plus its own recent velocity. A shot cut ends every track; a track unseen for longer
 // than max_gap_s ends. Plain data and a pure function; thread-safe.
+//
+// Made to give the same tracks on every device (issue 40): a device's engine in fp16 moves
+// person scores by up to 0.05, keypoint scores by up to 0.3 and keypoints by tens of pixels
+// against the CPU's fp32 (the three sample videos, bench/README.md "Pose tracks on every
+// device"). So fewer decisions turn on one number's side of a line: a track takes people
+// down to keep_score but is kept only if one of them reaches start_score (hysteresis, as
+// ByteTrack, which also links the stronger people first) and it has min_sightings; a
+// keypoint's weight in OKS rises linearly across keypoint_band instead of jumping; the
+// affinity blends in OKS by the keypoints' weight; and a track needs min_sightings.
 #pragma once
 
 #include <array>
@@ -42,7 +51,11 @@ struct PoseFrame {
 struct PoseTrackOptions {
   double min_affinity = 0.3;   // 0.5 IoU + 0.5 OKS below this never links (pose.track_min_affinity)
   double max_gap_s = 1.0;      // a track unseen longer ends (pose.track_max_gap_s)
-  double min_keypoint_score = 0.3;  // keypoints below do not count in OKS
+  double min_keypoint_score = 0.3;  // a keypoint's weight in OKS is 1/2 at this score...
+  double keypoint_band = 0.2;  // ...rising from 0 to 1 across this band around it (0: a step)
+  double start_score = 0;      // a track needs a person scoring this (pose.min_person_score)...
+  double keep_score = 0.10;    // ...and takes people down to this (pose.track_keep_score)
+  int min_sightings = 2;       // a track seen fewer times is left out (pose.track_min_sightings)
   bool use_camera = true;      // false: ignore FrameCamera (for measuring what it buys)
 
   bool operator==(const PoseTrackOptions&) const = default;
@@ -57,12 +70,16 @@ struct PoseTrack {
   std::vector<TrackedPose> frames;
 };
 
-// Tracks, by id. Every person of every frame is in exactly one track.
+// Tracks, by id (0, 1, ... in order of first appearance). A person is in at most one track;
+// people under keep_score in none; a track has min_sightings or more, one at start_score.
 std::vector<PoseTrack> LinkPoseTracks(const std::vector<PoseFrame>& frames, cv::Size frame_size,
                                       const PoseTrackOptions& options = {});
 
-// COCO's object keypoint similarity of two poses (keypoints both score at least
-// min_score; 0 when none do), at the scale of box `a`.
-double KeypointSimilarity(const PoseSighting& a, const PoseSighting& b, double min_score);
+// COCO's object keypoint similarity of two poses at the scale of box `a`: the mean over
+// keypoints, each weighted by the lower of its two scores on a ramp of `band` centred on
+// `min_score` (band 0: only keypoints both scoring min_score count); 0 when none weigh.
+// `weight`, when given, gets the keypoints' total weight.
+double KeypointSimilarity(const PoseSighting& a, const PoseSighting& b, double min_score,
+                          double band = 0, double* weight = nullptr);
 
 }  // namespace framemill

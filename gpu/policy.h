@@ -35,10 +35,13 @@ struct GpuOptions {
   // CPU sees what a GPU run sees (issue 40: pose tracks differed in fp16).
   std::string precision = "fp16";           // fp16 | fp32
   // Worker processes that use one device; the others run every operation on the CPU.
-  // Measured on an H100 (bench/README.md, "N worker processes on one device"): 4
-  // processes reach the device's plateau (1: 70%, 2: 90% of it), 8 and 16 add nothing,
-  // and each costs ~600 MiB of device memory for its CUDA context.
-  int workers_per_device = 4;
+  // Measured end to end on an H100 with 16 cores (2026-11-27, bench/README.md "End to end
+  // on a GPU"; 16 workers, 600 photos and 3 videos): 4 took 40.7 s (1.7x the 16 cores), 8
+  // took 16.7 s (4.2x; 14 on it by the end), 16 took 16.3 s. A device worker does its
+  // items' host work too, so more of them keep the device fed; the engine alone plateaus
+  // at 4. With 2.5 GB of the device free, 4 and 8 let 4 on (28.5 s, 40.8 s), and 16 let
+  // 3 on and ran at the CPU's speed (70.7 s). Each costs ~600 MiB for its CUDA context.
+  int workers_per_device = 8;
   // Tuned at run time (issue 38): while the device is busy less than `join_below_busy` of
   // the time and work is waiting, a worker of the run that is on the CPU joins it, up to
   // max_workers_per_device members. On an H100, 8 workers on the device beat 4 (2.56x the

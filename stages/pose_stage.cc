@@ -216,7 +216,10 @@ Status PoseStage::Analyse(const ModelBatch& batch, const StageContext& ctx,
 nlohmann::json PoseStage::FrameResultJson(const std::string& model, const models::PoseDecoded& pose,
                                           const ModelFrame& f, cv::Size square) const {
   if (!multi()) return Keypoints(model, pose, square);
-  nlohmann::json r = People(model, pose.people, square, f.scale, options_.min_person_score);
+  // A video's frames keep the weaker people who may continue a track (the tracks decide).
+  const double floor = f.index >= 0 ? std::min(options_.min_person_score, options_.tracks.keep_score)
+                                    : options_.min_person_score;
+  nlohmann::json r = People(model, pose.people, square, f.scale, floor);
   if (f.index >= 0) {  // what the tracks need besides the people
     r["time_s"] = f.time_s;
     r["size"] = {f.bgr.cols * f.scale, f.bgr.rows * f.scale};
@@ -226,6 +229,7 @@ nlohmann::json PoseStage::FrameResultJson(const std::string& model, const models
 
 PoseTrackOptions PoseStage::TrackOptions(const std::vector<PoseFrame>& frames) const {
   PoseTrackOptions o = options_.tracks;
+  o.start_score = options_.min_person_score;
   // A long video thinned to max_video_frames: a track may skip a frame or two all the same.
   std::vector<double> steps;
   for (size_t i = 1; i < frames.size(); ++i) steps.push_back(frames[i].time_s - frames[i - 1].time_s);
@@ -245,19 +249,22 @@ void PoseStage::Summarise(const std::vector<nlohmann::json>& frames, nlohmann::j
   std::map<int64_t, size_t> at;
   for (size_t i = 0; i < frames.size(); ++i) at[frames[i]["frame"].get<int64_t>()] = i;
   nlohmann::json tracks = nlohmann::json::array();
-  for (const PoseTrack& t : LinkPoseTracks(in, size, TrackOptions(in)))
+  std::map<int64_t, size_t> tracked;  // frame -> its people in tracks
+  for (const PoseTrack& t : LinkPoseTracks(in, size, TrackOptions(in))) {
     tracks.push_back(TrackJson(t, frames, at));
-  // The tracks hold every person; the frames keep what they add: count and camera.
+    for (const TrackedPose& tp : t.frames) ++tracked[tp.frame];
+  }
+  // The tracks hold the video's people; the frames keep what they add: count and camera.
   nlohmann::json compact = nlohmann::json::array();
   size_t most = 0, cameras = 0;
   for (const auto& f : frames) {
-    nlohmann::json c = {{"frame", f["frame"]}, {"time_s", f.value("time_s", 0.0)},
-                        {"people", f["people"].size()}};
+    const size_t people = tracked[f["frame"].get<int64_t>()];
+    nlohmann::json c = {{"frame", f["frame"]}, {"time_s", f.value("time_s", 0.0)}, {"people", people}};
     if (f.contains("camera")) {
       c["camera"] = f["camera"];
       cameras += f["camera"].value("known", false);
     }
-    most = std::max(most, f["people"].size());
+    most = std::max(most, people);
     compact.push_back(std::move(c));
   }
   (*r)["keypoint_names"] = std::vector<std::string>(std::begin(kCoco), std::end(kCoco));

@@ -99,6 +99,12 @@ void AddPoseRows(PoseOptions* p, OptionRows* rows) {
                             &p->tracks.max_gap_s, 0, 3600));
   rows->push_back(BoolRow("pose.track_camera", "FRAMEMILL_POSE_TRACK_CAMERA",
                           &p->tracks.use_camera));
+  rows->push_back(NumberRow("pose.track_keep_score", "FRAMEMILL_POSE_TRACK_KEEP_SCORE",
+                            &p->tracks.keep_score, 0, 1));
+  rows->push_back(IntRow("pose.track_min_sightings", "FRAMEMILL_POSE_TRACK_MIN_SIGHTINGS", "",
+                         {&p->tracks.min_sightings}, 1, 100000));
+  rows->push_back(NumberRow("pose.track_keypoint_band", "FRAMEMILL_POSE_TRACK_KEYPOINT_BAND",
+                            &p->tracks.keypoint_band, 0, 1));
 }
 
 // inpaint.model: "none", or the path of a user's network (stored as "" for none).

@@ -31,10 +31,11 @@ PoseFrame Frame(int64_t index, double fps, std::vector<PoseSighting> people) {
   return f;
 }
 
-// Tracks over a 640x480 frame, with or without the camera's motion.
+// Tracks over a 640x480 frame, with or without the camera's motion; every fragment counts.
 size_t TrackCount(const std::vector<PoseFrame>& frames, bool camera) {
   PoseTrackOptions o;
   o.use_camera = camera;
+  o.min_sightings = 1;
   return LinkPoseTracks(frames, {640, 480}, o).size();
 }
 
@@ -130,10 +131,51 @@ TEST(PoseTracksTest, ACutEndsEveryTrackAndAGapEndsOne) {
 
   // Unseen for 0.5 s: the same track; for 1.5 s (past max_gap_s): a new one.
   std::vector<PoseFrame> gaps = {Frame(0, 10, {Person(100, 100)}), Frame(5, 10, {Person(100, 100)}),
-                                 Frame(20, 10, {Person(100, 100)})};
+                                 Frame(20, 10, {Person(100, 100)}), Frame(21, 10, {Person(100, 100)})};
   tracks = LinkPoseTracks(gaps, {640, 480});
   ASSERT_EQ(tracks.size(), 2u);
   EXPECT_EQ(tracks[0].frames.size(), 2u);
+}
+
+// Hysteresis: a person under start_score continues a track but keeps none of its own, and
+// a track seen once is left out. Without it, a walker whose score dips just under the
+// floor on one device but not on another (fp16 against fp32) is cut in two on one of them.
+TEST(PoseTracksTest, AWeakPersonContinuesATrackButMakesNoneAlone) {
+  PoseTrackOptions o;
+  o.start_score = 0.15;
+  o.keep_score = 0.10;
+  auto scored = [](PoseSighting p, float score) { p.score = score; return p; };
+  std::vector<PoseFrame> frames;
+  for (int i = 0; i < 6; ++i) {
+    const float walker = i == 2 || i == 3 ? 0.12f : 0.3f;  // dips under 0.15 for two frames
+    frames.push_back(Frame(i, 5, {scored(Person(100 + 5.f * i, 100), walker),
+                                  scored(Person(400, 100), 0.12f),              // weak all along
+                                  scored(Person(250, 300), 0.09f)}));           // under keep_score
+  }
+  frames.push_back(Frame(6, 5, {scored(Person(500, 350), 0.5f)}));  // strong, but seen once
+  const auto tracks = LinkPoseTracks(frames, {640, 480}, o);
+  ASSERT_EQ(tracks.size(), 1u);
+  ASSERT_EQ(tracks[0].frames.size(), 6u) << "the walker, its weak sightings included";
+  for (const TrackedPose& tp : tracks[0].frames) EXPECT_EQ(tp.person, 0u);
+}
+
+// A keypoint's weight rises across a band of scores, so a score moved by fp16's noise
+// across min_keypoint_score moves the similarity by a little, not by a keypoint's share.
+TEST(PoseTracksTest, AKeypointCrossingItsScoreFloorMovesTheSimilarityALittle) {
+  const PoseTrackOptions o;
+  const PoseSighting a = Person(100, 100);
+  PoseSighting b = Person(100, 100);
+  b.keypoints[0].x += 30;  // the nose elsewhere, at the floor's score
+  auto similarity = [&](float nose_score, double band) {
+    b.keypoints[0].score = nose_score;
+    return KeypointSimilarity(a, b, o.min_keypoint_score, band);
+  };
+  const double under = similarity(0.299f, o.keypoint_band), over = similarity(0.301f, o.keypoint_band);
+  const double step_under = similarity(0.299f, 0), step_over = similarity(0.301f, 0);
+  std::printf("[tracks] OKS with a stray nose at score 0.299 / 0.301: %.4f / %.4f; with a step: %.4f / %.4f\n",
+              under, over, step_under, step_over);
+  EXPECT_LT(std::fabs(under - over), 0.002);
+  EXPECT_GT(std::fabs(step_under - step_over), 0.03) << "what the band replaces";
 }
 
 TEST(PoseTracksTest, KeypointSimilarityIsOneForTheSamePoseAndFallsWithDistance) {

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpu/device_ledger.h"
+#include "gpu/policy.h"
 #include "tests/support/model_test_support.h"
 #include "tests/support/pg_server.h"
 #include "tests/support/test_support.h"
@@ -208,13 +209,15 @@ TEST_F(SharedDeviceTest, GpuCommandShowsTheWorkersOnTheDeviceAndTheirShares) {
                                             {"FRAMEMILL_DEVICE_LEDGER_DIR", dir.path()}};
   auto j = json::parse(RunProcess({FRAMEMILL_BIN, "gpu", "--json"}, env).out);
   const json& sharing = j["devices"][0]["sharing"];
-  EXPECT_EQ(sharing["workers_per_device"], 4);
+  EXPECT_EQ(sharing["workers_per_device"], gpu::GpuOptions{}.workers_per_device);
   ASSERT_EQ(sharing["workers"].size(), 1u) << sharing;
   EXPECT_EQ(sharing["workers"][0]["pid"], getpid());
   EXPECT_EQ(sharing["workers"][0]["planned_mb"], 3);
   EXPECT_EQ(sharing["share_mb"], 2048);
   auto text = RunProcess({FRAMEMILL_BIN, "gpu"}, env);
-  EXPECT_NE(text.out.find("shared by 1 worker process(es) (at most 4), 2048 MiB each"), std::string::npos)
+  EXPECT_NE(text.out.find("shared by 1 worker process(es) (at most " +
+                          std::to_string(gpu::GpuOptions{}.workers_per_device) + "), 2048 MiB each"),
+            std::string::npos)
       << text.out;
   EXPECT_NE(text.out.find("pid " + std::to_string(getpid()) + ": 3 MiB planned"), std::string::npos);
   ledger->reset();
