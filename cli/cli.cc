@@ -38,6 +38,9 @@ void RunFlags(CLI::App* s, Flags& f) {
   s->add_option("--batch", f.batch, "jobs claimed per transaction (default 16)");
   s->add_option("--out", f.out, "artifact directory (FRAMEMILL_OUT)");
   s->add_flag("--forever", f.forever, "keep polling for new work instead of exiting");
+  s->add_option("--metrics", f.metrics,
+                "serve Prometheus metrics at http://ADDR/metrics while the run lasts (HOST:PORT or "
+                ":PORT; FRAMEMILL_METRICS)");
   s->add_flag("--fetch-models", f.fetch_models,
               "install the models the stages need when they are missing, instead of stopping (exit 2)");
 }

@@ -31,6 +31,7 @@ Result<Env> Resolve(const Flags& f) {
   if (!f.stages.empty()) in.flags["run.stages"] = f.stages;
   if (f.workers) in.flags["workers"] = std::to_string(*f.workers);
   if (f.batch) in.flags["run.batch"] = std::to_string(*f.batch);
+  if (!f.metrics.empty()) in.flags["run.metrics"] = f.metrics;
   if (f.priority) in.flags["enqueue.priority"] = std::to_string(*f.priority);
   auto cfg = LoadSettings(in);
   if (!cfg.ok()) return cfg.status();

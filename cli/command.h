@@ -19,7 +19,7 @@ namespace framemill {
 
 // Flags shared by the subcommands; empty/unset means "not given".
 struct Flags {
-  std::string config, db, out, stages, stage, format = "jsonl", output, error_class;
+  std::string config, db, out, stages, stage, format = "jsonl", output, error_class, metrics;
   std::optional<int> workers, batch, priority;
   bool forever = false, json = false, failed = false, dry_run = false, fetch_models = false;
   int keep_days = 30, keep_runs = 10;  // gc

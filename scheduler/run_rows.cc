@@ -18,6 +18,9 @@ void AddRunRows(RunOptions* o, OptionRows* rows) {
                          {&w.retry.base_delay_ms}, 0, 3'600'000));
   rows->push_back(IntRow("run.retry_max_ms", "", "", {&w.retry.max_delay_ms}, 0, 86'400'000));
   rows->push_back(IntRow("run.max_respawns", "", "", {&o->max_respawns}, 0, 1'000'000));
+  OptionRow metrics = OptionalTextRow("run.metrics", "FRAMEMILL_METRICS", &o->metrics);
+  metrics.flag = "--metrics";
+  rows->push_back(std::move(metrics));
   rows->push_back(IntRow("run.stop_grace_ms", "FRAMEMILL_STOP_GRACE_MS", "", {&o->stop_grace_ms}, 0,
                          3'600'000));
   rows->push_back(IntRow("run.horizon_ms", "FRAMEMILL_HORIZON_MS", "", {&w.horizon_ms}, 0,

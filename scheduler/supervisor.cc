@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,7 +25,9 @@
 #include <opencv2/core.hpp>
 #include <thread>
 
+#include "gpu/device_ledger.h"
 #include "scheduler/gpu_runtime.h"
+#include "scheduler/metrics_server.h"
 #include "scheduler/progress.h"
 #include "scheduler/worker.h"
 #include "storage/job_store.h"
@@ -148,6 +151,18 @@ int WorkerMain(const RunOptions& options, const StageRegistry& registry, int64_t
   return ToInt(ExitCode::kOk);
 }
 
+// A worker must not hold the supervisor's listening sockets (the metrics endpoint's): a
+// port stays bound while any process holds its socket, so a worker outliving its
+// supervisor would keep the next run from serving there. Connected sockets (a log
+// shipped to journald, say) stay.
+void CloseInheritedListeners() {
+  for (int fd = 3; fd < 1024; ++fd) {
+    int listening = 0;
+    socklen_t len = sizeof listening;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) == 0 && listening) close(fd);
+  }
+}
+
 // A worker allocates and frees the same frame-sized buffers item after item. glibc's
 // defaults give memory above 128 KB back to the kernel at once (a fresh mmap, or a trim of
 // the heap's top), so every frame paid page faults again: 8.5% of the motion stage's CPU
@@ -175,6 +190,7 @@ pid_t SpawnWorker(const RunOptions& options, const StageRegistry& registry, int6
   // that write, not kill the process.
   signal(SIGPIPE, SIG_IGN);
   close(g_supervisor_alive_write);
+  CloseInheritedListeners();
   if (SupervisorGone()) _exit(kExitInterrupted);
   WatchSupervisor(options.worker.lease_ms);
   WorkerDeadline* deadline = deadlines != nullptr ? &deadlines[index] : nullptr;
@@ -198,12 +214,14 @@ pid_t SpawnWorker(const RunOptions& options, const StageRegistry& registry, int6
 class Supervisor {
  public:
   Supervisor(const RunOptions& options, const StageRegistry& registry,
-             std::unique_ptr<JobStore> store, int64_t run_id, WorkerDeadline* deadlines)
+             std::unique_ptr<JobStore> store, int64_t run_id, WorkerDeadline* deadlines,
+             MetricsServer* metrics)
       : options_(options),
         registry_(registry),
         store_(std::move(store)),
         run_id_(run_id),
-        deadlines_(deadlines) {}
+        deadlines_(deadlines),
+        metrics_(metrics) {}
 
   void StartWorkers() {
     const int n = std::min(options_.workers, kMaxWorkers);
@@ -228,6 +246,7 @@ class Supervisor {
       KillOverBudget();
       KillPastStopGrace();
       progress.Tick(store_.get(), false);
+      if (metrics_ != nullptr) metrics_->Refresh(store_.get(), run_id_, static_cast<int>(live_.size()));
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     progress.Tick(store_.get(), true);
@@ -392,6 +411,7 @@ class Supervisor {
   std::unique_ptr<JobStore> store_;  // null while forking
   int64_t run_id_;
   WorkerDeadline* deadlines_;        // shared with the workers; may be null
+  MetricsServer* metrics_;           // run --metrics; may be null
   std::map<pid_t, int> live_;        // pid -> worker index
   std::map<pid_t, std::string> over_budget_;  // killed as hung -> why
   std::set<pid_t> stop_killed_;               // killed past the stop's grace
@@ -427,7 +447,22 @@ ExitCode RunWorkers(const RunOptions& options, const StageRegistry& registry) {
 
   spdlog::info("run #{}: {} worker(s), stages {}, batch {}, store {}", *run_id,
                std::min(options.workers, kMaxWorkers), stage_list, options.worker.batch, RedactedUri(options.db));
-  Supervisor supervisor(options, registry, std::move(store).value(), *run_id, deadlines);
+  RunOptions run = options;
+  std::unique_ptr<MetricsServer> metrics;
+  if (!options.metrics.empty()) {
+    run.worker.counters = MapRunCounters();
+    const std::string ledgers = options.gpu.ledger_dir.empty() ? gpu::DeviceLedger::DefaultDir()
+                                                               : options.gpu.ledger_dir;
+    auto server = MetricsServer::Start(options.metrics, run.worker.counters, ledgers);
+    if (!server.ok()) {
+      spdlog::error("{} (run.metrics, FRAMEMILL_METRICS, --metrics)", server.status().message());
+      (void)(*store)->EndRun(*run_id, ToInt(ExitCode::kUsage));
+      return ExitCode::kUsage;
+    }
+    metrics = std::move(server).value();
+    spdlog::info("metrics: http://{}/metrics", metrics->address());
+  }
+  Supervisor supervisor(run, registry, std::move(store).value(), *run_id, deadlines, metrics.get());
   supervisor.StartWorkers();
   supervisor.Supervise();
   const ExitCode code = supervisor.Verdict();
@@ -435,6 +470,8 @@ ExitCode RunWorkers(const RunOptions& options, const StageRegistry& registry) {
   close(alive[0]);
   close(alive[1]);
   if (deadlines != nullptr) munmap(deadlines, sizeof(WorkerDeadline) * kMaxWorkers);
+  metrics.reset();
+  UnmapRunCounters(run.worker.counters);
   return code;
 }
 

@@ -25,6 +25,9 @@ struct RunOptions {
   // with no attempt spent (a stop is nobody's failure). 3 s: with the store's commit and the
   // supervisor's own exit a run ends within 5 s (issue 40, measured in the stop test).
   int64_t stop_grace_ms = 3'000;
+  // run.metrics / FRAMEMILL_METRICS / --metrics: HOST:PORT (or :PORT) where the run serves
+  // Prometheus's text at /metrics (scheduler/metrics_server.h); empty: none.
+  std::string metrics;
   // Each worker's options: stages, batches, leases, retry policy, forever. `id` and
   // `ladder` are set per worker process.
   WorkerOptions worker;

@@ -310,6 +310,7 @@ Status Worker::TrimToTarget(std::vector<ClaimedJob>* jobs, bool tail) {
 
 Result<std::vector<ClaimedJob>> Worker::ClaimBatch() {
   auto jobs = ClaimByCount();
+  if (jobs.ok() && options_.counters != nullptr) options_.counters->ObserveClaim(static_cast<int64_t>(jobs->size()));
   if (!jobs.ok() || jobs->empty()) return jobs;
   // A claim short of its limit found every due job there was.
   const bool tail = ItemsOf(*jobs) < options_.batch;
@@ -467,6 +468,8 @@ void Worker::Time(std::vector<FinishedJob>* finished, size_t from, int64_t start
     f.split = split;
     if (!f.outcome.done()) continue;
     f.media_seconds = MediaSecondsOf(f.outcome.result);
+    if (options_.counters != nullptr)
+      options_.counters->ObserveJob(group[k].stage, f.outcome.device, static_cast<double>(share) / 1000);
     costs_.Observe({group[k].stage, group[k].kind, share, f.media_seconds, group[k].size,
                     f.outcome.device, split});
   }

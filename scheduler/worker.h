@@ -17,6 +17,7 @@
 #include "gpu/device_ledger.h"
 #include "gpu/oom_ladder.h"
 #include "scheduler/cost_model.h"
+#include "scheduler/run_counters.h"
 #include "scheduler/gpu_runtime.h"
 #include "jobs/retry_policy.h"
 #include "media/picture_cache.h"
@@ -91,6 +92,8 @@ struct WorkerOptions {
   // An item file this machine cannot read fails with class file_missing before its stage
   // runs (off only for tests whose stages read no files).
   bool check_files = true;
+  // The run's shared counters for its metrics endpoint (run --metrics); null: none.
+  RunCounters* counters = nullptr;
 };
 
 struct WorkerStats {

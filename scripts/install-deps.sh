@@ -13,6 +13,7 @@ pkgs=(
   libopencv-contrib-dev
   postgresql libpq-dev
   libarchive-dev chromium help2man
+  prometheus-cpp-dev prometheus slurm-wlm munge
 )
 missing=()
 # Node runs `npm pack` (model packages) and the TF.js reference in tests. Machines of this

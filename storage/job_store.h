@@ -279,6 +279,9 @@ class JobStore : public ResultReader {
   virtual Result<std::vector<StageCounts>> Counts(int64_t window_ms) = 0;
   virtual Result<int64_t> ItemCount() = 0;
   virtual Result<std::vector<ErrorClassCount>> FailuresByClass() = 0;
+  // Failed attempts of `error_class` ("lease_expired": leases rescued) recorded at or after
+  // `since_ms` (the store's clock, as RunRecord::started_at).
+  virtual Result<int64_t> CountErrorsSince(const std::string& error_class, int64_t since_ms) = 0;
   // The newest `limit` runs, newest first.
   virtual Result<std::vector<RunRecord>> Runs(int limit) = 0;
   Result<std::optional<RunRecord>> LastRun();

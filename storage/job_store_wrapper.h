@@ -84,6 +84,9 @@ class JobStoreWrapper : public JobStore {
   Result<std::vector<ErrorClassCount>> FailuresByClass() override {
     return target_->FailuresByClass();
   }
+  Result<int64_t> CountErrorsSince(const std::string& error_class, int64_t since_ms) override {
+    return target_->CountErrorsSince(error_class, since_ms);
+  }
   Result<std::vector<RunRecord>> Runs(int limit) override { return target_->Runs(limit); }
   Status ForEachItem(const std::function<Status(const ItemView&)>& fn) override {
     return target_->ForEachItem(fn);

@@ -66,8 +66,9 @@ Result<int> SqlClaim<Db>::RescueLocked(const std::string& sql,
                        up.Text(3), up.Text(4), up.Text(5)});
   }
   for (const Rescued& r : rescued) {
-    // A lost worker is not the input's fault, so it counts as transient.
-    FM_RETURN_IF_ERROR(RecordError(r.id, r.attempts, "", Status::Aborted(r.why), now));
+    // A lost worker is not the input's fault, so it counts as transient. Recorded under the
+    // rescue's class (lease_expired, timeout), as the job is: run --metrics counts them.
+    FM_RETURN_IF_ERROR(InsertJobError(*db_, r.id, r.attempts, "", Status::Aborted(r.why), error_class, now));
     if (r.state != kFailed) continue;
     FM_RETURN_IF_ERROR(CountFailedLease(r.id, r.owner));
     FM_RETURN_IF_ERROR(CascadeFailure(r.id, r.stage, error_class, now));

@@ -194,6 +194,10 @@ Result<std::vector<ErrorClassCount>> SqlJobStore<Db>::FailuresByClass() {
   return queries_->FailuresByClass();
 }
 template <class Db>
+Result<int64_t> SqlJobStore<Db>::CountErrorsSince(const std::string& error_class, int64_t since_ms) {
+  return queries_->CountErrorsSince(error_class, since_ms);
+}
+template <class Db>
 Result<std::vector<RunRecord>> SqlJobStore<Db>::Runs(int limit) {
   return queries_->Runs(limit);
 }

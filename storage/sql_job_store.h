@@ -63,6 +63,7 @@ class SqlJobStore : public JobStore {
   Result<std::vector<StageCounts>> Counts(int64_t window_ms) override;
   Result<int64_t> ItemCount() override;
   Result<std::vector<ErrorClassCount>> FailuresByClass() override;
+  Result<int64_t> CountErrorsSince(const std::string& error_class, int64_t since_ms) override;
   Result<std::vector<RunRecord>> Runs(int limit) override;
   Status ForEachItem(const std::function<Status(const ItemView&)>& fn) override;
   Result<std::vector<ErrorRecord>> ErrorHistory(int64_t limit) override;

@@ -147,6 +147,16 @@ Result<std::vector<ErrorClassCount>> SqlQueries<Db>::FailuresByClass() {
 }
 
 template <class Db>
+Result<int64_t> SqlQueries<Db>::CountErrorsSince(const std::string& error_class, int64_t since_ms) {
+  return InTxn<int64_t>(*db_, TxnKind::kRead, [&]() -> Result<int64_t> {
+    FM_PREPARE(q, "SELECT count(*) FROM job_errors WHERE error_class = ? AND at >= ?");
+    q.Bind(1, error_class).Bind(2, since_ms);
+    FM_STEP(row, q.Step());
+    return row ? q.Int(0) : 0;
+  });
+}
+
+template <class Db>
 Result<std::vector<RunRecord>> SqlQueries<Db>::Runs(int limit) {
   auto runs = RunRows(limit);
   if (!runs.ok() || runs->empty()) return runs;

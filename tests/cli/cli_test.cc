@@ -541,7 +541,7 @@ TEST_F(CliSignalTest, SecondSigintStopsAtOnceAndExpiredLeasesAreRescuedByTheReru
 
   // Leases are left to expire (FRAMEMILL_LEASE_MS=1000); the rerun rescues them.
   ExpectRerunFinishesEverythingOnce();
-  EXPECT_EQ(Int("SELECT count(*) FROM job_errors WHERE error_class = 'aborted'"), leased);
+  EXPECT_EQ(Int("SELECT count(*) FROM job_errors WHERE error_class = 'lease_expired'"), leased);
   EXPECT_EQ(Int("SELECT count(*) FROM jobs WHERE attempts > max_attempts"), 0);
 }
 

@@ -231,7 +231,8 @@ std::vector<std::vector<int64_t>> TrackFrames(const nlohmann::json& result) {
 // moves person scores by up to 0.05 against the CPU. Megamind.avi's people on the CPU, on
 // the simulated device in fp16 and in fp32: the same tracks, sighting for sighting.
 // (cc5d81d's tracker gave 6 tracks of 66 sightings on the CPU and 67 in fp16.)
-TEST(SimGpuTest, PoseTracksOfMegamindAreTheSameOnTheCpuAndTheDeviceInFp16AndFp32) {
+// Its own suite: SimGpuTest also runs against the CPU-only build, and this one takes a minute.
+TEST(SimPoseTracksTest, MegamindsTracksAreTheSameOnTheCpuAndTheDeviceInFp16AndFp32) {
   FM_REQUIRE_MODEL("movenet-multipose");
   TempDir dir;
   std::filesystem::create_directories(dir / "media");

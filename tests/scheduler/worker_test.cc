@@ -458,7 +458,7 @@ TEST_F(WorkerTest, FailedCommitReturnsTheErrorAndTheJobsAreFinishedOnceByAnother
   auto after = stage_->runs();
   for (auto& [id, n] : after) EXPECT_EQ(n - before[id], 1) << "job " << id;
   EXPECT_EQ(Int("SELECT count(*) FROM jobs WHERE attempts = 2"), 4);
-  EXPECT_EQ(Int("SELECT count(*) FROM job_errors WHERE error_class = 'aborted'"), 4);
+  EXPECT_EQ(Int("SELECT count(*) FROM job_errors WHERE error_class = 'lease_expired'"), 4);
   t_worker = "?";
 }
 

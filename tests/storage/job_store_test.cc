@@ -647,6 +647,10 @@ TEST_P(JobStoreTest, HeartbeatExtendsLeasesSoTheyAreNotRescued) {
   }
   clock_.Advance(700);  // t0 + 1900: A's leases (to t0 + 1800) expired, B's (t0 + 2200) not
   EXPECT_EQ(Must(store_->RescueExpired()), 2);
+  // What run --metrics counts as lease rescues since its run began.
+  EXPECT_EQ(Must(store_->CountErrorsSince("lease_expired", t0)), 2);
+  EXPECT_EQ(Must(store_->CountErrorsSince("lease_expired", clock_.NowMs() + 1)), 0);
+  EXPECT_EQ(Must(store_->CountErrorsSince("timeout", t0)), 0);
 }
 
 TEST_P(JobStoreTest, ExpiredLeasesAreRescuedAndReclaimedByAnotherWorker) {
@@ -670,7 +674,7 @@ TEST_P(JobStoreTest, ExpiredLeasesAreRescuedAndReclaimedByAnotherWorker) {
     EXPECT_EQ(in_.Text("SELECT lease_owner FROM jobs WHERE id = " + std::to_string(b[i].id)), "B");
     const std::string e = "job_errors WHERE job_id = " + std::to_string(a[i].id);
     EXPECT_EQ(Count(e), 1);
-    EXPECT_EQ(in_.Text("SELECT error_class FROM " + e), "aborted");
+    EXPECT_EQ(in_.Text("SELECT error_class FROM " + e), "lease_expired");
     EXPECT_EQ(in_.Int("SELECT attempt FROM " + e), 1);
     std::string msg = in_.Text("SELECT message FROM " + e);
     EXPECT_NE(msg.find("worker A"), std::string::npos) << msg;
