@@ -180,8 +180,7 @@ DeviceSnapshot MetricsServer::Device(const RunDevice& d, int64_t now_ms) {
   s.workers = static_cast<int>(v.members.size());
   s.planned_bytes = v.planned_bytes;
   s.total_bytes = v.total_bytes;
-  auto [it, first] = busy_.try_emplace(d.id, Busy{now_ms, v.busy_ns, 0});
-  Busy& b = it->second;
+  Busy& b = busy_.try_emplace(d.id, Busy{now_ms, v.busy_ns, 0}).first->second;
   // The ledger counts from when it was last empty: a smaller count started again.
   b.total_ns += v.busy_ns >= b.last_ns ? v.busy_ns - b.last_ns : v.busy_ns;
   b.last_ns = v.busy_ns;

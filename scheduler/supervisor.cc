@@ -25,7 +25,6 @@
 #include <opencv2/core.hpp>
 #include <thread>
 
-#include "gpu/device_ledger.h"
 #include "scheduler/gpu_runtime.h"
 #include "scheduler/metrics_server.h"
 #include "scheduler/progress.h"
@@ -451,9 +450,7 @@ ExitCode RunWorkers(const RunOptions& options, const StageRegistry& registry) {
   std::unique_ptr<MetricsServer> metrics;
   if (!options.metrics.empty()) {
     run.worker.counters = MapRunCounters();
-    const std::string ledgers = options.gpu.ledger_dir.empty() ? gpu::DeviceLedger::DefaultDir()
-                                                               : options.gpu.ledger_dir;
-    auto server = MetricsServer::Start(options.metrics, run.worker.counters, ledgers);
+    auto server = MetricsServer::Start(options.metrics, run.worker.counters, LedgerDir(options.gpu));
     if (!server.ok()) {
       spdlog::error("{} (run.metrics, FRAMEMILL_METRICS, --metrics)", server.status().message());
       (void)(*store)->EndRun(*run_id, ToInt(ExitCode::kUsage));

@@ -67,6 +67,8 @@ bool FreezeTree(pid_t pid);
 // Asks `done` every 10 ms until it holds or timeout_s passes; whether it held. For
 // waiting on an event (a lease taken, a line logged), with a timeout that only a
 // broken program reaches, never for letting time pass.
+// A loopback TCP port that was free a moment ago (0 when none could be bound).
+int FreePort();
 bool WaitUntil(const std::function<bool()>& done, double timeout_s = 60);
 // Waits until none of `pids` is Alive(); whether that came within timeout_s.
 bool WaitUntilGone(const std::vector<pid_t>& pids, double timeout_s = 60);
