@@ -199,6 +199,48 @@ Status PgDb::Exec(std::string_view sql) {
   return s;
 }
 
+Status PgDb::CopyIn(std::string_view copy_sql,
+                    const std::function<bool(std::string* piece)>& next) {
+  pg_result* res = PQexec(conn_, std::string(copy_sql).c_str());
+  if (res == nullptr || PQresultStatus(res) != PGRES_COPY_IN) {
+    Status s = FromResult(res, copy_sql);
+    PQclear(res);
+    return s;
+  }
+  PQclear(res);
+  std::string piece;
+  bool sent = true;
+  for (bool more = true; more && sent;) {
+    piece.clear();
+    more = next(&piece);
+    sent = piece.empty() || PQputCopyData(conn_, piece.data(), static_cast<int>(piece.size())) == 1;
+  }
+  // A connection that cannot take the data or its end stays in COPY state, where
+  // PQgetResult would answer COPY_IN for ever: it is lost, and the transaction reconnects.
+  if (!sent || PQputCopyEnd(conn_, nullptr) != 1) {
+    lost_ = true;
+    return Status::IOError("PostgreSQL connection lost (" + display_ + ") during " +
+                           std::string(copy_sql.substr(0, 60)) + ": " + ConnectionError(conn_));
+  }
+  Status s;
+  while ((res = PQgetResult(conn_)) != nullptr) {
+    const ExecStatusType st = PQresultStatus(res);
+    if (st == PGRES_COPY_IN) {  // not expected after the end was sent; never wait on it
+      PQclear(res);
+      lost_ = true;
+      return Status::IOError("PostgreSQL connection (" + display_ + ") still in COPY after its end");
+    }
+    if (s.ok() && st != PGRES_COMMAND_OK) {
+      s = FromResult(res, copy_sql);
+    } else if (s.ok()) {
+      const char* n = PQcmdTuples(res);
+      changes_ = (n != nullptr && *n) ? std::strtoll(n, nullptr, 10) : 0;
+    }
+    PQclear(res);
+  }
+  return s;
+}
+
 Result<PgStmt> PgDb::Prepare(std::string_view sql) {
   std::string key(sql);
   auto it = cache_.find(key);

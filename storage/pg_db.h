@@ -82,6 +82,10 @@ class PgDb {
 
   // One or more statements as a simple query, no parameters.
   Status Exec(std::string_view sql);
+  // `COPY table (columns) FROM STDIN` with the data in COPY's text format, piece by piece:
+  // `next` fills a piece (storage/bulk_rows.h writes them) and returns false after the last.
+  // Changes() is then the number of rows copied.
+  Status CopyIn(std::string_view copy_sql, const std::function<bool(std::string* piece)>& next);
   Result<PgStmt> Prepare(std::string_view sql);
   // BEGIN (READ COMMITTED for writes, REPEATABLE READ READ ONLY for reads) .. COMMIT.
   // Serialization failures and deadlocks restart the whole transaction after a jittered

@@ -1,12 +1,15 @@
-// Enqueue: items and their (item, stage) jobs, set-wise. New items go in with multi-row
-// statements, their jobs stage by stage in dependency order (a job's dependencies get their
-// ids first; the videos' jobs before the other items', longest first) with the first state
-// DecideFirstState gives; items the store knows are
-// compared in memory and written only when their file changed.
+// Enqueue: items and their (item, stage) jobs, set-wise. New items go in all at once
+// (storage/bulk_rows.h: COPY on PostgreSQL) with ids reserved beforehand, their jobs stage by
+// stage in dependency order (a job's dependencies get their ids first; the videos' jobs
+// before the other items', longest first) with the first state DecideFirstState gives;
+// items the store knows are compared in memory and written only when their file changed.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <string_view>
+#include <unordered_set>
 
+#include "storage/bulk_rows.h"
 #include "storage/sql_store_internal.h"
 
 namespace framemill::sql {
@@ -54,15 +57,20 @@ Result<EnqueueStats> SqlEnqueue<Db>::EnqueueLocked(const std::vector<NewItem>& i
   const int64_t now = Now();
   std::vector<const NewItem*> all;
   for (const NewItem& it : items) all.push_back(&it);
-  // New sources go in first, in one statement per chunk; the items that did not (the store
-  // knew them, or the call names them twice) are read back and compared, in order, as if
-  // the items had come one by one.
+  // New sources go in first, all at once; the items that did not (the store knew them, or
+  // the call names them twice) are compared, in order, as if the items had come one by one.
+  auto known = FindItems(all);
+  if (!known.ok()) return known.status();
   std::vector<Target> targets;
   std::vector<const NewItem*> known_items;
-  FM_RETURN_IF_ERROR(InsertItems(all, now, &targets, &known_items));
+  FM_RETURN_IF_ERROR(InsertItems(all, *known, now, &targets, &known_items));
   stats.items_added = static_cast<int64_t>(targets.size());
-  auto known = FindItems(known_items);
-  if (!known.ok()) return known.status();
+  std::vector<const NewItem*> again;  // second mentions of sources this call inserted
+  for (const NewItem* it : known_items)
+    if (known->count(it->source) == 0) again.push_back(it);
+  auto inserted = FindItems(again);
+  if (!inserted.ok()) return inserted.status();
+  known->merge(*inserted);
   for (const NewItem* it : known_items)
     FM_RETURN_IF_ERROR(UpdateKnownItem(*it, known->at(it->source), now, &stats, &targets));
   FM_RETURN_IF_ERROR(InsertMissingJobs(targets, options, now, &stats));
@@ -104,36 +112,29 @@ SqlEnqueue<Db>::FindItems(const std::vector<const NewItem*>& items) {
 }
 
 template <class Db>
-Status SqlEnqueue<Db>::InsertItems(const std::vector<const NewItem*>& items, int64_t now,
-                                   std::vector<Target>* targets,
+Status SqlEnqueue<Db>::InsertItems(const std::vector<const NewItem*>& items,
+                                   const std::unordered_map<std::string, KnownItem>& known,
+                                   int64_t now, std::vector<Target>* targets,
                                    std::vector<const NewItem*>* not_inserted) {
-  return ForEachChunk(items.size(), [&](size_t first, size_t count) -> Status {
-    FM_PREPARE(ins, "INSERT INTO items (source, kind, size, mtime_ns, content_hash,"
-                    " media_info, created_at, updated_at, is_url, metadata) VALUES " +
-                    ValueRows(count, 10) + " ON CONFLICT (source) DO NOTHING RETURNING id, source");
-    std::unordered_map<std::string, size_t> by_source;  // its first mention in the chunk
-    for (size_t k = 0; k < count; ++k) {
-      const NewItem& it = *items[first + k];
-      const int at = static_cast<int>(10 * k);
-      ins.Bind(at + 1, it.source).Bind(at + 2, static_cast<int>(it.kind)).Bind(at + 3, it.size)
-          .Bind(at + 4, it.mtime_ns);
-      if (it.is_url) ins.BindNull(at + 5); else ins.Bind(at + 5, it.content_hash);
-      ins.Bind(at + 6, it.media_info).Bind(at + 7, now).Bind(at + 8, now)
-          .Bind(at + 9, it.is_url ? 1 : 0);
-      if (it.is_url) ins.Bind(at + 10, it.metadata); else ins.BindNull(at + 10);
-      by_source.emplace(it.source, first + k);
-    }
-    std::vector<bool> inserted(count, false);
-    for (;;) {
-      FM_STEP(row, ins.Step());
-      if (!row) break;
-      const size_t i = by_source.at(ins.Text(1));
-      inserted[i - first] = true;
-      targets->push_back({ins.Int(0), items[i]->kind, items[i]->is_url, true});
-    }
-    for (size_t k = 0; k < count; ++k)
-      if (!inserted[k]) not_inserted->push_back(items[first + k]);
-    return Status::OK();
+  // Enqueues hold the graph lock: no other can insert a source between the look-up and here.
+  std::vector<const NewItem*> fresh;
+  std::unordered_set<std::string_view> seen;
+  for (const NewItem* it : items) {
+    if (known.count(it->source) == 0 && seen.insert(it->source).second) fresh.push_back(it);
+    else not_inserted->push_back(it);
+  }
+  auto ids = ReserveIds(*db_, "items", fresh.size());
+  if (!ids.ok()) return ids.status();
+  for (size_t k = 0; k < fresh.size(); ++k)
+    targets->push_back({(*ids)[k], fresh[k]->kind, fresh[k]->is_url, true});
+  return WriteRows(*db_, "items", "id, source, kind, size, mtime_ns, content_hash, media_info,"
+                   " created_at, updated_at, is_url, metadata", fresh.size(),
+                   [&](size_t k, RowSink& row) {
+    const NewItem& it = *fresh[k];
+    row.Int((*ids)[k]).Text(it.source).Int(static_cast<int>(it.kind)).Int(it.size).Int(it.mtime_ns);
+    if (it.is_url) row.Null(); else row.Text(it.content_hash);
+    row.Text(it.media_info).Int(now).Int(now).Int(it.is_url ? 1 : 0);
+    if (it.is_url) row.Text(it.metadata); else row.Null();
   });
 }
 
@@ -300,6 +301,7 @@ Status SqlEnqueue<Db>::InsertMissingJobs(const std::vector<Target>& targets,
       const StageSpec* spec = graph_->Find(name);
       if (spec->dataset_level || spec->downloads) continue;  // downloads: URL items, above
       std::vector<NewJob> rows;
+      rows.reserve(static_cast<size_t>(to - from));
       for (auto t = from; t != to; ++t) {
         const auto& has = (*jobs)[t->item_id];
         if (has.count(name) > 0) continue;
@@ -340,47 +342,27 @@ template <class Db>
 Status SqlEnqueue<Db>::InsertJobs(const std::string& stage, const std::vector<NewJob>& rows,
                                   const EnqueueOptions& options, int64_t now, JobsByItem* jobs,
                                   EnqueueStats* stats) {
+  auto ids = ReserveIds(*db_, "jobs", rows.size());
+  if (!ids.ok()) return ids.status();
   std::vector<std::pair<int64_t, int64_t>> deps;  // (job, dependency)
-  Status s = ForEachChunk(rows.size(), [&](size_t first, size_t count) -> Status {
-    FM_PREPARE(ins, "INSERT INTO jobs (item_id, stage, state, priority, max_attempts,"
-                    " created_at, error_class, last_error, finished_at) VALUES " +
-                    ValueRows(count, 9) + " RETURNING id, item_id");
-    std::unordered_map<int64_t, const NewJob*> by_item;
-    for (size_t k = 0; k < count; ++k) {
-      const NewJob& r = rows[first + k];
-      const int at = static_cast<int>(9 * k);
-      ins.Bind(at + 1, r.item_id).Bind(at + 2, stage).Bind(at + 3, static_cast<int>(r.first.state))
-          .Bind(at + 4, options.priority).Bind(at + 5, options.max_attempts).Bind(at + 6, now);
-      if (r.first.reason.empty()) {
-        ins.BindNull(at + 7).BindNull(at + 8).BindNull(at + 9);
-      } else {
-        ins.Bind(at + 7, r.first.error_class).Bind(at + 8, r.first.reason).Bind(at + 9, now);
-      }
-      by_item.emplace(r.item_id, &r);
-    }
-    size_t added = 0;
-    for (;; ++added) {
-      FM_STEP(row, ins.Step());
-      if (!row) break;
-      const NewJob& r = *by_item.at(ins.Int(1));
-      const int64_t id = ins.Int(0);
-      (*jobs)[r.item_id][stage] = {id, r.first.state};
-      if (r.first.state == JobState::kSkipped) ++stats->jobs_not_applicable;
-      for (int64_t d : r.deps) deps.emplace_back(id, d);
-    }
-    stats->jobs_added += static_cast<int64_t>(added);
-    if (added != count)  // enqueues hold the graph lock: no job can appear meanwhile
-      return Status::Internal("inserting " + std::to_string(count) + " " + stage +
-                              " jobs returned " + std::to_string(added) + " ids");
-    return Status::OK();
-  });
-  if (!s.ok()) return s;
-  return ForEachChunk(deps.size(), [&](size_t first, size_t count) -> Status {
-    FM_PREPARE(ins, "INSERT INTO job_deps (job_id, dep_id) VALUES " + ValueRows(count, 2));
-    for (size_t k = 0; k < count; ++k)
-      ins.Bind(static_cast<int>(2 * k + 1), deps[first + k].first)
-          .Bind(static_cast<int>(2 * k + 2), deps[first + k].second);
-    return ins.Run();
+  for (size_t k = 0; k < rows.size(); ++k) {
+    const NewJob& r = rows[k];
+    (*jobs)[r.item_id][stage] = {(*ids)[k], r.first.state};
+    if (r.first.state == JobState::kSkipped) ++stats->jobs_not_applicable;
+    for (int64_t d : r.deps) deps.emplace_back((*ids)[k], d);
+  }
+  FM_RETURN_IF_ERROR(WriteRows(*db_, "jobs", "id, item_id, stage, state, priority, max_attempts,"
+                               " created_at, error_class, last_error, finished_at", rows.size(),
+                               [&](size_t k, RowSink& row) {
+    const NewJob& r = rows[k];
+    row.Int((*ids)[k]).Int(r.item_id).Text(stage).Int(static_cast<int>(r.first.state))
+        .Int(options.priority).Int(options.max_attempts).Int(now);
+    if (r.first.reason.empty()) row.Null().Null().Null();
+    else row.Text(r.first.error_class).Text(r.first.reason).Int(now);
+  }));
+  stats->jobs_added += static_cast<int64_t>(rows.size());
+  return WriteRows(*db_, "job_deps", "job_id, dep_id", deps.size(), [&](size_t k, RowSink& row) {
+    row.Int(deps[k].first).Int(deps[k].second);
   });
 }
 

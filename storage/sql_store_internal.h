@@ -232,9 +232,9 @@ class SqlGraphMoves : public SqlContext<Db> {
                      const Status& error, int64_t now);
 };
 
-// Items and their jobs (sql_enqueue.cc). Set-wise: an enqueue of n new items of one stage
-// is about 3n/256 statements (items, jobs, dependencies in multi-row statements), not 3n,
-// so PostgreSQL's round trips do not bound it.
+// Items and their jobs (sql_enqueue.cc). Set-wise: an enqueue of n new items writes each
+// table in one go (storage/bulk_rows.h: a COPY on PostgreSQL, statements of 1,024 rows on
+// SQLite), so round trips do not bound it.
 template <class Db>
 class SqlEnqueue : public SqlGraphMoves<Db> {
  public:
@@ -274,9 +274,10 @@ class SqlEnqueue : public SqlGraphMoves<Db> {
                                      const EnqueueOptions& options);
   Result<std::unordered_map<std::string, KnownItem>> FindItems(
       const std::vector<const NewItem*>& items);
-  // Inserts the items the store does not have (a source's first mention) and adds them to
-  // `targets`; the others go to `not_inserted`, in order.
-  Status InsertItems(const std::vector<const NewItem*>& items, int64_t now,
+  // Inserts the items the store does not have (not `known`; a source's first mention) and
+  // adds them to `targets`; the others go to `not_inserted`, in order.
+  Status InsertItems(const std::vector<const NewItem*>& items,
+                     const std::unordered_map<std::string, KnownItem>& known, int64_t now,
                      std::vector<Target>* targets, std::vector<const NewItem*>* not_inserted);
   // An item the store knows: its row updated if the file changed, its jobs queued again if
   // its content did.

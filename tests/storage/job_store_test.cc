@@ -54,7 +54,11 @@ std::vector<NewItem> Images(int n, const std::string& prefix = "/data/img") {
   return out;
 }
 
-std::string Q(const std::string& s) { return "'" + s + "'"; }
+std::string Q(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("''") : std::string(1, c);
+  return out + "'";
+}
 
 // Every test runs on both stores: SQLite, and a real PostgreSQL server started for the
 // test process (tests/support/pg_server.h), each test in a database of its own. Time is
@@ -227,9 +231,11 @@ TEST_P(JobStoreTest, EnqueueingTheSameItemsAgainAddsNothing) {
   EXPECT_EQ(Count("job_deps"), 3);
 }
 
-// Enqueue writes items, jobs and dependencies in multi-row statements of at most 256 rows
-// (powers of two): 1,000 items split 512 → 256+256, then 128+64+32+8. Every job must still
-// depend on its own item's job, and each item's jobs must be the ones DecideFirstState gives.
+// Enqueue writes items, jobs and dependencies with ids it reserved, each table in one go:
+// a COPY on PostgreSQL, statements of at most 1,024 rows (powers of two) on SQLite (1,000
+// items: 512+256+128+64+32+8). Every job must still depend on its own item's job, no row
+// may point at a row that is not there (PostgreSQL checks no foreign key at enqueue, 0010),
+// and each item's jobs must be the ones DecideFirstState gives.
 TEST_P(JobStoreTest, EnqueueAcrossStatementChunksLinksEachJobToItsOwnItem) {
   AddStage(Stage("a"));
   AddStage(Stage("b", {"a"}));
@@ -253,6 +259,10 @@ TEST_P(JobStoreTest, EnqueueAcrossStatementChunksLinksEachJobToItsOwnItem) {
   EXPECT_EQ(Count("job_deps d JOIN jobs j ON j.id = d.job_id JOIN jobs a ON a.id = d.dep_id"
                   " WHERE a.item_id <> j.item_id OR a.stage <> 'a'"),
             0);
+  EXPECT_EQ(Count("job_deps d LEFT JOIN jobs j ON j.id = d.job_id LEFT JOIN jobs a ON a.id = d.dep_id"
+                  " WHERE j.id IS NULL OR a.id IS NULL"),
+            0);
+  EXPECT_EQ(Count("jobs j LEFT JOIN items i ON i.id = j.item_id WHERE i.id IS NULL"), 0);
   // Done upstream promotes exactly that item's dependants.
   std::vector<ClaimedJob> all_a = Claim("w", {"a"}, 1000);
   ASSERT_EQ(all_a.size(), 1000u);
@@ -267,6 +277,43 @@ TEST_P(JobStoreTest, EnqueueAcrossStatementChunksLinksEachJobToItsOwnItem) {
   st = Enqueue(items, {"a", "b", "c"});
   EXPECT_EQ(st.items_unchanged, 1000);
   EXPECT_EQ(st.jobs_added + st.items_added + st.items_changed + st.jobs_requeued, 0);
+}
+
+// PostgreSQL's COPY takes text with tabs, newlines and backslashes as separators and
+// escapes: a name or a JSON value holding them must go in and come back byte for byte, and
+// be found again by the next enqueue.
+TEST_P(JobStoreTest, EnqueueKeepsTabsNewlinesAndBackslashesInNamesAndMetadata) {
+  StageSpec fetch = Stage("fetch");
+  fetch.downloads = true;
+  AddStage(fetch);
+  AddStage(Stage("a"));
+  Open();
+  const std::vector<std::string> names = {"/data/tab\there.png", "/data/line\nbreak.png",
+                                          "/data/back\\slash\\N.png", "/data/cr\rx.png",
+                                          "/data/\\N", "/data/caf\xc3\xa9 'quoted\".png"};
+  std::vector<NewItem> items;
+  for (const std::string& n : names) {
+    NewItem it = Image(n);
+    it.media_info = R"({"note":"a\tb\\c\nd"})" "\t";
+    items.push_back(it);
+  }
+  NewItem url;
+  url.source = "https://h/x?q=a\tb";
+  url.is_url = true;
+  url.metadata = "{\"caption\":\"two\nlines \\N\"}";
+  url.media_info = "{\"metadata\":" + url.metadata + "}";
+  items.push_back(url);
+  EnqueueStats st = Enqueue(items, {"a"});
+  EXPECT_EQ(st.items_added, 7);
+  for (const NewItem& it : items) {
+    SCOPED_TRACE(it.source);
+    EXPECT_EQ(Count("items WHERE source = " + Q(it.source)), 1);
+    EXPECT_EQ(in_.Text("SELECT media_info FROM items WHERE source = " + Q(it.source)), it.media_info);
+  }
+  EXPECT_EQ(in_.Text("SELECT metadata FROM items WHERE is_url = 1"), url.metadata);
+  EnqueueStats again = Enqueue(items, {"a"});
+  EXPECT_EQ(again.items_unchanged, 7);
+  EXPECT_EQ(again.items_added + again.items_changed + again.jobs_added, 0);
 }
 
 // A source given twice in one call, new to the store: one item, its jobs once; a later
