@@ -156,6 +156,32 @@ TEST(PgDbTest, CopiedRowsKeepEveryByteAndABadRowFailsTheCopyCleanly) {
   EXPECT_EQ(n.Int(0), static_cast<int64_t>(texts.size()));
 }
 
+// A server restart in the middle of a COPY (enqueue's writes) loses the connection: the
+// transaction reconnects and runs again, whole, and the table has each row once.
+TEST(PgDbTest, AServerRestartInTheMiddleOfACopyCostsARetry) {
+  PgServer* pg = Server();
+  ASSERT_NE(pg, nullptr);
+  auto db = Connect(pg->CreateDatabase());
+  ASSERT_NE(db, nullptr);
+  FM_ASSERT_OK(db->Exec("CREATE TABLE c (k bigint PRIMARY KEY, s text)"));
+  int runs = 0;
+  bool restarted = false;
+  std::string why;
+  FM_ASSERT_OK(db->Transaction(PgDb::TxnKind::kWrite, [&]() -> Status {
+    ++runs;
+    return WriteRows(*db, "c", "k, s", 50'000, [&](size_t k, RowSink& row) {
+      if (k == 20'000 && !restarted) restarted = pg->Restart(&why);  // rows 0.. are on their way
+      row.Int(static_cast<int64_t>(k)).Text("row " + std::to_string(k));
+    });
+  }));
+  ASSERT_TRUE(restarted) << why;
+  EXPECT_EQ(runs, 2);
+  PREPARE(n, db, "SELECT count(*), count(DISTINCT k) FROM c");
+  ASSERT_TRUE(Must(n.Step()));
+  EXPECT_EQ(n.Int(0), 50'000);
+  EXPECT_EQ(n.Int(1), 50'000);
+}
+
 // Ids reserved in a transaction are the sequence's: another connection's nextval meanwhile
 // never gets one of them, and what the reserving transaction then inserts with them fits.
 TEST(PgDbTest, ReservedIdsAreNeverGivenToAnotherConnection) {
