@@ -11,8 +11,8 @@
 // device"). So fewer decisions turn on one number's side of a line: a track takes people
 // down to keep_score but is kept only if one of them reaches start_score (hysteresis, as
 // ByteTrack, which also links the stronger people first) and it has min_sightings; a
-// keypoint's weight in OKS rises linearly across keypoint_band instead of jumping; the
-// affinity blends in OKS by the keypoints' weight; and a track needs min_sightings.
+// keypoint's weight in OKS rises linearly across keypoint_band instead of jumping; and the
+// affinity blends in OKS by the keypoints' weight.
 #pragma once
 
 #include <array>

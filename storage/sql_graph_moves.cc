@@ -10,12 +10,6 @@
 namespace framemill::sql {
 
 template <class Db>
-Status SqlGraphMoves<Db>::RecordError(int64_t job_id, int attempt, const std::string& worker,
-                                      const Status& error, int64_t now) {
-  return InsertJobError(*db_, job_id, attempt, worker, error, "", now);
-}
-
-template <class Db>
 Status SqlGraphMoves<Db>::PromoteDependants(int64_t job_id, int64_t now) {
   FM_PREPARE(up,
              "UPDATE jobs SET state = " S_PENDING ", next_run_at = ? WHERE state = " S_WAITING

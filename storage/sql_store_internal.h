@@ -118,9 +118,9 @@ std::string Placeholders(size_t n);
 std::string ValueRows(size_t rows, size_t columns);
 // Calls fn(first, count) over [0, n) in chunks of at most kMaxRowsPerStatement rows, each a
 // power of two, so a multi-row statement has at most eleven texts (prepared once each per
-// connection) whatever the sizes of the calls. 1,024 rows of at most 10 columns stay under
-// SQLite's 32,766 parameters; against 256, `enqueue` of 100k URLs into PostgreSQL went
-// 3% faster (bench/README.md, "Enqueue through the command line").
+// connection) whatever the sizes of the calls. 1,024 rows of at most 11 columns (items)
+// stay under SQLite's 32,766 parameters. (PostgreSQL's enqueue writes by COPY now,
+// storage/bulk_rows.h; these chunks are its look-ups by IN lists.)
 constexpr size_t kMaxRowsPerStatement = 1024;
 Status ForEachChunk(size_t n, const std::function<Status(size_t first, size_t count)>& fn);
 
@@ -228,8 +228,6 @@ class SqlGraphMoves : public SqlContext<Db> {
   Status PromoteDatasetJobs(int64_t now);
   // A dataset-level job whose dependency stages have work again (a retry) waits again.
   Status RearmDatasetJobs();
-  Status RecordError(int64_t job_id, int attempt, const std::string& worker,
-                     const Status& error, int64_t now);
 };
 
 // Items and their jobs (sql_enqueue.cc). Set-wise: an enqueue of n new items writes each
@@ -333,7 +331,6 @@ class SqlClaim : public SqlGraphMoves<Db> {
   using SqlContext<Db>::Now;
   using SqlContext<Db>::LockGraph;
   using SqlContext<Db>::Notify;
-  using SqlGraphMoves<Db>::RecordError;
   using SqlGraphMoves<Db>::CascadeFailure;
   using SqlGraphMoves<Db>::PromoteDatasetJobs;
   Result<std::vector<ClaimedJob>> ClaimPg(const std::string& worker,

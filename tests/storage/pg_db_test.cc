@@ -51,6 +51,12 @@ std::unique_ptr<PgDb> Connect(const std::string& uri) {
   return db.ok() ? std::move(db).value() : nullptr;
 }
 
+// A connection to a new empty database on the test's server; null (after a failure) without one.
+std::unique_ptr<PgDb> ConnectNew() {
+  PgServer* pg = Server();
+  return pg != nullptr ? Connect(pg->CreateDatabase()) : nullptr;
+}
+
 TEST(PgDbTest, PlaceholdersAreNumberedOutsideQuotesAsSqliteNumbersThem) {
   int params = 0;
   std::vector<bool> used;
@@ -79,9 +85,7 @@ TEST(PgDbTest, UrisAreToldApartFromFilesAndPasswordsNeverPrinted) {
 }
 
 TEST(PgDbTest, ValuesRoundTripIncludingBytesThatAreNotUtf8) {
-  PgServer* pg = Server();
-  ASSERT_NE(pg, nullptr);
-  auto db = Connect(pg->CreateDatabase());
+  auto db = ConnectNew();
   ASSERT_NE(db, nullptr);
   FM_ASSERT_OK(db->Exec("CREATE TABLE t (i bigint, d double precision, s text, n text)"));
   const std::string odd = std::string("caf\xe9 'quoted' \"x\" ?") + "\x01\xff";
@@ -100,9 +104,7 @@ TEST(PgDbTest, ValuesRoundTripIncludingBytesThatAreNotUtf8) {
 }
 
 TEST(PgDbTest, ErrorsAreTypedBySqlstate) {
-  PgServer* pg = Server();
-  ASSERT_NE(pg, nullptr);
-  auto db = Connect(pg->CreateDatabase());
+  auto db = ConnectNew();
   ASSERT_NE(db, nullptr);
   FM_ASSERT_OK(db->Exec("CREATE TABLE u (k int PRIMARY KEY)"));
   FM_ASSERT_OK(db->Exec("INSERT INTO u VALUES (1)"));
@@ -127,9 +129,7 @@ TEST(PgDbTest, ErrorsAreTypedBySqlstate) {
 // a row that breaks a key fails the call with the constraint's type and leaves the
 // connection usable, and nothing of the failed COPY stays.
 TEST(PgDbTest, CopiedRowsKeepEveryByteAndABadRowFailsTheCopyCleanly) {
-  PgServer* pg = Server();
-  ASSERT_NE(pg, nullptr);
-  auto db = Connect(pg->CreateDatabase());
+  auto db = ConnectNew();
   ASSERT_NE(db, nullptr);
   FM_ASSERT_OK(db->Exec("CREATE TABLE t (i bigint PRIMARY KEY, s text, n text)"));
   const std::vector<std::string> texts = {"a\tb", "line\nbreak\r", "back\\slash", "\\N", "",
@@ -335,9 +335,7 @@ TEST(PgDbTest, AConnectionLostDuringItsSessionSetUpIsOpenedAgain) {
 }
 
 TEST(PgDbTest, TheTransactionTimeIsTheServersClock) {
-  PgServer* pg = Server();
-  ASSERT_NE(pg, nullptr);
-  auto db = Connect(pg->CreateDatabase());
+  auto db = ConnectNew();
   ASSERT_NE(db, nullptr);
   int64_t seen = 0;
   FM_ASSERT_OK(db->Transaction(PgDb::TxnKind::kRead, [&]() -> Status {
@@ -369,9 +367,7 @@ TEST(PgDbTest, BothDialectsMigrateToTheSameTablesAndColumns) {
           " WHERE m.type = 'table'");
   while (Must(q.Step())) a[q.Text(0)].insert(q.Text(1));
 
-  PgServer* pg = Server();
-  ASSERT_NE(pg, nullptr);
-  auto db = Connect(pg->CreateDatabase());
+  auto db = ConnectNew();
   ASSERT_NE(db, nullptr);
   FM_ASSERT_OK(Migrate(*db, post));
   FM_ASSERT_OK(Migrate(*db, post));  // again: nothing to do
