@@ -16,6 +16,7 @@
 # can make those tracks equal; the input table bounds what any tracker could match.
 #   bench/pose_tracks_devices.sh [BIN]    (BIN: build/framemill; about 15 minutes on 2 cores)
 # WORK=DIR keeps the runs in DIR, and a run whose export is there already is not run again.
+# FRAMEMILL_MODELS: the models (default .cache/models, where scripts/test.sh fetches them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=$(realpath "${1:-build/framemill}")
