@@ -22,6 +22,12 @@ std::string ConnectionError(pg_conn* conn) {
   while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
   return why;
 }
+
+// The rows a command's result says it touched (INSERT, UPDATE, DELETE, COPY, ...); 0 for others.
+int64_t RowsTouched(pg_result* res) {
+  const char* n = PQcmdTuples(res);
+  return (n != nullptr && *n) ? std::strtoll(n, nullptr, 10) : 0;
+}
 }  // namespace
 
 // ------------------------------------------------------------------ PgStmt
@@ -71,8 +77,7 @@ Result<bool> PgStmt::Step() {
     const ExecStatusType st = res_ ? PQresultStatus(res_) : PGRES_FATAL_ERROR;
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) return db_->FromResult(res_, name_);
     rows_ = st == PGRES_TUPLES_OK ? PQntuples(res_) : 0;
-    const char* n = PQcmdTuples(res_);
-    db_->changes_ = (n != nullptr && *n) ? std::strtoll(n, nullptr, 10) : 0;
+    db_->changes_ = RowsTouched(res_);
   }
   return ++row_ < rows_;
 }
@@ -191,10 +196,7 @@ Status PgDb::Exec(std::string_view sql) {
   pg_result* res = PQexec(conn_, std::string(sql).c_str());
   const ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
   Status s = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK ? Status::OK() : FromResult(res, sql);
-  if (s.ok()) {
-    const char* n = PQcmdTuples(res);
-    changes_ = (n != nullptr && *n) ? std::strtoll(n, nullptr, 10) : 0;
-  }
+  if (s.ok()) changes_ = RowsTouched(res);
   PQclear(res);
   return s;
 }
@@ -233,8 +235,7 @@ Status PgDb::CopyIn(std::string_view copy_sql,
     if (s.ok() && st != PGRES_COMMAND_OK) {
       s = FromResult(res, copy_sql);
     } else if (s.ok()) {
-      const char* n = PQcmdTuples(res);
-      changes_ = (n != nullptr && *n) ? std::strtoll(n, nullptr, 10) : 0;
+      changes_ = RowsTouched(res);
     }
     PQclear(res);
   }
