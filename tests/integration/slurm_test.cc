@@ -164,9 +164,9 @@ TEST(SlurmTest, AnArrayOverPostgresLosesNothingWhenATaskIsKilledAndTheArrayIsRes
   std::string first, victim, refused;
   int at_kill = 0, photos = 0;
   for (int attempt = 0; attempt < 3 && victim.empty(); ++attempt) {
-    MakeRealImages(dir / ("media-" + std::to_string(attempt)), kPhotos, 640);
-    ASSERT_EQ(RunProcess({FRAMEMILL_BIN, "enqueue", dir / ("media-" + std::to_string(attempt))}, env,
-                         dir.path()).exit_code, 0);
+    const std::string media = dir / ("media-" + std::to_string(attempt));
+    MakeRealImages(media, kPhotos, 640);
+    ASSERT_EQ(RunProcess({FRAMEMILL_BIN, "enqueue", media}, env, dir.path()).exit_code, 0);
     const int before = 2 * photos;
     photos += kPhotos;
     first = submit("0-3");
