@@ -15,7 +15,8 @@ namespace {
 
 constexpr InpaintMethod kMethods[] = {InpaintMethod::kTelea, InpaintMethod::kNavierStokes,
                                       InpaintMethod::kExemplar, InpaintMethod::kFsrFast,
-                                      InpaintMethod::kShiftMap, InpaintMethod::kTeleaCoarse};
+                                      InpaintMethod::kShiftMap, InpaintMethod::kTeleaCoarse,
+                                      InpaintMethod::kPyramid};
 constexpr double kRadius = 3;  // cv::inpaint's neighbourhood (px)
 // Telea and Navier-Stokes read `kRadius` px around each pixel they fill; past a margin of
 // twice that, the image cannot change the fill: on the hole's box they give the whole
@@ -236,6 +237,20 @@ Result<cv::Mat> Exemplar(const cv::Mat& bgr, const cv::Mat& hole, const Exemplar
   return out;
 }
 
+// The harmonic fill on the hole's box, on the device `fill` runs on (null: the CPU twin).
+Status PyramidInBox(const cv::Mat& bgr, const cv::Mat& binary, const HoleFillFn& fill, cv::Mat* out) {
+  const cv::Rect box = HoleBox(binary, kPyramidMargin);
+  const gpu::HoleFillTask task{bgr(box), binary(box)};
+  const gpu::HoleFillSpec spec;
+  Result<cv::Mat> filled = fill ? fill(task, spec) : Result<cv::Mat>(gpu::HoleFillCpu(task, spec));
+  if (!filled.ok()) return filled.status();
+  if (filled->size() != box.size() || filled->type() != CV_8UC3)
+    return Status::Internal("the hole fill gave an image of another size or type");
+  cv::Mat in_box = (*out)(box);
+  filled->copyTo(in_box, binary(box));
+  return Status::OK();
+}
+
 // xphoto wants the known pixels marked; shift-map wants CIE Lab.
 cv::Mat XphotoFill(const cv::Mat& bgr, const cv::Mat& hole, int algorithm) {
   cv::Mat known, src, out;
@@ -259,6 +274,7 @@ std::string_view InpaintMethodName(InpaintMethod m) {
     case InpaintMethod::kExemplar: return "exemplar";
     case InpaintMethod::kFsrFast: return "fsr_fast";
     case InpaintMethod::kShiftMap: return "shiftmap";
+    case InpaintMethod::kPyramid: return "pyramid";
   }
   return "?";
 }
@@ -276,7 +292,7 @@ Result<InpaintMethod> ParseInpaintMethod(std::string_view name) {
 std::vector<InpaintMethod> AllInpaintMethods() { return {std::begin(kMethods), std::end(kMethods)}; }
 
 Result<cv::Mat> Inpaint(const cv::Mat& bgr, const cv::Mat& hole, InpaintMethod method,
-                        const ExemplarOptions& options, const PatchSearchFn& search,
+                        const ExemplarOptions& options, const InpaintDevice& device,
                         const HoleShape* shape) {
   if (bgr.empty() || bgr.type() != CV_8UC3)
     return Status::InvalidArgument("inpainting needs an 8-bit BGR image");
@@ -296,7 +312,10 @@ Result<cv::Mat> Inpaint(const cv::Mat& bgr, const cv::Mat& hole, InpaintMethod m
       return out;
     }
     case InpaintMethod::kNavierStokes: DiffuseInBox(bgr, binary, cv::INPAINT_NS, &out); return out;
-    case InpaintMethod::kExemplar: return Exemplar(bgr, binary, options, search);
+    case InpaintMethod::kExemplar: return Exemplar(bgr, binary, options, device.search);
+    case InpaintMethod::kPyramid:
+      FM_RETURN_IF_ERROR(PyramidInBox(bgr, binary, device.fill, &out));
+      return out;
     case InpaintMethod::kFsrFast: filled = XphotoFill(bgr, binary, cv::xphoto::INPAINT_FSR_FAST); break;
     case InpaintMethod::kShiftMap: filled = XphotoFill(bgr, binary, cv::xphoto::INPAINT_SHIFTMAP); break;
   }

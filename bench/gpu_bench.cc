@@ -8,7 +8,7 @@
 //             [--gpu_batches=1,8,32,128,512] [--sweep_max=512] [--device=N] [--frames=N]
 //             [--models=DIR] [--engine_batches=1,2,4,8,16,32,64] [--engine_cpu=0|1]
 //             [--ladder_limit_mb=N]
-//             (workloads: the four above, engine, flow, patch_match, ladder_real_oom)
+//             (workloads: the four above, engine, flow, patch_match, hole_fill, ladder_real_oom)
 //
 // Inputs: --data=FILE is a raw file of real photos written by bench/gpu_bench_data.cc
 // (Debian's opencv-doc sample photos, decoded); without it, photo-sized synthetic
@@ -38,6 +38,10 @@
 // the largest flow difference between the two.
 // patch_match: exemplar inpainting's patch search on a photo with a hole, 640x480 and
 // 1920x1080: ms per megapixel on the CUDA kernels and on the CPU twin, fields compared.
+// hole_fill: the inpaint stage's fill on a device (gpu/ops.h HoleFill, default spec) on a
+// 1 MP photo with a hole of 1, 5 and 15% (an ellipse, as a person's mask): ms a photo on
+// CUDA (the hole's box grown by 8 px, as the stage hands it over) and on its CPU twin, and
+// whether the two fills are equal.
 // ladder_real_oom (not in the default set): the OOM ladder against device memory that
 // another process really holds (run.sh's hog), the limit set above what is free
 // (--ladder_limit_mb, default the device's total): real allocation failures, halvings,
@@ -107,7 +111,7 @@ fg::PreprocessSpec Spec(Op op) {
 
 struct Options {
   std::set<std::string> benchmarks = {"luma_stats", "preprocess_fp32", "preprocess_fp16", "tuner_vs_sweep",
-                                      "engine", "flow", "patch_match"};
+                                      "engine", "flow", "patch_match", "hole_fill"};
   std::string data;
   double min_time = 1.0;
   std::vector<int> cpu_batches = {1, 8, 32, 128};
@@ -737,6 +741,48 @@ void RunPatchMatch(const InputSet& frames, fg::ComputeBackend& cpu, fg::ComputeB
   }
 }
 
+// hole_fill: ms a photo of the harmonic fill on the hole's box, CPU twin (every core) and
+// CUDA (one task a call, as the inpaint stage calls it), and whether the fills are equal.
+void RunHoleFill(const InputSet& frames, fg::ComputeBackend& cpu, fg::ComputeBackend* gpu, const Options& o,
+                 std::vector<std::string>* summary) {
+  const fg::HoleFillSpec spec;
+  const cv::Size size(1152, 864);  // 1 MP
+  cv::Mat photo;
+  cv::resize(frames.images[0], photo, size, 0, 0, cv::INTER_AREA);
+  for (double fraction : {0.01, 0.05, 0.15}) {
+    // An upright ellipse of `fraction` of the photo, 1:2 wide to tall, as a standing person.
+    const double b = std::sqrt(fraction * size.area() * 2 / CV_PI), a = b / 2;
+    cv::Mat hole = cv::Mat::zeros(size, CV_8U);
+    cv::ellipse(hole, cv::Point(size.width / 2, size.height / 2), cv::Size(int(a), int(b)), 0, 0, 360, 255,
+                cv::FILLED);
+    cv::Rect box = cv::boundingRect(hole);
+    box = cv::Rect(box.x - 8, box.y - 8, box.width + 16, box.height + 16) & cv::Rect(0, 0, size.width, size.height);
+    const fg::HoleFillTask task{photo(box).clone(), hole(box).clone()};
+    cv::Mat cpu_out, gpu_out;
+    auto timed = [&](fg::ComputeBackend& backend, cv::Mat* out) {
+      return SecondsPerCall([&] {
+        auto r = backend.HoleFillBatch({task}, spec);
+        if (r.ok()) *out = r->front();
+        return r.ok();
+      }, o.min_time);
+    };
+    const double c = timed(cpu, &cpu_out);
+    char line[256];
+    if (gpu == nullptr) {
+      std::snprintf(line, sizeof line, "hole_fill %.0f%% of 1 MP (box %dx%d): CPU twin %.1f ms (no CUDA device)",
+                    fraction * 100, box.width, box.height, 1e3 * c);
+    } else {
+      const double g = timed(*gpu, &gpu_out);
+      const bool equal = !gpu_out.empty() && !cpu_out.empty() && cv::norm(gpu_out, cpu_out, cv::NORM_INF) == 0;
+      std::snprintf(line, sizeof line, "hole_fill %.0f%% of 1 MP (box %dx%d): CUDA %.2f ms, CPU twin %.1f ms (%.1fx); fills %s",
+                    fraction * 100, box.width, box.height, 1e3 * g, 1e3 * c, g > 0 ? c / g : 0.0,
+                    equal ? "equal" : "DIFFER");
+    }
+    std::printf("%s\n", line);
+    summary->push_back(line);
+  }
+}
+
 // ladder_real_oom: the OOM ladder against memory another process really holds. The
 // limit is --ladder_limit_mb (default: the device's total), above what is free, so the
 // backend's own check passes and the device's allocations fail for real. Items: 300
@@ -833,7 +879,7 @@ int main(int argc, char** argv) {
   }
   for (const std::string& b : o.benchmarks) {
     if (b != "luma_stats" && b != "preprocess_fp32" && b != "preprocess_fp16" && b != "tuner_vs_sweep" &&
-        b != "engine" && b != "flow" && b != "patch_match" && b != "ladder_real_oom") {
+        b != "engine" && b != "flow" && b != "patch_match" && b != "hole_fill" && b != "ladder_real_oom") {
       std::fprintf(stderr, "unknown benchmark %s\n", b.c_str());
       return 2;
     }
@@ -929,6 +975,7 @@ int main(int argc, char** argv) {
   }
   if (o.benchmarks.count("flow")) RunFlow(frame_set, *cpu, gpu.get(), o, &summary);
   if (o.benchmarks.count("patch_match")) RunPatchMatch(frame_set, *cpu, gpu.get(), o, &summary);
+  if (o.benchmarks.count("hole_fill")) RunHoleFill(frame_set, *cpu, gpu.get(), o, &summary);
   if (o.benchmarks.count("ladder_real_oom")) RunLadderRealOom(frame_set, *cpu, gpu.get(), o, &summary);
   std::printf("Summary\n");
   for (const std::string& s : summary) std::printf("  %s\n", s.c_str());

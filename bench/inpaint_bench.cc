@@ -29,6 +29,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,7 @@ struct Flags {
   int max_side = 512;
   std::string methods = "telea,telea_coarse,ns,exemplar,fsr_fast,shiftmap";
   std::string photo_dir;
+  std::string pyramid_iterations;  // more rows: the pyramid fill at these Jacobi steps a level
   std::string out = "docs/inpaint";
   bool check = false;
 };
@@ -169,6 +171,21 @@ bool Quality(const Flags& f) {
           by_size[mn][size].Add(p, s, ms);
           by_shape[mn][shape][size].Add(p, s, ms);
         }
+        std::stringstream steps_csv(f.pyramid_iterations);
+        for (std::string n; std::getline(steps_csv, n, ',');) {
+          const int steps = std::atoi(n.c_str());
+          const InpaintDevice twin{.fill = [steps](const gpu::HoleFillTask& t, gpu::HoleFillSpec spec) {
+            spec.iterations = steps;
+            return Result<cv::Mat>(gpu::HoleFillCpu(t, spec));
+          }};
+          const double t0 = bench::NowMs();
+          auto filled = Inpaint(photo, hole, InpaintMethod::kPyramid, {}, twin);
+          const double ms = bench::NowMs() - t0;
+          if (!filled.ok()) continue;
+          const std::string mn = "pyramid@" + n;
+          by_size[mn][size].Add(HolePsnr(photo, *filled, hole), HoleSsim(photo, *filled, hole), ms);
+          by_shape[mn][shape][size].Add(HolePsnr(photo, *filled, hole), HoleSsim(photo, *filled, hole), ms);
+        }
         const std::string pick(InpaintMethodName(ChooseInpaintMethod(MeasureHole(hole))));
         if (got.count(pick)) {
           by_size["auto"][size].Add(got[pick].first, got[pick].second, 0);
@@ -250,7 +267,7 @@ void Speed(const Flags& f) {
         return std::move(r->front());
       };
       const double t0 = bench::NowMs();
-      auto r = Inpaint(photo, hole, InpaintMethod::kExemplar, {}, search);
+      auto r = Inpaint(photo, hole, InpaintMethod::kExemplar, {}, {.search = search});
       const double ms = bench::NowMs() - t0;
       std::printf("  %-10s %-8s %3.0f%%  %9.0f ms/MP%s\n", "exemplar", cuda->device().c_str(), size * 100,
                   ms / mp, r.ok() ? "" : "  (failed)");
@@ -297,6 +314,7 @@ int Main(int argc, char** argv) {
     else if (const char* v = value("max-side")) f.max_side = std::atoi(v);
     else if (const char* v = value("methods")) f.methods = v;
     else if (const char* v = value("photo-dir")) f.photo_dir = v;
+    else if (const char* v = value("pyramid-iterations")) f.pyramid_iterations = v;
     else if (const char* v = value("out")) f.out = v;
     else if (a == "--check") f.check = true;
     else {

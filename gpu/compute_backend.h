@@ -17,6 +17,14 @@ namespace engine {
 class Kernels;
 }  // namespace engine
 
+// How the inference engine stores activations and weights on a backend (fp32 accumulation
+// either way): fp16 halves memory and traffic; fp32 gives the CPU's numbers.
+enum class EngineStorage {
+  kFp32,        // every model in fp32
+  kFp16,        // every model in fp16 (GPU_PRECISION=fp16)
+  kModelsOwn,   // each model's own precision (models/catalog.h ModelSpec::precision)
+};
+
 struct DeviceInfo {
   int index = 0;
   std::string name;
@@ -55,9 +63,9 @@ class ComputeBackend {
   // the reference kernels on the CPU, and on the simulated device the reference kernels
   // behind its VRAM budget (an allocation past it is OutOfMemory). The caller owns them.
   virtual Result<std::unique_ptr<engine::Kernels>> MakeEngineKernels() = 0;
-  // Whether the engine stores activations and weights in fp16 here (fp32 accumulation):
-  // on CUDA devices, to halve memory and traffic; elsewhere fp32.
-  virtual bool EngineFp16() const { return false; }
+  // How the engine stores tensors here: each model's own precision on CUDA devices; fp32
+  // elsewhere; GPU_PRECISION forces one for every model (gpu/shared_device.h).
+  virtual EngineStorage Storage() const { return EngineStorage::kFp32; }
 
   // Each returns one output per input image, or a typed error: OutOfMemory when the
   // device could not hold the batch (its memory is released before returning, so the
@@ -77,6 +85,10 @@ class ComputeBackend {
   // defines it). InvalidArgument as CheckPatchMatchTask says.
   virtual Result<std::vector<PatchMatchResult>> PatchMatchBatch(
       const std::vector<PatchMatchTask>& tasks, const PatchMatchSpec& spec) = 0;
+  // The harmonic hole fill of each task (gpu/ops.h: HoleFillCpu defines it): the image with
+  // its hole filled. InvalidArgument as CheckHoleFillTask says.
+  virtual Result<std::vector<cv::Mat>> HoleFillBatch(const std::vector<HoleFillTask>& tasks,
+                                                     const HoleFillSpec& spec) = 0;
 
  protected:
   int64_t memory_limit_ = 0;

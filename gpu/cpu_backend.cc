@@ -87,6 +87,17 @@ class CpuBackend : public ComputeBackend {
       return Status::OutOfMemory("host memory exhausted searching patches");
     }
   }
+  Result<std::vector<cv::Mat>> HoleFillBatch(const std::vector<HoleFillTask>& tasks,
+                                             const HoleFillSpec& spec) override {
+    for (const HoleFillTask& t : tasks) FM_RETURN_IF_ERROR(CheckHoleFillTask(t, spec));
+    try {
+      std::vector<cv::Mat> out;
+      for (const HoleFillTask& t : tasks) out.push_back(HoleFillCpu(t, spec));
+      return out;
+    } catch (const std::bad_alloc&) {
+      return Status::OutOfMemory("host memory exhausted filling a hole");
+    }
+  }
 };
 
 // The simulated device's arithmetic: the CPU's, named as a device. Its memory is the
@@ -119,9 +130,10 @@ std::unique_ptr<ComputeBackend> MakeSimBackend(int64_t vram_mb, double cost_mult
 }
 
 std::unique_ptr<ComputeBackend> MakeSharedSimBackend(std::shared_ptr<DeviceLedger> ledger,
-                                                     double cost_multiplier, std::optional<bool> fp16) {
+                                                     double cost_multiplier,
+                                                     std::optional<EngineStorage> storage) {
   const int64_t vram = ledger->total_bytes();
-  return ShareDevice(std::make_unique<SimCore>(vram), std::move(ledger), cost_multiplier, fp16);
+  return ShareDevice(std::make_unique<SimCore>(vram), std::move(ledger), cost_multiplier, storage);
 }
 
 }  // namespace framemill::gpu

@@ -38,6 +38,12 @@ OptionRow OperationRow(const std::string& op, GpuOptions* o) {
 
 }  // namespace
 
+EngineStorage StorageOf(const GpuOptions& o) {
+  if (o.precision == "fp16") return EngineStorage::kFp16;
+  if (o.precision == "fp32") return EngineStorage::kFp32;
+  return EngineStorage::kModelsOwn;
+}
+
 void AddGpuRows(GpuOptions* o, OptionRows* rows) {
   rows->push_back(ChoiceRow("gpu.all", "ALL_GPU", "", &o->all, ChoiceNames()));
   for (const std::string& op : DeviceOperations()) rows->push_back(OperationRow(op, o));
@@ -46,7 +52,7 @@ void AddGpuRows(GpuOptions* o, OptionRows* rows) {
                                 {"auto", "cuda", "cpu", "sim"},
                                 {{"rocm", only_cuda}, {"mps", only_cuda}}));
   rows->push_back(IntRow("gpu.device_id", "GPU_DEVICE_ID", "", {&o->device_id}, 0, 1023));
-  rows->push_back(TextChoiceRow("gpu.precision", "GPU_PRECISION", "", &o->precision, {"fp16", "fp32"}, {}));
+  rows->push_back(TextChoiceRow("gpu.precision", "GPU_PRECISION", "", &o->precision, {"auto", "fp16", "fp32"}, {}));
   rows->push_back(NumberRow("gpu.memory_limit_gb", "GPU_MEMORY_LIMIT_GB", &o->memory_limit_gb, 0,
                             1e6));
   rows->push_back(IntRow("gpu.batch_size", "GPU_BATCH_SIZE", "", {&o->batch_size}, 0, 65536));

@@ -173,6 +173,37 @@ inline uint32_t PatchMatchRandom(uint32_t seed, int x, int y, int it, int k) {
                                    uint32_t(y) + PatchMatchHash(uint32_t(it) * 64U + uint32_t(k)))));
 }
 
+// Harmonic hole fill (INPAINTING on a device; inpaint.method `pyramid`): each hole pixel
+// becomes the solution of Laplace's equation whose boundary is the known pixels, solved
+// coarse to fine. Level l+1 has ceil(w/2) x ceil(h/2) pixels; each holds the sums of its up
+// to four children's known colours and counts ((c00 + c10) + (c01 + c11), missing children
+// 0), so its colour is the mean of the known pixels under it and it is known when any is.
+// Levels stop at the first with no unknown pixel (HoleFillLevels). Coarse to fine, a
+// level's unknown pixels start from the coarser solution (bilinear: 3/4 and 1/4 of the two
+// nearest coarse pixels on each axis, clamped), then `iterations` Jacobi steps set each to
+// ((left + right) + (up + down)) / 4, clamped at the image's edges. Known pixels keep their
+// colour; the hole's pixels are rounded to nearest (ties to even) and saturated. float
+// arithmetic in this order on every backend (the CUDA kernels round each product and sum
+// on their own, no fused multiply-add), so the device test holds the two equal.
+// Measured on real photos (bench/README "Inpainting"): +1.3 to +2 dB in the hole over
+// Telea at 1, 5 and 15%.
+struct HoleFillSpec {
+  int iterations = 16;  // Jacobi steps per level
+};
+struct HoleFillTask {
+  cv::Mat image;  // CV_8UC3
+  cv::Mat hole;   // CV_8U, the image's size: nonzero where a pixel is to be filled
+};
+// Why a task cannot run (types or sizes that differ, an empty image, no known pixel,
+// iterations outside [0, 10000]), or OK.
+Status CheckHoleFillTask(const HoleFillTask& task, const HoleFillSpec& spec);
+// The pyramid's level sizes, finest first: halved (ceil) while the level has an unknown
+// pixel, so the last has none. Every backend builds the same levels from this.
+std::vector<cv::Size> HoleFillLevels(const cv::Mat& hole);
+// Reference: the filled image (CV_8UC3; the known pixels are the task's), parallel over
+// rows. Needs a task CheckHoleFillTask accepts.
+cv::Mat HoleFillCpu(const HoleFillTask& task, const HoleFillSpec& spec);
+
 // Device bytes one image costs each operation (inputs, outputs, scratch), used by the
 // batch tuner's first guess and by the simulated device's budget.
 int64_t LumaStatsBytesPerItem(const cv::Mat& image);
@@ -184,5 +215,8 @@ int64_t DenseFlowBytesPerItem(cv::Size size, const FlowSpec& spec);
 
 // Device bytes of one patch search: the image, both masks, two fields and the costs.
 int64_t PatchMatchBytesPerItem(cv::Size size);
+// Device bytes of one hole fill: the image and hole, and per pixel of every level the
+// sums (4 floats) and two solutions (4 floats each).
+int64_t HoleFillBytesPerItem(cv::Size size);
 
 }  // namespace framemill::gpu

@@ -31,9 +31,11 @@ struct GpuOptions {
   double sim_cost = 1.0;                    // multiplies each item's bytes on the sim device
   // How the inference engine stores activations and weights on a device, the simulated one
   // included (fp32 accumulation either way): fp16 halves memory and traffic; fp32 gives the
-  // CPU's numbers. The simulated device rounds through half as CUDA does, so a test on the
-  // CPU sees what a GPU run sees (issue 40: pose tracks differed in fp16).
-  std::string precision = "fp16";           // fp16 | fp32
+  // CPU's numbers. auto: each model's own (models/catalog.cc, ModelSpec::precision: pose in
+  // fp32, whose tracks differed in fp16, issue 40); fp16 or fp32 force one for every model.
+  // The simulated device rounds through half as CUDA does, so a test on the CPU sees what a
+  // GPU run sees.
+  std::string precision = "auto";           // auto | fp16 | fp32
   // Worker processes that use one device; the others run every operation on the CPU.
   // Measured end to end on an H100 with 16 cores (2026-11-27, bench/README.md "End to end
   // on a GPU"; 16 workers, 600 photos and 3 videos): 4 took 40.7 s (1.7x the 16 cores), 8
@@ -56,6 +58,9 @@ struct GpuOptions {
 
   bool operator==(const GpuOptions&) const = default;
 };
+
+// GpuOptions::precision as the engine's storage on a device.
+EngineStorage StorageOf(const GpuOptions& o);
 
 // The gpu.* rows (ALL_GPU, <OPERATION>_GPU, GPU_BACKEND, ...) bound to `o` (gpu/gpu_rows.cc).
 void AddGpuRows(GpuOptions* o, OptionRows* rows);

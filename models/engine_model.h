@@ -13,6 +13,7 @@
 #include "base/status.h"
 #include "gpu/compute_backend.h"
 #include "gpu/engine/engine.h"
+#include "models/catalog.h"
 #include "models/manifest.h"
 #include "models/output_tensor.h"
 
@@ -26,7 +27,7 @@ class EngineModel {
                                                    gpu::ComputeBackend& backend);
 
   // result[b][i] = manifest.outputs[i] of image b. One engine run for the whole batch
-  // when the model is batchable, else image by image. Tells the backend the batch's
+  // when batched(), else image by image. Tells the backend the batch's
   // device bytes (SetLastBatchBytes), for the batch tuner.
   Result<std::vector<std::vector<OutputTensor>>> Run(const std::vector<cv::Mat>& bgr);
 
@@ -38,6 +39,9 @@ class EngineModel {
   // Device bytes of one image's batch (activations + scratch, weights excluded).
   int64_t BatchBytesPerImage();
   std::string device() const { return backend_.device(); }
+  // Whether one run takes a whole batch: a batchable graph, or a fixed-batch one that the
+  // engine batches (models/catalog.h ModelSpec::engine_batches).
+  bool batched() const { return manifest_.batchable || EngineBatches(manifest_.name); }
   const ModelManifest& manifest() const { return manifest_; }
   gpu::engine::Engine& engine() { return *engine_; }
 

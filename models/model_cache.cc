@@ -44,6 +44,7 @@ class EngineRunner : public ModelRunner {
     return model_->RunTensor(nchw);
   }
   int64_t BatchBytesPerImage() override { return model_->BatchBytesPerImage(); }
+  bool batchable() const override { return model_->batched(); }
 
  private:
   std::unique_ptr<EngineModel> model_;

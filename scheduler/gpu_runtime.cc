@@ -83,7 +83,7 @@ void ShareTheDevice(const gpu::GpuOptions& config, GpuRuntime* rt,
     rt->ledger = std::move(joined).value();
   }
   if (sim) {
-    rt->gpu = gpu::MakeSharedSimBackend(rt->ledger, config.sim_cost, config.precision == "fp16");
+    rt->gpu = gpu::MakeSharedSimBackend(rt->ledger, config.sim_cost, gpu::StorageOf(config));
     return;
   }
   auto cuda = gpu::MakeCudaBackend(config.device_id);
@@ -97,7 +97,7 @@ void ShareTheDevice(const gpu::GpuOptions& config, GpuRuntime* rt,
   // that the members' plans add up to what the device really has.
   if (Status s = rt->ledger->Reserve(kCudaContextBytes, "a CUDA context"); !s.ok())
     warnings->push_back(s.message());
-  rt->gpu = gpu::ShareDevice(std::move(cuda).value(), rt->ledger, 1.0, config.precision == "fp16");
+  rt->gpu = gpu::ShareDevice(std::move(cuda).value(), rt->ledger, 1.0, gpu::StorageOf(config));
 }
 
 }  // namespace

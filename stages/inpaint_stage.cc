@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 
 #include <opencv2/dnn.hpp>
 #include <opencv2/imgcodecs.hpp>
@@ -64,28 +65,44 @@ cv::Mat Grown(const cv::Mat& mask, int grow) {
   return out;
 }
 
-// The patch search on the device the ladder chose for INPAINTING, stepping down to the
+// One step of the fill on the device the ladder chose for INPAINTING, stepping down to the
 // CPU twin when the device runs out of memory. `device` gets who ran it.
-PatchSearchFn DeviceSearch(gpu::OomLadder& ladder, std::string* device) {
-  return [&ladder, device](const gpu::PatchMatchTask& task,
-                           const gpu::PatchMatchSpec& spec) -> Result<gpu::PatchMatchResult> {
-    gpu::PatchMatchResult out;
+template <class Out, class Task, class Spec, class Call>
+std::function<Result<Out>(const Task&, const Spec&)> OnLadder(gpu::OomLadder& ladder, std::string* device,
+                                                             int64_t (*bytes)(cv::Size), Call call) {
+  return [&ladder, device, bytes, call](const Task& task, const Spec& spec) -> Result<Out> {
+    Out out;
     std::vector<std::string> device_of;
     Status s = ladder.Run(
-        kOperation, 1, static_cast<int64_t>(task.image.total()),
-        gpu::PatchMatchBytesPerItem(task.image.size()),
+        kOperation, 1, static_cast<int64_t>(task.image.total()), bytes(task.image.size()),
         [&](gpu::ComputeBackend& backend, size_t, size_t) -> Status {
-          auto r = backend.PatchMatchBatch({task}, spec);
+          auto r = call(backend, task, spec);
           if (!r.ok()) return r.status();
           out = std::move(r->front());
           return Status::OK();
         },
         &device_of);
     if (!s.ok()) return s;
-    // The last search is the finest level's, the largest: its device is the fill's.
+    // The last call is the finest level's, the largest: its device is the fill's.
     if (!device_of.empty()) *device = device_of.front();
     return out;
   };
+}
+
+PatchSearchFn DeviceSearch(gpu::OomLadder& ladder, std::string* device) {
+  return OnLadder<gpu::PatchMatchResult, gpu::PatchMatchTask, gpu::PatchMatchSpec>(
+      ladder, device, gpu::PatchMatchBytesPerItem,
+      [](gpu::ComputeBackend& b, const gpu::PatchMatchTask& t, const gpu::PatchMatchSpec& s) {
+        return b.PatchMatchBatch({t}, s);
+      });
+}
+
+HoleFillFn DeviceFill(gpu::OomLadder& ladder, std::string* device) {
+  return OnLadder<cv::Mat, gpu::HoleFillTask, gpu::HoleFillSpec>(
+      ladder, device, gpu::HoleFillBytesPerItem,
+      [](gpu::ComputeBackend& b, const gpu::HoleFillTask& t, const gpu::HoleFillSpec& s) {
+        return b.HoleFillBatch({t}, s);
+      });
 }
 
 }  // namespace
@@ -231,17 +248,21 @@ Outcome InpaintStage::RunOne(const ClaimedJob& job, const StageContext& ctx) {
     method = "model:" + fs::path(options_.model).stem().string();
     filled = RunModel(*image, hole->mask);
   } else {
-    InpaintMethod m = ChooseInpaintMethod(shape);
+    // INPAINTING on a device (cooling down after out-of-memory errors included, so that its
+    // jobs keep one method): `auto` is the harmonic fill there, Telea's on the CPU alone.
+    const bool device_op = ctx.ladder != nullptr &&
+                           (ctx.ladder->OnDevice(kOperation) || ctx.ladder->CoolingDown(kOperation));
+    InpaintMethod m = device_op ? InpaintMethod::kPyramid : ChooseInpaintMethod(shape);
     if (options_.method != "auto") {
       auto parsed = ParseInpaintMethod(options_.method);
       if (!parsed.ok()) return Outcome::Failed(parsed.status());
       m = *parsed;
     }
     method = std::string(InpaintMethodName(m));
-    PatchSearchFn search;
-    if (m == InpaintMethod::kExemplar && ctx.ladder != nullptr && ctx.ladder->OnDevice(kOperation))
-      search = DeviceSearch(*ctx.ladder, &device);
-    filled = Inpaint(*image, hole->mask, m, {}, search, &shape);
+    InpaintDevice on;
+    if (device_op && m == InpaintMethod::kExemplar) on.search = DeviceSearch(*ctx.ladder, &device);
+    if (device_op && m == InpaintMethod::kPyramid) on.fill = DeviceFill(*ctx.ladder, &device);
+    filled = Inpaint(*image, hole->mask, m, {}, on, &shape);
   }
   if (!filled.ok()) return Outcome::Failed(filled.status());
   std::vector<uchar> png;

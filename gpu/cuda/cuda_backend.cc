@@ -99,7 +99,7 @@ class CudaBackend final : public ComputeBackend {
   Result<std::unique_ptr<engine::Kernels>> MakeEngineKernels() override {
     return engine::MakeCudaKernels(index_, memory_limit_);
   }
-  bool EngineFp16() const override { return true; }
+  EngineStorage Storage() const override { return EngineStorage::kModelsOwn; }
 
   Result<std::vector<LumaStats>> LumaStatsBatch(const std::vector<cv::Mat>& images) override;
   Result<Tensor> PreprocessBatch(const std::vector<cv::Mat>& images,
@@ -109,6 +109,8 @@ class CudaBackend final : public ComputeBackend {
                                               const FlowSpec& spec) override;
   Result<std::vector<PatchMatchResult>> PatchMatchBatch(const std::vector<PatchMatchTask>& tasks,
                                                         const PatchMatchSpec& spec) override;
+  Result<std::vector<cv::Mat>> HoleFillBatch(const std::vector<HoleFillTask>& tasks,
+                                             const HoleFillSpec& spec) override;
 
  private:
   // Appends host bytes to the device block at dev + dev_off through the upload slots.
@@ -796,6 +798,66 @@ Result<std::vector<PatchMatchResult>> CudaBackend::PatchMatchBatch(
                                               cudaMemcpyDeviceToHost, compute_), what);
       FM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(compute_), what);
       out.push_back(std::move(r));
+    }
+    return Status::OK();
+  }();
+  block->reset();
+  if (!s.ok()) return Fail(s);
+  last_batch_bytes_ = static_cast<int64_t>(need);
+  return out;
+}
+
+// One block sized for the task that needs most: the image and hole, and each level's sums
+// and two solutions. Each task is uploaded, filled and downloaded in turn.
+Result<std::vector<cv::Mat>> CudaBackend::HoleFillBatch(const std::vector<HoleFillTask>& tasks,
+                                                        const HoleFillSpec& spec) {
+  for (const HoleFillTask& t : tasks) FM_RETURN_IF_ERROR(CheckHoleFillTask(t, spec));
+  std::vector<cv::Mat> out;
+  if (tasks.empty()) return out;
+  std::vector<std::vector<cv::Size>> levels;
+  size_t need = 0;
+  auto bytes_of = [](const std::vector<cv::Size>& sizes) {
+    size_t n = 2 * AlignUp(3 * size_t(sizes[0].area()), 256);  // image, and hole (rounded up)
+    for (const cv::Size& s : sizes) n += 3 * AlignUp(sizeof(float4) * size_t(s.area()), 256);
+    return n;
+  };
+  for (const HoleFillTask& t : tasks) {
+    levels.push_back(HoleFillLevels(t.hole));
+    need = std::max(need, bytes_of(levels.back()));
+  }
+  const std::string what = What("HoleFill", tasks.size()) + " (" + std::to_string(need) + " bytes)";
+  FM_CUDA_RETURN_IF_ERROR(cudaSetDevice(index_), what);
+  auto block = device_pool_.Acquire(need, what);
+  if (!block.ok()) return Fail(block.status());
+  Status s = [&]() -> Status {
+    for (size_t k = 0; k < tasks.size(); ++k) {
+      const HoleFillTask& t = tasks[k];
+      const size_t plane = AlignUp(3 * t.image.total(), 256);
+      uint8_t* dev = block->data();
+      std::vector<cuda::HoleFillLevel> lv(levels[k].size());
+      size_t off = 2 * plane;
+      for (size_t i = 0; i < lv.size(); ++i) {
+        lv[i].w = levels[k][i].width, lv[i].h = levels[k][i].height;
+        const size_t n = AlignUp(sizeof(float4) * size_t(levels[k][i].area()), 256);
+        lv[i].sums = reinterpret_cast<float4*>(dev + off);
+        lv[i].u = reinterpret_cast<float4*>(dev + off + n);
+        lv[i].next = reinterpret_cast<float4*>(dev + off + 2 * n);
+        off += 3 * n;
+      }
+      cuda::HoleFillPlanes p{dev, dev + plane, lv.data(), static_cast<int>(lv.size())};
+      const int w = t.image.cols, h = t.image.rows;
+      FM_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(p.image, 3 * size_t(w), t.image.data, t.image.step,
+                                                3 * size_t(w), h, cudaMemcpyHostToDevice, compute_),
+                              what + ": upload");
+      FM_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(dev + plane, size_t(w), t.hole.data, t.hole.step,
+                                                size_t(w), h, cudaMemcpyHostToDevice, compute_),
+                              what + ": upload");
+      FM_CUDA_RETURN_IF_ERROR(cuda::LaunchHoleFill(p, spec.iterations, compute_), what + ": fill");
+      cv::Mat filled(t.image.size(), CV_8UC3);
+      FM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(filled.data, p.image, 3 * t.image.total(),
+                                              cudaMemcpyDeviceToHost, compute_), what);
+      FM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(compute_), what);
+      out.push_back(std::move(filled));
     }
     return Status::OK();
   }();

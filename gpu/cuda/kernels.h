@@ -124,4 +124,24 @@ struct PatchMatchPlanes {
 cudaError_t LaunchPatchMatch(const PatchMatchPlanes& p, int radius, int iterations, uint32_t seed,
                              cudaStream_t stream);
 
+// ---- Hole fill (hole_fill.cu): the twin of HoleFillCpu ----
+
+// One pyramid level's device arrays (w x h, row-major): the sums of known colours and
+// counts, and two solutions (b, g, r, unused) that the Jacobi steps ping-pong.
+struct HoleFillLevel {
+  int w = 0, h = 0;
+  float4 *sums = nullptr, *u = nullptr, *next = nullptr;
+};
+// One task: the image (BGR, filled in place in its hole) and hole, and `count` levels
+// finest first, as HoleFillLevels gives them.
+struct HoleFillPlanes {
+  uint8_t* image = nullptr;
+  const uint8_t* hole = nullptr;
+  const HoleFillLevel* levels = nullptr;  // host memory
+  int count = 0;
+};
+// The sums up the pyramid, then each level's start and `iterations` Jacobi steps down it,
+// then the hole's bytes. Asynchronous on `stream`.
+cudaError_t LaunchHoleFill(const HoleFillPlanes& p, int iterations, cudaStream_t stream);
+
 }  // namespace framemill::gpu::cuda

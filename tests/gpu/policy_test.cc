@@ -123,5 +123,15 @@ TEST(GpuPolicyTest, EveryContractOperationHasADecision) {
     EXPECT_FALSE(p.For(op).reason.empty()) << op;
 }
 
+TEST(GpuPolicyTest, GpuPrecisionAutoIsEachModelsOwnAndTheOthersForceOne) {
+  GpuOptions o;
+  EXPECT_EQ(o.precision, "auto");
+  EXPECT_EQ(StorageOf(o), EngineStorage::kModelsOwn);
+  o.precision = "fp16";
+  EXPECT_EQ(StorageOf(o), EngineStorage::kFp16);
+  o.precision = "fp32";
+  EXPECT_EQ(StorageOf(o), EngineStorage::kFp32);
+}
+
 }  // namespace
 }  // namespace framemill::gpu

@@ -108,47 +108,74 @@ TEST(InpaintBinaryTest, ARetriedSegmentBringsItsInpaintBack) {
   EXPECT_EQ(QueryInt(dir / "fm.db", "SELECT count(*) FROM jobs WHERE state = 2"), 2);
 }
 
-TEST(InpaintBinaryTest, OnADeviceThePatchSearchRunsThereAndTooLittleMemoryFallsBack) {
-  TempDir dir;
+// One inpaint job on building.jpg with an elliptical mask, on the simulated device with
+// `vram_mb` of memory and inpaint.method `method`: its device, method and filled image, and
+// the items that fell back to the CPU.
+struct DeviceFill {
+  std::string device, method;
+  cv::Mat filled;
+  int64_t cpu_fallbacks = 0;
+};
+DeviceFill FillOnSim(const TempDir& dir, const std::string& method, const std::string& vram_mb) {
+  DeviceFill out;
   const std::string media = dir / "media";
-  fs::create_directories(media);
-  fs::copy_file(SampleData("building.jpg"), media + "/building.jpg");
-  const cv::Mat photo = cv::imread(media + "/building.jpg");
-  cv::Mat hole = cv::Mat::zeros(photo.size(), CV_8U);
-  cv::ellipse(hole, cv::Point(photo.cols / 2, photo.rows / 2), cv::Size(photo.cols / 8, photo.rows / 8), 0, 0, 360,
-              255, cv::FILLED);
-  ASSERT_TRUE(cv::imwrite(dir / "hole.png", hole));
-  std::string device[2];
-  cv::Mat filled[2];
-  for (int tiny = 0; tiny < 2; ++tiny) {
-    const std::string db = dir / ("fm" + std::to_string(tiny) + ".db");
-    std::map<std::string, std::string> env = {{"FRAMEMILL_DB", db},
-                                              {"FRAMEMILL_OUT", dir / "out"},
-                                              {"FRAMEMILL_STAGES", "inpaint"},
-                                              {"FRAMEMILL_INPAINT_MASKS", dir / "hole.png"},
-                                              {"FRAMEMILL_INPAINT_METHOD", "exemplar"},
-                                              {"GPU_BACKEND", "sim"}, {"GPU_PRECISION", "fp32"},
-                                              {"INPAINTING_GPU", "true"},
-                                              {"FRAMEMILL_SIM_VRAM_MB", tiny ? "1" : "256"}};
-    ASSERT_EQ(RunProcess({FRAMEMILL_BIN, "enqueue", media}, env, dir.path()).exit_code, 0);
-    // User masks: no segment job, so no model is needed.
-    EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM jobs"), 1);
-    auto run = RunProcess({FRAMEMILL_BIN, "run", "--workers", "1"}, env, dir.path(), 300);
-    ASSERT_EQ(run.exit_code, 0) << run.err;
-    auto rows = QueryRows(db, "SELECT device || '|' || result FROM results");
-    ASSERT_EQ(rows.size(), 1u);
-    device[tiny] = rows[0].substr(0, rows[0].find('|'));
-    const auto r = nlohmann::json::parse(rows[0].substr(rows[0].find('|') + 1));
-    EXPECT_EQ(r["method"], "exemplar");
-    filled[tiny] = cv::imread(r["image"].get<std::string>());
-    if (tiny) {
-      EXPECT_GT(QueryInt(db, "SELECT sum(cpu_fallbacks) FROM workers"), 0);
-    }
+  if (!fs::exists(media + "/building.jpg")) {
+    fs::create_directories(media);
+    fs::copy_file(SampleData("building.jpg"), media + "/building.jpg");
+    const cv::Mat photo = cv::imread(media + "/building.jpg");
+    cv::Mat hole = cv::Mat::zeros(photo.size(), CV_8U);
+    cv::ellipse(hole, cv::Point(photo.cols / 2, photo.rows / 2), cv::Size(photo.cols / 8, photo.rows / 8), 0, 0,
+                360, 255, cv::FILLED);
+    EXPECT_TRUE(cv::imwrite(dir / "hole.png", hole));
   }
-  EXPECT_EQ(device[0], "sim:0");
-  EXPECT_EQ(device[1], "cpu");  // the finest level's search did not fit in 1 MiB
-  ASSERT_FALSE(filled[0].empty());
-  EXPECT_EQ(cv::norm(filled[0], filled[1], cv::NORM_INF), 0);  // the twins agree exactly
+  const std::string db = dir / (method + vram_mb + ".db");
+  std::map<std::string, std::string> env = {{"FRAMEMILL_DB", db},
+                                            {"FRAMEMILL_OUT", dir / "out"},
+                                            {"FRAMEMILL_STAGES", "inpaint"},
+                                            {"FRAMEMILL_INPAINT_MASKS", dir / "hole.png"},
+                                            {"FRAMEMILL_INPAINT_METHOD", method},
+                                            {"GPU_BACKEND", "sim"}, {"GPU_PRECISION", "fp32"},
+                                            {"INPAINTING_GPU", "true"},
+                                            {"FRAMEMILL_SIM_VRAM_MB", vram_mb}};
+  EXPECT_EQ(RunProcess({FRAMEMILL_BIN, "enqueue", media}, env, dir.path()).exit_code, 0);
+  // User masks: no segment job, so no model is needed.
+  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM jobs"), 1);
+  auto run = RunProcess({FRAMEMILL_BIN, "run", "--workers", "1"}, env, dir.path(), 300);
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  auto rows = QueryRows(db, "SELECT device || '|' || result FROM results");
+  if (rows.size() != 1u) {
+    ADD_FAILURE() << rows.size() << " results";
+    return out;
+  }
+  out.device = rows[0].substr(0, rows[0].find('|'));
+  const auto r = nlohmann::json::parse(rows[0].substr(rows[0].find('|') + 1));
+  out.method = r["method"];
+  out.filled = cv::imread(r["image"].get<std::string>());
+  out.cpu_fallbacks = QueryInt(db, "SELECT sum(cpu_fallbacks) FROM workers");
+  return out;
+}
+
+// With room, `method` runs on the simulated device; with 1 MiB the device cannot hold the job's
+// largest step, which falls back to the CPU twin and fills exactly the same pixels.
+void ExpectOnTheDeviceAndTheSameOnItsTwin(const std::string& method, const std::string& recorded) {
+  TempDir dir;
+  const DeviceFill roomy = FillOnSim(dir, method, "256"), tiny = FillOnSim(dir, method, "1");
+  EXPECT_EQ(roomy.method, recorded);
+  EXPECT_EQ(tiny.method, recorded);
+  EXPECT_EQ(roomy.device, "sim:0");
+  EXPECT_EQ(tiny.device, "cpu");
+  EXPECT_GT(tiny.cpu_fallbacks, 0);
+  ASSERT_FALSE(roomy.filled.empty());
+  EXPECT_EQ(cv::norm(roomy.filled, tiny.filled, cv::NORM_INF), 0);
+}
+
+TEST(InpaintBinaryTest, OnADeviceThePatchSearchRunsThereAndTooLittleMemoryFallsBack) {
+  ExpectOnTheDeviceAndTheSameOnItsTwin("exemplar", "exemplar");
+}
+
+// inpaint.method auto on a device is the harmonic fill (gpu/ops.h HoleFill).
+TEST(InpaintBinaryTest, OnADeviceAutoIsTheHarmonicFillAndTooLittleMemoryFallsBackToItsTwin) {
+  ExpectOnTheDeviceAndTheSameOnItsTwin("auto", "pyramid");
 }
 
 }  // namespace

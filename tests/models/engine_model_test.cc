@@ -12,6 +12,8 @@
 #include <opencv2/imgcodecs.hpp>
 
 #include "gpu/compute_backend.h"
+#include "gpu/device_ledger.h"
+#include "gpu/shared_device.h"
 #include "models/decode.h"
 #include "models/dnn_model.h"
 #include "models/manifest.h"
@@ -71,12 +73,15 @@ TEST(EngineModelTest, ContentModelMatchesOpenCvDnnAndDecodesTheSame) {
   }
 }
 
-TEST(EngineModelTest, FixedBatchModelRunsImageByImageAndDecodesTheSame) {
+// selfie's graph is fixed at batch 1 (OpenCV runs it image by image); the engine runs the two
+// photos as one batch (models/catalog.cc engine_batches), and each mask is cv::dnn's.
+TEST(EngineModelTest, AFixedBatchGraphRunsAsOneBatchOnTheEngineAndDecodesTheSame) {
   FM_LOAD_MODEL_OR_SKIP(m, "selfie");
   ASSERT_FALSE(m.batchable);
   auto cpu = gpu::MakeCpuBackend();
   auto engine = EngineModel::Open(m, *cpu);
   ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  EXPECT_TRUE((*engine)->batched());
   auto dnn = DnnModel::Open(m);
   ASSERT_TRUE(dnn.ok());
   std::vector<cv::Mat> photos = {Photo("messi5.jpg"), Photo("basketball1.png")};
@@ -107,6 +112,31 @@ TEST(EngineModelTest, WeightsThatDoNotFitTheSimulatedDeviceAreOutOfMemory) {
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_GT(roomy->LastBatchBytes(), 0);  // what the batch tuner learns from
   EXPECT_EQ((*ok)->device(), "sim:0");
+}
+
+// GPU_PRECISION auto (the default): each model's own precision on a device, the simulated one
+// included: pose in fp32 (its tracks equal the CPU's), the others in fp16. fp16 or fp32
+// forces one for every model; the CPU always computes in fp32.
+TEST(EngineModelTest, EachModelStoresInItsOwnPrecisionUnlessGpuPrecisionForcesOne) {
+  FM_LOAD_MODEL_OR_SKIP(pose, "movenet-multipose");
+  FM_LOAD_MODEL_OR_SKIP(faces, "blazeface");
+  using gpu::EngineStorage;
+  using gpu::engine::StorageType;
+  auto storage_of = [](const ModelManifest& m, std::optional<EngineStorage> forced) {
+    auto device = gpu::MakeSharedSimBackend(gpu::DeviceLedger::Private("sim:0", int64_t{512} << 20), 1.0, forced);
+    auto e = EngineModel::Open(m, *device);
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    return e.ok() ? (*e)->engine().storage() : StorageType::kFloat32;
+  };
+  EXPECT_EQ(storage_of(pose, EngineStorage::kModelsOwn), StorageType::kFloat32);
+  EXPECT_EQ(storage_of(faces, EngineStorage::kModelsOwn), StorageType::kFloat16);
+  EXPECT_EQ(storage_of(pose, EngineStorage::kFp16), StorageType::kFloat16);
+  EXPECT_EQ(storage_of(faces, EngineStorage::kFp32), StorageType::kFloat32);
+  EXPECT_EQ(storage_of(faces, std::nullopt), StorageType::kFloat32) << "the simulated device alone is fp32";
+  auto cpu = gpu::MakeCpuBackend();
+  auto on_cpu = EngineModel::Open(faces, *cpu);
+  ASSERT_TRUE(on_cpu.ok());
+  EXPECT_EQ((*on_cpu)->engine().storage(), StorageType::kFloat32);
 }
 
 }  // namespace
