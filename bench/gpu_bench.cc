@@ -29,7 +29,8 @@
 // fp32 and fp16: images/s at each of --engine_batches (end to end: upload, all steps,
 // download; a deterministic synthetic input), device bytes per item from the plan
 // (Plan::BatchBytes() / batch, weights apart), the best batch of the sweep and the one
-// BatchTuner settles on when fed the same timings. Fixed-batch models run batch 1 only.
+// BatchTuner settles on when fed the same timings. A fixed-batch graph runs the sweep when
+// its plan takes a batch (the engine batches it, models/catalog.cc), else batch 1 only.
 // Without a device (or with --engine_cpu=1) the CPU reference kernels give ms/image at
 // batch 1 for comparison.
 // flow: the motion stage's dense flow (pyramidal Lucas-Kanade, gpu/ops.h FlowSpec defaults)
@@ -551,7 +552,9 @@ void RunEngine(const Options& o, bool have_gpu, int64_t device_free_bytes, std::
         continue;
       }
       std::vector<int64_t> shape = (*e)->graph().inputs.at(0).shape;
-      const bool batchable = !shape.empty() && shape[0] < 0;
+      // A batchable graph, or a fixed-batch one the engine batches (models/catalog.cc
+      // engine_batches: its plan takes a batch, as the device test checks).
+      const bool batchable = !shape.empty() && (shape[0] < 0 || (*e)->PlanFor(2).ok());
       auto plan1 = (*e)->PlanFor(1);
       const int64_t weights = plan1.ok() ? (*plan1)->weight_bytes : 0;
       std::map<int, double> sweep;

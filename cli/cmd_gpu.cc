@@ -97,8 +97,10 @@ struct ModelPrecision {
 std::vector<ModelPrecision> ModelPrecisions(const gpu::GpuOptions& g) {
   std::vector<ModelPrecision> out;
   for (const models::ModelSpec& m : models::CatalogModels()) {
-    if (g.precision != "auto") out.push_back({m.name, g.precision, "GPU_PRECISION=" + g.precision});
-    else out.push_back({m.name, m.precision, m.precision_why});
+    if (g.precision == "auto" || (g.precision == "fp16" && m.fp16_overflows))
+      out.push_back({m.name, m.precision, m.precision_why});
+    else
+      out.push_back({m.name, g.precision, "GPU_PRECISION=" + g.precision});
   }
   return out;
 }

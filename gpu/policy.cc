@@ -92,6 +92,7 @@ GpuPlan PlanDevices(const GpuOptions& c, const std::vector<DeviceInfo>& cuda_dev
         plan.warnings.push_back(source + " but " + no_gpu + ": it runs on the CPU");
     } else {
       d.use_gpu = true;
+      d.run_on_device = true;
       d.device = gpu_device;
       d.reason = choice == DeviceChoice::kGpu ? source : "auto: " + gpu_device + " available";
     }

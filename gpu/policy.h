@@ -68,6 +68,9 @@ void AddGpuRows(GpuOptions* o, OptionRows* rows);
 struct OpDecision {
   std::string op;          // LIGHTING, PREPROCESS, ...
   bool use_gpu = false;
+  // The policy put it on the device: true on every worker of the run, whether it has a seat
+  // on the device or runs on the CPU because the device had its workers (use_gpu false).
+  bool run_on_device = false;
   std::string device;      // "cuda:0", "sim:0" or "cpu"
   std::string reason;
   bool gpu_implemented = false;

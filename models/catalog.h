@@ -34,7 +34,10 @@ struct ModelSpec {
   // How the engine stores its tensors on a device when GPU_PRECISION is auto (the default):
   // "fp16" or "fp32", and why (`framemill gpu` shows both).
   std::string precision = "fp16";
-  std::string precision_why = "fp16 halves memory and traffic; its decisions equal the CPU's";
+  // fp16 cannot hold this model's numbers (they overflow half's 65,504): it stays in fp32 even
+  // when GPU_PRECISION forces fp16.
+  bool fp16_overflows = false;
+  std::string precision_why;
 };
 
 const std::vector<PackageSpec>& PinnedPackages();
@@ -47,6 +50,9 @@ const PackageSpec* FindPackage(std::string_view npm_name);
 // Whether the engine stores model `name`'s tensors in fp16 on a device whose storage is
 // `kModelsOwn` (its ModelSpec::precision; fp16 for a model not in the catalog).
 bool PrefersFp16(std::string_view name);
+
+// ModelSpec::fp16_overflows of model `name` (false for a model not in the catalog).
+bool Fp16Overflows(std::string_view name);
 
 // ModelSpec::engine_batches of model `name` (false for a model not in the catalog).
 bool EngineBatches(std::string_view name);

@@ -130,6 +130,8 @@ int WorkerMain(const RunOptions& options, const StageRegistry& registry, int64_t
   WorkerOptions wo = options.worker;
   wo.id = id;
   wo.ladder = gpu->ladder.get();
+  for (const gpu::OpDecision& d : gpu->plan.ops)
+    if (d.run_on_device) wo.device_ops.insert(d.op);
   wo.ledger = gpu->ledger.get();
   auto seat = MakeDeviceSeat(options.gpu, *gpu, store->get(), SystemClock());
   wo.seat = seat.get();

@@ -406,7 +406,7 @@ Status Worker::RunBatch(std::vector<ClaimedJob> jobs) {
 std::vector<FinishedJob> Worker::RunStages(const std::vector<ClaimedJob>& jobs) {
   std::vector<FinishedJob> finished;
   finished.reserve(jobs.size());
-  StageContext ctx{ladder_, stop_, store_, pictures_.get()};
+  StageContext ctx{ladder_, stop_, store_, pictures_.get(), &options_.device_ops};
   // Claims come in id order, so one item's stages are apart; a run of equal stages
   // goes to its stage as one batch (one job at a time to a stage that gains nothing).
   const int64_t batch_start = clock_->NowMs();

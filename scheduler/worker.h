@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,9 @@ struct WorkerOptions {
   WorkerDeadline* deadline = nullptr;  // borrowed; null: no supervisor watches
   // Device operations go through this ladder (borrowed); null: a CPU-only one.
   gpu::OomLadder* ladder = nullptr;
+  // The operations the run's GPU policy puts on a device (StageContext::device_ops), this
+  // worker seated there or not.
+  std::set<std::string> device_ops;
   // The ledger of the ladder's device (borrowed; null: none): its peak is recorded.
   gpu::DeviceLedger* ledger = nullptr;
   // A worker on the CPU because the device had its workers at the start: its way onto the

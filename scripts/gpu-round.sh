@@ -20,7 +20,9 @@
 # but dedup): cpu16 (the reference), gpu16 (the defaults), fp32 (GPU_PRECISION=fp32), oom4
 # (all but 2.5 GB of the device held by another process); (3) BASE's binary on the same
 # data, base16; decide.py of each against cpu16; (4) gpu_bench engine (every bundled model,
-# fp32 and fp16) and hole_fill. Logs and res.tar.gz land in $OUT. About 9 minutes on an H100.
+# fp32 and fp16) and hole_fill. Logs and res.tar.gz land in $OUT. 5.3 minutes on an H200.
+# Settings: RUNS and GEN_PHOTOS (run.sh's), OOM=0 (no memory-pressure run), BASE_RUN=0 (no
+# base16), BENCH (gpu_bench's workloads), BENCH_MODELS (a subset of the bundle's models).
 set -uo pipefail
 
 pack() {
@@ -72,6 +74,7 @@ run() {
     OUT=$out bash "$e/run.sh" >"$out/e2e.txt" 2>&1
   grep "^== " "$out/e2e.txt"
   cp /tmp/res/gpu.txt "$out/gpu-command.txt" 2>/dev/null
+  if [ "${BASE_RUN:-1}" = 1 ] && [ -x "$e/bin/framemill-base" ]; then
   step "end to end: the base binary on the same data"
   local b=/tmp/fm/e2e-base
   rm -rf "$b" && mkdir -p "$b/bin"
@@ -80,7 +83,8 @@ run() {
   if [ -d /tmp/gen ]; then ln -s /tmp/gen "$b/data"; else ln -s "$e/data" "$b/data"; fi
   GEN_PHOTOS=0 OOM=0 RUNS="base16:16" OUT=$out bash "$b/run.sh" >"$out/e2e-base.txt" 2>&1
   grep "^== " "$out/e2e-base.txt"
-  for n in base16 gpu16 fp32 oom4; do
+  fi
+  for n in $(ls /tmp/res/*.jsonl | xargs -n1 basename | sed 's/\.jsonl$//' | grep -v '^cpu16$'); do
     [ -f "/tmp/res/$n.jsonl" ] || continue
     python3 "$e/decide.py" /tmp/res/cpu16.jsonl "/tmp/res/$n.jsonl" >"$out/decide-$n.txt" 2>&1
     echo "-- decide $n against cpu16"; cat "$out/decide-$n.txt"
@@ -91,8 +95,13 @@ run() {
   done
   tar czf "$out/res.tar.gz" -C /tmp res 2>/dev/null
   step "gpu_bench"
-  timeout "${BENCH_S:-90}" "$e/bin/gpu_bench" --data="$e/photos.raw" --models="$e/models" \
-    --benchmarks=engine,hole_fill --engine_batches=1,16,64 --min_time="${MIN_TIME:-0.15}" >"$out/gpu_bench.txt" 2>&1
+  local models=$e/models
+  if [ -n "${BENCH_MODELS:-}" ]; then  # a subset: links to the bundle's models
+    models=/tmp/bench-models && rm -rf "$models" && mkdir -p "$models"
+    for m in $BENCH_MODELS; do ln -s "$e/models/$m" "$models/$m"; done
+  fi
+  timeout "${BENCH_S:-90}" "$e/bin/gpu_bench" --data="$e/photos.raw" --models="$models" \
+    --benchmarks="${BENCH:-engine,hole_fill}" --engine_batches=1,16,64 --min_time="${MIN_TIME:-0.15}" >"$out/gpu_bench.txt" 2>&1
   sed -n '/^Summary/,$p' "$out/gpu_bench.txt"
   step "done"
 }

@@ -248,10 +248,11 @@ Outcome InpaintStage::RunOne(const ClaimedJob& job, const StageContext& ctx) {
     method = "model:" + fs::path(options_.model).stem().string();
     filled = RunModel(*image, hole->mask);
   } else {
-    // INPAINTING on a device (cooling down after out-of-memory errors included, so that its
-    // jobs keep one method): `auto` is the harmonic fill there, Telea's on the CPU alone.
-    const bool device_op = ctx.ladder != nullptr &&
-                           (ctx.ladder->OnDevice(kOperation) || ctx.ladder->CoolingDown(kOperation));
+    // A run with INPAINTING on a device: `auto` is the harmonic fill on every worker of it, on
+    // the device where the worker has a seat there, else its CPU twin (the same pixels);
+    // without a device, Telea's.
+    const bool device_op = ctx.device_ops != nullptr && ctx.device_ops->count(kOperation) > 0 &&
+                           ctx.ladder != nullptr;
     InpaintMethod m = device_op ? InpaintMethod::kPyramid : ChooseInpaintMethod(shape);
     if (options_.method != "auto") {
       auto parsed = ParseInpaintMethod(options_.method);

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,10 @@ struct StageContext {
   // The claim's pictures, each decoded once for all its stages (and ahead, on a device
   // worker); null: each stage decodes its own.
   PictureCache* pictures = nullptr;
+  // The operations the run puts on a device (INPAINTING, ...), whether or not this worker has
+  // a seat on it: a stage whose method depends on the device picks by this, so that every
+  // worker of a run gives the same result (inpaint's auto). null: none.
+  const std::set<std::string>* device_ops = nullptr;
   bool stopped() const { return stop != nullptr && stop->load(); }
 };
 

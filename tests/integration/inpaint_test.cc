@@ -12,6 +12,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "analysis/inpaint_fill.h"
 #include "tests/support/export_rows.h"
 #include "tests/support/model_test_support.h"
 #include "tests/support/test_support.h"
@@ -176,6 +177,44 @@ TEST(InpaintBinaryTest, OnADeviceThePatchSearchRunsThereAndTooLittleMemoryFallsB
 // inpaint.method auto on a device is the harmonic fill (gpu/ops.h HoleFill).
 TEST(InpaintBinaryTest, OnADeviceAutoIsTheHarmonicFillAndTooLittleMemoryFallsBackToItsTwin) {
   ExpectOnTheDeviceAndTheSameOnItsTwin("auto", "pyramid");
+}
+
+// A run with INPAINTING on a device whose seats are fewer than its workers: the worker on the
+// device and the one on the CPU both fill with `pyramid`, and every filled picture is the
+// CPU twin's, so which worker took a job does not show in its result.
+TEST(InpaintBinaryTest, EveryWorkerOfADeviceRunFillsAlikeSeatedOnTheDeviceOrNot) {
+  TempDir dir;
+  const std::string media = dir / "media";
+  fs::create_directories(media);
+  const char* photos[] = {"building.jpg", "fruits.jpg", "baboon.jpg", "aero1.jpg", "home.jpg", "orange.jpg"};
+  for (const char* f : photos) fs::copy_file(SampleData(f), media + "/" + f);
+  cv::Mat hole = cv::Mat::zeros(400, 400, CV_8U);
+  cv::ellipse(hole, cv::Point(200, 180), cv::Size(60, 90), 15, 0, 360, 255, cv::FILLED);
+  ASSERT_TRUE(cv::imwrite(dir / "hole.png", hole));
+  std::map<std::string, std::string> env = {{"FRAMEMILL_DB", dir / "fm.db"},
+                                            {"FRAMEMILL_OUT", dir / "out"},
+                                            {"FRAMEMILL_STAGES", "inpaint"},
+                                            {"FRAMEMILL_INPAINT_MASKS", dir / "hole.png"},
+                                            {"GPU_BACKEND", "sim"},
+                                            {"INPAINTING_GPU", "true"},
+                                            {"FRAMEMILL_GPU_WORKERS_PER_DEVICE", "1"},
+                                            {"FRAMEMILL_GPU_MAX_WORKERS_PER_DEVICE", "1"}};
+  ASSERT_EQ(RunProcess({FRAMEMILL_BIN, "enqueue", media}, env, dir.path()).exit_code, 0);
+  auto run = RunProcess({FRAMEMILL_BIN, "run", "--workers", "2"}, env, dir.path(), 300);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  auto rows = ExportRows(env, dir.path(), "inpaint");
+  ASSERT_EQ(rows.size(), std::size(photos));
+  for (const auto& r : rows) {
+    const std::string name = fs::path(r["item"].get<std::string>()).filename().string();
+    EXPECT_EQ(r["result"]["method"], "pyramid") << name << " on " << r["device"];
+    const cv::Mat photo = cv::imread(media + "/" + name);
+    cv::Mat mask;
+    cv::resize(hole, mask, photo.size(), 0, 0, cv::INTER_NEAREST);
+    auto twin = Inpaint(photo, mask > 127, InpaintMethod::kPyramid);
+    ASSERT_TRUE(twin.ok());
+    const cv::Mat filled = cv::imread(r["result"]["image"].get<std::string>());
+    EXPECT_EQ(cv::norm(filled, *twin, cv::NORM_INF), 0) << name << " on " << r["device"];
+  }
 }
 
 }  // namespace

@@ -1080,6 +1080,14 @@ TEST(EngineModelsTest, CudaEngineMatchesCpuEngine) {
       auto got = (*gpu)->Run(input);
       ASSERT_TRUE(got.ok()) << model << " (cuda " << TypeName(st) << " run): " << got.status().ToString();
       ASSERT_EQ(got->size(), want->size()) << model;
+      if (model == "silero-vad" && st == StorageType::kFloat16) {
+        // Its spectrum's power passes half's 65,504: why models/catalog.cc keeps it in fp32
+        // (fp16_overflows) whatever GPU_PRECISION says. Holds the fact that reason states.
+        size_t nonfinite = 0;
+        for (const auto& [name, w] : *got) nonfinite += Compare(w, want->at(name)).nonfinite;
+        EXPECT_GT(nonfinite, 0u) << "silero-vad holds in fp16 now: models/catalog.cc may let it";
+        continue;
+      }
       bool located = false;
       for (const auto& [name, w] : *want) {
         ASSERT_TRUE(got->count(name)) << model << ": no output " << name;
