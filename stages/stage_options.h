@@ -134,7 +134,7 @@ struct SegmentOptions {  // the segment stage
 
 struct InpaintOptions {  // the inpaint stage
   ImageLimits limits;
-  std::string method = "auto";    // auto | telea | ns | exemplar | fsr_fast | shiftmap (inpaint.method)
+  std::string method = "auto";    // auto, or a method by name (analysis/inpaint_fill.h) (inpaint.method)
   std::string masks = "segment";  // segment | a folder of masks by file stem | one mask file (inpaint.masks)
   double margin = 0.01;           // segment masks grow by this fraction of the diagonal (inpaint.margin)
   double max_coverage = 0.9;      // larger holes are skipped (inpaint.max_coverage)

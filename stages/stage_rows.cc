@@ -2,6 +2,7 @@
 // the stage options that it sets (stages/stage_options.h). Defaults live in the structs.
 #include <opencv2/video/tracking.hpp>
 
+#include "analysis/inpaint_fill.h"
 #include "stages/stage_options.h"
 
 namespace framemill {
@@ -124,8 +125,9 @@ void AddInpaintRows(StageOptions* o, OptionRows* rows) {
   rows->push_back(TextChoiceRow("segment.model", "FRAMEMILL_SEGMENT_MODEL", "", &o->segment.model,
                                 {"selfie", "isnet"}));
   InpaintOptions& i = o->inpaint;
-  rows->push_back(TextChoiceRow("inpaint.method", "FRAMEMILL_INPAINT_METHOD", "", &i.method,
-                                {"auto", "telea", "ns", "exemplar", "fsr_fast", "shiftmap"}));
+  std::vector<std::string> methods = {"auto"};  // and every method by name (analysis/inpaint_fill.h)
+  for (InpaintMethod m : AllInpaintMethods()) methods.emplace_back(InpaintMethodName(m));
+  rows->push_back(TextChoiceRow("inpaint.method", "FRAMEMILL_INPAINT_METHOD", "", &i.method, methods));
   rows->push_back(TextRow("inpaint.masks", "FRAMEMILL_INPAINT_MASKS", "", &i.masks));
   rows->push_back(NumberRow("inpaint.margin", "FRAMEMILL_INPAINT_MARGIN", &i.margin, 0, 0.5));
   rows->push_back(NumberRow("inpaint.max_coverage", "FRAMEMILL_INPAINT_MAX_COVERAGE",

@@ -1081,11 +1081,12 @@ TEST(EngineModelsTest, CudaEngineMatchesCpuEngine) {
       ASSERT_TRUE(got.ok()) << model << " (cuda " << TypeName(st) << " run): " << got.status().ToString();
       ASSERT_EQ(got->size(), want->size()) << model;
       if (model == "silero-vad" && st == StorageType::kFloat16) {
-        // Its spectrum's power passes half's 65,504: why models/catalog.cc keeps it in fp32
+        // Its spectrum's power passes half's 65,504 (infinite at its third node) and its output
+        // is wrong (H200: cosine 0.12 to the CPU's): why models/catalog.cc keeps it in fp32
         // (fp16_overflows) whatever GPU_PRECISION says. Holds the fact that reason states.
-        size_t nonfinite = 0;
-        for (const auto& [name, w] : *got) nonfinite += Compare(w, want->at(name)).nonfinite;
-        EXPECT_GT(nonfinite, 0u) << "silero-vad holds in fp16 now: models/catalog.cc may let it";
+        bool wrong = false;
+        for (const auto& [name, g] : *got) wrong = wrong || Compare(g, want->at(name)).Fails(st);
+        EXPECT_TRUE(wrong) << "silero-vad holds in fp16 now: models/catalog.cc may let it";
         continue;
       }
       bool located = false;
