@@ -13,6 +13,8 @@ Outcome Outcome::Failed(Status error, std::string error_class, int64_t retry_aft
   Outcome o;
   o.kind = Kind::kFailed;
   o.error = std::move(error);
+  // An OutOfMemory that reaches a job is the host's (jobs/failure.h): its own class.
+  if (error_class.empty() && o.error.IsOutOfMemory()) error_class = "resources";
   o.error_class = std::move(error_class);
   o.retry_after_ms = retry_after_ms;
   return o;

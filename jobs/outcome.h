@@ -36,8 +36,9 @@ struct Outcome {
   std::string device = "cpu";                        // what produced it: "cpu", "cuda:0"
   std::optional<FetchedFile> fetched;                // kDone, downloading stages only
   Status error;  // kFailed: why (its code decides transient or permanent); kSkipped: the reason
-  // kFailed only: a class finer than error's code ("" = the code's name), and a server's
-  // Retry-After, a floor under the retry backoff (-1 = none).
+  // kFailed only: a class finer than error's code ("" = the code's name; an OutOfMemory is
+  // "resources", jobs/failure.h), and a server's Retry-After, a floor under the retry
+  // backoff (-1 = none).
   std::string error_class;
   int64_t retry_after_ms = -1;
 

@@ -17,6 +17,8 @@
 #include <set>
 #include <thread>
 
+#include "jobs/failure.h"
+
 namespace framemill {
 namespace {
 
@@ -476,40 +478,40 @@ void Worker::Time(std::vector<FinishedJob>* finished, size_t from, int64_t start
 }
 
 namespace {
-// A stage's batch, or what it threw (nullopt, with *what set).
+// A stage's batch, or the failure of what it threw (nullopt, with *thrown set as
+// jobs/failure.h classes it).
 std::optional<std::vector<Outcome>> RunGuarded(Stage* stage, const std::vector<ClaimedJob>& jobs,
-                                               const StageContext& ctx, std::string* what) {
+                                               const StageContext& ctx, Outcome* thrown) {
   try {
     return stage->RunBatch(jobs, ctx);
-  } catch (const std::exception& e) {
-    *what = e.what();
   } catch (...) {
-    *what = "an exception that is not a std::exception";
+    *thrown = FailedByThrow("stage " + stage->spec().name + " threw");
   }
   return std::nullopt;
 }
 }  // namespace
 
-// A throw from any stage fails the jobs it took down, with the reason (transient: the
-// retry policy decides), instead of ending the worker. Which job of a batch threw is not
-// known, so each then runs again alone: only the one that throws again fails.
+// A throw from any stage fails the jobs it took down, with the reason and the class of
+// jobs/failure.h (transient: the retry policy decides), instead of ending the worker. Which
+// job of a batch threw is not known, so each then runs again alone: only the one that
+// throws again fails.
 std::vector<Outcome> Worker::CallStage(Stage* stage, const std::vector<ClaimedJob>& group,
                                        const StageContext& ctx) {
-  std::string what;
+  Outcome failure;
   PostDeadline(options_.budget.For(group));
-  auto outs = RunGuarded(stage, group, ctx, &what);
+  auto outs = RunGuarded(stage, group, ctx, &failure);
   PostDeadline(0);
   if (outs) return std::move(*outs);
   auto thrown = [&] {
-    spdlog::warn("stage {} threw: {}", stage->spec().name, what);
-    return Outcome::Failed(Status::Internal("stage " + stage->spec().name + " threw: " + what));
+    spdlog::warn("{}", failure.error.message());
+    return failure;
   };
   if (group.size() == 1) return {thrown()};
   std::vector<Outcome> each;
   for (const ClaimedJob& job : group) {
     const std::vector<ClaimedJob> one{job};
     PostDeadline(options_.budget.For(one));
-    auto out = RunGuarded(stage, one, ctx, &what);
+    auto out = RunGuarded(stage, one, ctx, &failure);
     PostDeadline(0);
     if (!out) each.push_back(thrown());
     else if (out->empty()) break;  // stopped

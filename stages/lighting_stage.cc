@@ -1,10 +1,10 @@
 #include "stages/lighting_stage.h"
 
-#include <exception>
 
 #include "analysis/lighting_analysis.h"
 #include "base/clock.h"
 #include "gpu/compute_backend.h"
+#include "jobs/failure.h"
 #include "jobs/stage_names.h"
 #include "media/image.h"
 #include "media/video.h"
@@ -84,11 +84,8 @@ std::vector<Outcome> LightingStage::RunTogether(const std::vector<ClaimedJob>& j
     try {
       Status s = Decode(jobs[j], options_, &frames, j, &media[j]);
       if (!s.ok()) out[j] = Outcome::Failed(s);
-    } catch (const std::bad_alloc&) {
-      out[j] = Outcome::Failed(Status::OutOfMemory("out of host memory decoding " + jobs[j].source));
-    } catch (const std::exception& e) {
-      // OpenCV throws on inputs it cannot handle: this item's failure, not ours.
-      out[j] = Outcome::Failed(Status::Corruption(std::string("decoding failed: ") + e.what()));
+    } catch (...) {
+      out[j] = FailedByThrow("decoding " + jobs[j].source);
     }
   }
   if (frames.empty()) return out;
@@ -153,8 +150,8 @@ std::vector<Outcome> LightingStage::RunTogether(const std::vector<ClaimedJob>& j
       r["media"] = std::move(media[j]);
       // Some frames fell back to the CPU: the CPU is what finished the result.
       out[j] = Outcome::Done(std::move(r), mixed ? std::string("cpu") : device);
-    } catch (const std::exception& e) {
-      out[j] = Outcome::Failed(Status::Corruption(std::string("analysis failed: ") + e.what()));
+    } catch (...) {
+      out[j] = FailedByThrow("analysing " + jobs[j].source);
     }
   }
   return out;

@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <exception>
 
 #include <tbb/parallel_for.h>
 
+#include "jobs/failure.h"
 #include "media/video.h"
 #include "media/video_reader.h"
 
@@ -89,11 +89,8 @@ std::vector<ModelFrame> DecodeAll(const StageSpec& spec, const std::vector<Claim
         continue;
       }
       (*decoded)[j] = true;
-    } catch (const std::bad_alloc&) {
-      (*out)[j] = Outcome::Failed(Status::OutOfMemory("out of host memory decoding " + job.source));
-    } catch (const std::exception& e) {
-      // OpenCV throws on inputs it cannot handle: this item's failure.
-      (*out)[j] = Outcome::Failed(Status::Corruption(std::string("decoding failed: ") + e.what()));
+    } catch (...) {
+      (*out)[j] = FailedByThrow("decoding " + job.source);
     }
   }
   return frames;
@@ -171,10 +168,8 @@ std::vector<Outcome> ModelStage::RunChunk(const std::vector<ClaimedJob>& jobs,
   Status s;
   try {
     s = Analyse(ModelBatch{frames, jobs, runners}, ctx, &results, &device);
-  } catch (const std::bad_alloc&) {
-    s = Status::OutOfMemory("out of host memory running the models");
-  } catch (const std::exception& e) {
-    s = Status::Internal(std::string("analysis failed: ") + e.what());
+  } catch (...) {
+    s = ThrownStatus("running the models");
   }
   if (s.ok() && results.size() != frames.size())
     s = Status::Internal("analysis returned " + std::to_string(results.size()) + " results for " +

@@ -1,7 +1,6 @@
 #include "stages/per_job_stage.h"
 
-#include <exception>
-
+#include "jobs/failure.h"
 #include "stages/artifact.h"
 
 namespace framemill {
@@ -31,8 +30,8 @@ std::vector<Outcome> PerJobStage::RunBatch(const std::vector<ClaimedJob>& jobs,
     }
     try {
       out.push_back(RunOne(job, ctx));
-    } catch (const std::exception& e) {
-      out.push_back(Outcome::Failed(Status::Corruption(spec_.name + ": " + e.what())));
+    } catch (...) {
+      out.push_back(FailedByThrow(spec_.name));
     }
   }
   return out;

@@ -4,6 +4,8 @@
 
 #include <opencv2/imgproc.hpp>
 
+#include "jobs/outcome.h"
+
 namespace framemill::gpu {
 namespace {
 
@@ -100,6 +102,28 @@ TEST(OomLadderTest, ItemsThatDoNotFitAloneRunOnTheCpu) {
   EXPECT_EQ(ladder.stats().cpu_fallback_items, 5);
   EXPECT_GE(ladder.stats().oom_events, 5);
   ExpectSameAsCpu(h);
+}
+
+// The last step, the CPU, running out of the host's memory: the ladder hands that back (there
+// is no step below), and the job it fails is retried in the "resources" class (jobs/failure.h).
+TEST(OomLadderTest, TheCpuStepOutOfHostMemoryIsReturnedAndItsJobRetried) {
+  auto sim = MakeSimBackend(2, 10.0);  // no frame fits: every item goes to the CPU step
+  auto cpu = MakeCpuBackend();
+  BatchTuner tuner(TunerOptions{}, nullptr);
+  ManualClock clock;
+  OomLadder ladder(sim.get(), cpu.get(), &tuner, &clock, LadderOptions{});
+  Harness h(Frames(2));
+  auto host_full = [&](ComputeBackend& b, size_t begin, size_t end) -> Status {
+    if (!b.is_gpu()) return Status::OutOfMemory("host memory exhausted computing luminance statistics");
+    return h.fn()(b, begin, end);
+  };
+  std::vector<std::string> device_of;
+  const Status s = ladder.Run("LIGHTING", 2, static_cast<int64_t>(h.frames[0].total()),
+                              LumaStatsBytesPerItem(h.frames[0]), host_full, &device_of);
+  ASSERT_TRUE(s.IsOutOfMemory()) << s.ToString();
+  const Outcome failed = Outcome::Failed(s);
+  EXPECT_EQ(failed.ErrorClass(), "resources");
+  EXPECT_TRUE(failed.error.IsTransient());
 }
 
 TEST(OomLadderTest, RepeatedFallbacksParkTheOperationOnTheCpuForACooldown) {

@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <new>
 #include <stdexcept>
 #include <thread>
 
@@ -383,6 +384,37 @@ TEST_F(WorkerTest, TransientStageErrorIsRetriedAfterBackoffAndThenSucceeds) {
                 " AND transient = 1 AND attempt = 1"), 1);
   EXPECT_EQ(Int("SELECT count(*) FROM results"), 5);
   EXPECT_EQ(stage_->calls(), 6);
+}
+
+// Host memory running out is not the job's fault: a stage that throws std::bad_alloc gets a
+// retry after the backoff (class "resources", jobs/failure.h), not a permanent failure, and
+// the job finishes on its next attempt.
+TEST_F(WorkerTest, AStageOutOfHostMemoryIsRetriedInTheResourcesClassAndThenSucceeds) {
+  retry_.base_delay_ms = 20;
+  retry_.max_delay_ms = 40;
+  auto store = Open(SystemClock());  // backoff is waited out in real time (~20 ms)
+  ASSERT_NE(store, nullptr);
+  EnqueueImages(*store, 3);
+  // Twice: in the batch, and alone (the worker runs a batch that threw again job by job).
+  int thrown = 0;
+  stage_->OnRun([&](const ClaimedJob& job) {
+    if (job.source == Source(1) && thrown < 2) {
+      ++thrown;
+      throw std::bad_alloc();
+    }
+  });
+  Worker worker(store.get(), nullptr, &registry_, SystemClock(), Options("w1", 3), &stop_);
+  Status s = worker.Run();
+  stage_->OnRun(nullptr);
+
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(thrown, 2);
+  EXPECT_EQ(worker.stats().retried, 1);
+  EXPECT_EQ(worker.stats().failed, 0);
+  EXPECT_EQ(worker.stats().done, 3);
+  EXPECT_EQ(JobRow(1), "2|2|");  // done on its second attempt
+  EXPECT_EQ(Int("SELECT count(*) FROM job_errors WHERE error_class = 'resources'"
+                " AND transient = 1 AND attempt = 1"), 1);
 }
 
 TEST_F(WorkerTest, TransientErrorOnEveryAttemptFailsTheJobAtMaxAttempts) {

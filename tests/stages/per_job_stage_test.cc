@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <new>
 #include <stdexcept>
 
 #include "base/clock.h"
@@ -84,9 +85,26 @@ TEST(PerJobStageTest, AThrowFailsThatJobAloneAndTheLoopGoesOn) {
   ASSERT_EQ(out.size(), 3u);
   EXPECT_TRUE(out[0].done());
   ASSERT_TRUE(out[1].failed());
-  EXPECT_EQ(out[1].error.code(), Status::Code::kCorruption);
+  EXPECT_EQ(out[1].error.code(), Status::Code::kInternal);  // jobs/failure.h: retried
   EXPECT_EQ(out[1].error.message(), "echo: cannot read it");
   EXPECT_TRUE(out[2].done());
+}
+
+// std::bad_alloc in a stage is the host's memory, not the job: retried, in its own class.
+TEST(PerJobStageTest, OutOfHostMemoryFailsTheJobTransientlyInTheResourcesClass) {
+  class Hungry : public PerJobStage {
+   public:
+    Hungry() : PerJobStage(MakeSpec("hungry", Takes::kImagesAndVideos)) {}
+   protected:
+    Outcome RunOne(const ClaimedJob&, const StageContext&) override { throw std::bad_alloc(); }
+  };
+  gpu::CpuLadder cpu(SystemClock());
+  const std::vector<Outcome> out = Hungry().RunBatch({Job(MediaKind::kImage)}, StageContext{cpu.get()});
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_TRUE(out[0].failed());
+  EXPECT_TRUE(out[0].error.IsOutOfMemory());
+  EXPECT_TRUE(out[0].error.IsTransient());
+  EXPECT_EQ(out[0].ErrorClass(), "resources");
 }
 
 TEST(PerJobStageTest, AStoppedContextStartsNothing) {
