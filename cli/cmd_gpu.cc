@@ -12,7 +12,6 @@
 #include "gpu/compute_backend.h"
 #include "gpu/device_ledger.h"
 #include "gpu/policy.h"
-#include "models/catalog.h"
 #include "scheduler/gpu_runtime.h"
 
 namespace framemill {
@@ -89,22 +88,6 @@ std::vector<ShownDevice> ShownDevices(const gpu::GpuOptions& g, const gpu::GpuPl
   return out;
 }
 
-// How the engine stores each model's tensors on a device, and why: GPU_PRECISION when it
-// forces one, else the model's own (models/catalog.cc).
-struct ModelPrecision {
-  std::string model, precision, why;
-};
-std::vector<ModelPrecision> ModelPrecisions(const gpu::GpuOptions& g) {
-  std::vector<ModelPrecision> out;
-  for (const models::ModelSpec& m : models::CatalogModels()) {
-    if (g.precision == "auto" || (g.precision == "fp16" && m.fp16_overflows))
-      out.push_back({m.name, m.precision, m.precision_why});
-    else
-      out.push_back({m.name, g.precision, "GPU_PRECISION=" + g.precision});
-  }
-  return out;
-}
-
 void PrintGpuJson(const gpu::GpuOptions& g, const gpu::GpuPlan& plan, const std::vector<ShownDevice>& shown) {
   nlohmann::json j;
   j["cuda_compiled_in"] = gpu::CudaCompiledIn();
@@ -125,9 +108,7 @@ void PrintGpuJson(const gpu::GpuOptions& g, const gpu::GpuPlan& plan, const std:
     j["operations"][d.op] = {{"device", d.device}, {"gpu", d.use_gpu}, {"reason", d.reason},
                              {"gpu_implemented", d.gpu_implemented}};
   j["precision"] = g.precision;
-  j["model_precision"] = nlohmann::json::object();
-  for (const ModelPrecision& m : ModelPrecisions(g))
-    j["model_precision"][m.model] = {{"precision", m.precision}, {"why", m.why}};
+  j["model_precision"] = ModelPrecisionsJson(g.precision);
   j["warnings"] = plan.warnings;
   std::cout << JsonDump(j, 2) << "\n";
 }
@@ -151,9 +132,7 @@ void PrintGpuText(const gpu::GpuOptions& g, const gpu::GpuPlan& plan, const std:
               g.batch_size > 0 ? std::to_string(g.batch_size).c_str() : "tuned to free memory");
   std::printf("%-16s %-8s %s\n", "operation", "device", "why");
   for (const auto& d : plan.ops) std::printf("%-16s %-8s %s\n", d.op.c_str(), d.device.c_str(), d.reason.c_str());
-  std::printf("\n%-18s %-9s %s\n", "model on a device", "precision", "why");
-  for (const ModelPrecision& m : ModelPrecisions(g))
-    std::printf("%-18s %-9s %s\n", m.model.c_str(), m.precision.c_str(), m.why.c_str());
+  PrintModelPrecisions(g.precision);
   for (const auto& w : plan.warnings) std::printf("\nwarning: %s", w.c_str());
   if (!plan.warnings.empty()) std::printf("\n");
 }

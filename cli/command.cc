@@ -9,6 +9,7 @@
 
 #include "base/clock.h"
 #include "cli/options.h"
+#include "models/catalog.h"
 
 namespace framemill {
 namespace {
@@ -73,6 +74,23 @@ Status CheckStageFlag(const Env& env, const std::string& stage) {
 int UsageError(const std::string& msg) {
   std::fprintf(stderr, "framemill: %s\n", msg.c_str());
   return ToInt(ExitCode::kUsage);
+}
+
+void PrintModelPrecisions(const std::string& setting) {
+  std::printf("\n%-18s %-9s %s\n", "model on a device", "precision", "why (GPU_PRECISION)");
+  for (const models::ModelSpec& m : models::CatalogModels()) {
+    const models::DevicePrecision p = models::PrecisionOnDevice(m.name, setting);
+    std::printf("%-18s %-9s %s\n", m.name.c_str(), p.precision.c_str(), p.why.c_str());
+  }
+}
+
+nlohmann::json ModelPrecisionsJson(const std::string& setting) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const models::ModelSpec& m : models::CatalogModels()) {
+    const models::DevicePrecision p = models::PrecisionOnDevice(m.name, setting);
+    j[m.name] = {{"precision", p.precision}, {"why", p.why}};
+  }
+  return j;
 }
 
 int StoreError(const Status& s) {

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "base/exit_code.h"
 #include "base/status.h"
 #include "cli/settings.h"
@@ -52,6 +54,11 @@ Status CheckStageFlag(const Env& env, const std::string& stage);
 
 // Prints the message; returns 2.
 int UsageError(const std::string& msg);
+// Prints each model's precision on a device under GPU_PRECISION `setting`, and why
+// (models/catalog.h PrecisionOnDevice): `gpu` and `config` show it.
+void PrintModelPrecisions(const std::string& setting);
+// The same as JSON: {"<model>": {"precision", "why"}}.
+nlohmann::json ModelPrecisionsJson(const std::string& setting);
 // Prints the store's error; returns 2 for InvalidArgument, else 4.
 int StoreError(const Status& s);
 

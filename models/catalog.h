@@ -49,12 +49,15 @@ const std::vector<ModelSpec>& CatalogModels();
 const ModelSpec* FindModel(std::string_view name);
 const PackageSpec* FindPackage(std::string_view npm_name);
 
-// Whether the engine stores model `name`'s tensors in fp16 on a device whose storage is
-// `kModelsOwn` (its ModelSpec::precision; fp16 for a model not in the catalog).
-bool PrefersFp16(std::string_view name);
-
-// ModelSpec::fp16_overflows of model `name` (false for a model not in the catalog).
-bool Fp16Overflows(std::string_view name);
+// How the engine stores model `name`'s tensors on a device under GPU_PRECISION `setting`
+// (auto | fp16 | fp32), and why: the model's own precision under auto (fp16 for a model not
+// in the catalog), else the setting's, except that a model fp16 overflows in stays in fp32.
+// `framemill gpu` and `config` show it; EngineModel::Open follows it.
+struct DevicePrecision {
+  std::string precision;  // fp16 | fp32
+  std::string why;
+};
+DevicePrecision PrecisionOnDevice(std::string_view name, std::string_view setting);
 
 // ModelSpec::engine_batches of model `name` (false for a model not in the catalog).
 bool EngineBatches(std::string_view name);

@@ -15,9 +15,10 @@ Result<std::unique_ptr<EngineModel>> EngineModel::Open(const ModelManifest& m,
   if (!kernels.ok()) return kernels.status();
   gpu::engine::EngineOptions options;
   const gpu::EngineStorage storage = backend.Storage();
-  const bool fp16 = !Fp16Overflows(m.name) &&
-                    (storage == gpu::EngineStorage::kFp16 ||
-                     (storage == gpu::EngineStorage::kModelsOwn && PrefersFp16(m.name)));
+  const char* setting = storage == gpu::EngineStorage::kFp16   ? "fp16"
+                        : storage == gpu::EngineStorage::kFp32 ? "fp32"
+                                                                : "auto";
+  const bool fp16 = PrecisionOnDevice(m.name, setting).precision == "fp16";
   options.storage = fp16 ? gpu::engine::StorageType::kFloat16 : gpu::engine::StorageType::kFloat32;
   auto engine = gpu::engine::Engine::Load(m.graph_file, std::move(kernels).value(), options);
   if (!engine.ok()) return engine.status();

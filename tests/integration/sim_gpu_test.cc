@@ -232,6 +232,24 @@ std::vector<std::vector<int64_t>> TrackFrames(const nlohmann::json& result) {
 // the simulated device in fp16 and in fp32: the same tracks, sighting for sighting.
 // (cc5d81d's tracker gave 6 tracks of 66 sightings on the CPU and 67 in fp16.)
 // Its own suite: SimGpuTest also runs against the CPU-only build, and this one takes a minute.
+// Each model's precision on a device, and why, in `gpu` and `config` alike: its own under auto
+// (pose fp32, faceres fp16), GPU_PRECISION's when set, but fp32 for silero-vad always.
+TEST(SimGpuTest, GpuAndConfigShowEachModelsPrecisionAndWhy) {
+  for (const char* command : {"gpu", "config"}) {
+    for (const char* setting : {"auto", "fp16"}) {
+      auto r = RunProcess({FRAMEMILL_BIN, command, "--json"}, {{"GPU_BACKEND", "sim"}, {"GPU_PRECISION", setting}});
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      const nlohmann::json p = nlohmann::json::parse(r.out)["model_precision"];
+      const bool forced = std::string(setting) == "fp16";
+      EXPECT_EQ(p["movenet-multipose"]["precision"], forced ? "fp16" : "fp32") << command << " " << setting;
+      EXPECT_EQ(p["faceres"]["precision"], "fp16") << command << " " << setting;
+      EXPECT_EQ(p["silero-vad"]["precision"], "fp32") << command << " " << setting;
+      EXPECT_FALSE(p["centernet"]["why"].get<std::string>().empty()) << command;
+      if (forced) EXPECT_EQ(p["faceres"]["why"], "GPU_PRECISION=fp16");
+    }
+  }
+}
+
 // GPU_PRECISION auto (the default) runs pose in fp32 on a device (models/catalog.cc).
 TEST(SimPoseTracksTest, MegamindsTracksAreTheSameOnTheCpuAndTheDeviceInFp16AndByDefault) {
   FM_REQUIRE_MODEL("movenet-multipose");
