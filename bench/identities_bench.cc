@@ -44,6 +44,7 @@ namespace framemill {
 namespace {
 
 namespace fs = std::filesystem;
+using cluster::FaceRef;
 
 struct Flags {
   std::string benchmarks = "identities,quality";

@@ -39,6 +39,57 @@ std::vector<int32_t> Nearest(const Embeddings& e, std::vector<int32_t> members,
   return out;
 }
 
+// The unit mean direction of each group (roots[r]'s members), row r.
+std::vector<float> MeanDirections(const Embeddings& e, const std::vector<int32_t>& roots,
+                                  const std::vector<std::vector<int32_t>>& members) {
+  std::vector<float> means(roots.size() * e.dim, 0.f);
+  for (size_t r = 0; r < roots.size(); ++r) {
+    float* m = means.data() + r * e.dim;
+    for (int32_t p : members[roots[r]])
+      for (int d = 0; d < e.dim; ++d) m[d] += e.row(p)[d];
+    const float norm = std::sqrt(std::max(1e-12f, gpu::DotCpu(m, m, e.dim)));
+    for (int d = 0; d < e.dim; ++d) m[d] /= norm;
+  }
+  return means;
+}
+
+// For each closed group, its `partners` nearest groups by mean direction.
+gpu::TopK NearestGroups(const std::vector<float>& means, int dim, size_t groups,
+                        const std::vector<int32_t>& closed, const std::vector<int64_t>& index_of,
+                        int partners) {
+  std::vector<float> queries;
+  std::vector<int64_t> self;
+  for (int32_t c : closed) {
+    const float* m = means.data() + index_of[c] * dim;
+    queries.insert(queries.end(), m, m + dim);
+    self.push_back(index_of[c]);
+  }
+  gpu::SimilarityQuery q;
+  q.queries = queries.data();
+  q.nq = static_cast<int64_t>(closed.size());
+  q.base = means.data();
+  q.nb = static_cast<int64_t>(groups);
+  q.dim = dim;
+  q.k = std::min<int>(partners, static_cast<int>(groups) - 1);
+  q.self = self.data();
+  return gpu::TopKSimilarCpu(q);
+}
+
+// The closest pair between two groups' `sample` members nearest the other's direction.
+KnnGraph::Bridge ClosestPair(const Embeddings& e, const std::vector<int32_t>& a_members,
+                             const float* toward_b, const std::vector<int32_t>& b_members,
+                             const float* toward_a, int sample) {
+  const auto as = Nearest(e, a_members, toward_b, sample);
+  const auto bs = Nearest(e, b_members, toward_a, sample);
+  KnnGraph::Bridge best{0, 0, 3.f};
+  for (int32_t a : as)
+    for (int32_t b : bs) {
+      const float d = 1.f - gpu::DotCpu(e.row(a), e.row(b), e.dim);
+      if (d < best.dist) best = {a, b, d};
+    }
+  return best;
+}
+
 }  // namespace
 
 int BridgeGroups(const Embeddings& e, const BridgeOptions& o, KnnGraph* g) {
@@ -48,39 +99,17 @@ int BridgeGroups(const Embeddings& e, const BridgeOptions& o, KnnGraph* g) {
   // A group no larger than k is not closed: each point's k neighbours reach past it, so
   // its nearest outsider is already in the graph.
   std::vector<int32_t> roots, closed;
+  std::vector<int64_t> index_of(static_cast<size_t>(g->n), -1);
   for (int64_t r = 0; r < g->n; ++r) {
     if (members[r].empty()) continue;
+    index_of[r] = static_cast<int64_t>(roots.size());
     roots.push_back(static_cast<int32_t>(r));
     if (static_cast<int>(members[r].size()) > g->k) closed.push_back(static_cast<int32_t>(r));
   }
   if (closed.empty() || roots.size() < 2) return 0;
   // Mean directions of every group, and for each closed group its nearest groups.
-  std::vector<float> means(roots.size() * e.dim, 0.f);
-  std::vector<int64_t> index_of(static_cast<size_t>(g->n), -1);
-  for (size_t r = 0; r < roots.size(); ++r) {
-    index_of[roots[r]] = static_cast<int64_t>(r);
-    float* m = means.data() + r * e.dim;
-    for (int32_t p : members[roots[r]])
-      for (int d = 0; d < e.dim; ++d) m[d] += e.row(p)[d];
-    const float norm = std::sqrt(std::max(1e-12f, gpu::DotCpu(m, m, e.dim)));
-    for (int d = 0; d < e.dim; ++d) m[d] /= norm;
-  }
-  std::vector<float> queries;
-  std::vector<int64_t> self;
-  for (int32_t c : closed) {
-    const float* m = means.data() + index_of[c] * e.dim;
-    queries.insert(queries.end(), m, m + e.dim);
-    self.push_back(index_of[c]);
-  }
-  gpu::SimilarityQuery q;
-  q.queries = queries.data();
-  q.nq = static_cast<int64_t>(closed.size());
-  q.base = means.data();
-  q.nb = static_cast<int64_t>(roots.size());
-  q.dim = e.dim;
-  q.k = std::min<int>(o.partners, static_cast<int>(roots.size()) - 1);
-  q.self = self.data();
-  const gpu::TopK near = gpu::TopKSimilarCpu(q);
+  const std::vector<float> means = MeanDirections(e, roots, members);
+  const gpu::TopK near = NearestGroups(means, e.dim, roots.size(), closed, index_of, o.partners);
   int added = 0;
   for (size_t c = 0; c < closed.size(); ++c) {
     for (int j = 0; j < near.k; ++j) {
@@ -88,14 +117,9 @@ int BridgeGroups(const Embeddings& e, const BridgeOptions& o, KnnGraph* g) {
       if (other < 0) continue;
       const int32_t a_root = closed[c], b_root = roots[other];
       if (static_cast<int>(members[b_root].size()) > g->k && b_root < a_root) continue;  // done from its side
-      const auto as = Nearest(e, members[a_root], means.data() + other * e.dim, o.sample);
-      const auto bs = Nearest(e, members[b_root], means.data() + index_of[a_root] * e.dim, o.sample);
-      KnnGraph::Bridge best{0, 0, 3.f};
-      for (int32_t a : as)
-        for (int32_t b : bs) {
-          const float d = 1.f - gpu::DotCpu(e.row(a), e.row(b), e.dim);
-          if (d < best.dist) best = {a, b, d};
-        }
+      const KnnGraph::Bridge best =
+          ClosestPair(e, members[a_root], means.data() + other * e.dim, members[b_root],
+                      means.data() + index_of[a_root] * e.dim, o.sample);
       if (best.dist <= o.max_distance) {
         g->bridges.push_back(best);
         ++added;

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -178,13 +179,50 @@ Result<PictureSignature> SignatureFromJson(const nlohmann::json& j) {
   return s;
 }
 
+namespace {
+
+// Groups of pictures joined into one, with more than one item: the representative is the
+// largest (pixels, then bytes, then sharpness; ties the first), each member with the signal
+// that joined it and its cosine to the representative; in representative order.
+std::vector<DuplicateGroup> GroupsOf(const std::vector<PictureSignature>& p, UnionFind<size_t>& uf,
+                                     const std::vector<std::string>& signal_of,
+                                     const std::function<int64_t(size_t)>& item) {
+  std::map<size_t, std::vector<size_t>> by_root;
+  for (size_t i = 0; i < p.size(); ++i) by_root[uf.Find(i)].push_back(i);
+  std::vector<DuplicateGroup> out;
+  for (const auto& [root, ids] : by_root) {
+    std::set<int64_t> items;
+    for (size_t id : ids) items.insert(item(id));
+    if (items.size() < 2) continue;
+    DuplicateGroup g;
+    g.representative = *std::max_element(ids.begin(), ids.end(), [&](size_t a, size_t b) {
+      if (p[a].pixels != p[b].pixels) return p[a].pixels < p[b].pixels;
+      if (p[a].bytes != p[b].bytes) return p[a].bytes < p[b].bytes;
+      if (p[a].sharpness != p[b].sharpness) return p[a].sharpness < p[b].sharpness;
+      return a > b;  // ties: the first
+    });
+    for (size_t id : ids) {
+      if (id == g.representative) continue;
+      // The signal of the pair that first joined it; the cosine to the representative.
+      g.members.push_back({id, Cosine(p[id], p[g.representative]), signal_of[id]});
+    }
+    out.push_back(std::move(g));
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.representative < b.representative; });
+  return out;
+}
+
+}  // namespace
+
 Result<std::vector<DuplicateGroup>> GroupNearDuplicates(const std::vector<PictureSignature>& p,
                                                         const NearDuplicateOptions& o,
                                                         const ConfirmFn& confirm, GroupingStats* stats,
                                                         const std::vector<int64_t>& item_of) {
   if (!item_of.empty() && item_of.size() != p.size())
     return Status::InvalidArgument("item_of must name an item for every picture");
-  auto item = [&](size_t i) { return item_of.empty() ? static_cast<int64_t>(i) : item_of[i]; };
+  const std::function<int64_t(size_t)> item = [&](size_t i) {
+    return item_of.empty() ? static_cast<int64_t>(i) : item_of[i];
+  };
   GroupingStats st;
   UnionFind<size_t> uf(static_cast<int64_t>(p.size()));
   std::map<int64_t, size_t> first_of_item;
@@ -215,30 +253,8 @@ Result<std::vector<DuplicateGroup>> GroupNearDuplicates(const std::vector<Pictur
     uf.Join(a, b);
     mark(a, b, "embedding");
   }
-  std::map<size_t, std::vector<size_t>> by_root;
-  for (size_t i = 0; i < p.size(); ++i) by_root[uf.Find(i)].push_back(i);
-  std::vector<DuplicateGroup> out;
-  for (const auto& [root, ids] : by_root) {
-    std::set<int64_t> items;
-    for (size_t id : ids) items.insert(item(id));
-    if (items.size() < 2) continue;
-    DuplicateGroup g;
-    g.representative = *std::max_element(ids.begin(), ids.end(), [&](size_t a, size_t b) {
-      if (p[a].pixels != p[b].pixels) return p[a].pixels < p[b].pixels;
-      if (p[a].bytes != p[b].bytes) return p[a].bytes < p[b].bytes;
-      if (p[a].sharpness != p[b].sharpness) return p[a].sharpness < p[b].sharpness;
-      return a > b;  // ties: the first
-    });
-    for (size_t id : ids) {
-      if (id == g.representative) continue;
-      // The signal of the pair that first joined it; the cosine to the representative.
-      g.members.push_back({id, Cosine(p[id], p[g.representative]), signal_of[id]});
-    }
-    out.push_back(std::move(g));
-  }
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.representative < b.representative; });
   if (stats != nullptr) *stats = st;
-  return out;
+  return GroupsOf(p, uf, signal_of, item);
 }
 
 }  // namespace framemill::cluster

@@ -25,6 +25,9 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "fetch/address_policy.h"
+#include "fetch/content_store.h"
+#include "fetch/failures.h"
 #include "media/content_hash.h"
 #include "media/sniff.h"
 
@@ -45,15 +48,6 @@ void GlobalInit() {
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
-std::string ExtensionFor(const std::string& format) {
-  if (format == "jpeg") return ".jpg";
-  if (format == "mpegts") return ".ts";
-  if (format == "mpeg") return ".mpg";
-  if (format == "tiff") return ".tif";
-  if (format.empty()) return "";
-  return "." + format;
-}
-
 std::string Lower(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -66,110 +60,7 @@ std::string Trim(std::string_view s) {
   return std::string(s);
 }
 
-// Retry-After is either delta-seconds or an HTTP date; -1 when neither parses. Saturates
-// (a year of digits, a date centuries ahead) instead of overflowing.
-int64_t ParseRetryAfter(const std::string& v) {
-  constexpr int64_t kMaxMs = int64_t{1} << 53;
-  if (v.empty()) return -1;
-  if (std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    if (v.size() > 12) return kMaxMs;
-    return std::min<int64_t>(kMaxMs, std::stoll(v) * 1000);
-  }
-  time_t when = curl_getdate(v.c_str(), nullptr);
-  if (when < 0) return -1;
-  const int64_t ahead = static_cast<int64_t>(when) - static_cast<int64_t>(time(nullptr));
-  return std::clamp<int64_t>(ahead, 0, kMaxMs / 1000) * 1000;
-}
-
-std::string FormatWait(int64_t ms) {
-  char buf[64];
-  if (ms >= 86'400'000) std::snprintf(buf, sizeof buf, "%.0f days", ms / 86'400'000.0);
-  else std::snprintf(buf, sizeof buf, "%.0f s", ms / 1000.0);
-  return buf;
-}
-
-bool WriteAll(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-
 }  // namespace
-
-const char* FailureClassName(FailureClass c) {
-  switch (c) {
-    case FailureClass::kNone: return "none";
-    case FailureClass::kDns: return "dns";
-    case FailureClass::kConnect: return "connect";
-    case FailureClass::kTimeout: return "timeout";
-    case FailureClass::kHttpStatus: return "http_status";
-    case FailureClass::kTooLarge: return "too_large";
-    case FailureClass::kNotMedia: return "not_media";
-    case FailureClass::kBadUrl: return "bad_url";
-    case FailureClass::kRetryAfterTooLong: return "retry_after_too_long";
-    case FailureClass::kBlockedAddress: return "blocked_address";
-    case FailureClass::kTransfer: return "transfer";
-  }
-  return "unknown";
-}
-
-bool IsPrivateAddress(const struct sockaddr* addr) {
-  auto v4 = [](uint32_t a) {  // host byte order
-    auto in = [a](uint32_t net, int bits) { return (a >> (32 - bits)) == (net >> (32 - bits)); };
-    return in(0x00000000, 8) || in(0x0A000000, 8) || in(0x7F000000, 8) ||   // 0/8 10/8 127/8
-           in(0x64400000, 10) || in(0xA9FE0000, 16) || in(0xAC100000, 12) ||  // CGNAT, link-local, 172.16/12
-           in(0xC0A80000, 16) || in(0xC0000000, 24) || in(0xC6120000, 15) ||  // 192.168/16, 192.0.0/24, 198.18/15
-           in(0xE0000000, 4) || in(0xF0000000, 4);                            // multicast, reserved + broadcast
-  };
-  if (addr->sa_family == AF_INET)
-    return v4(ntohl(reinterpret_cast<const sockaddr_in*>(addr)->sin_addr.s_addr));
-  if (addr->sa_family != AF_INET6) return true;  // nothing else is fetched over
-  const uint8_t* b = reinterpret_cast<const sockaddr_in6*>(addr)->sin6_addr.s6_addr;
-  static const uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
-  static const uint8_t kZero[16] = {};
-  static const uint8_t kNat64[12] = {0, 0x64, 0xFF, 0x9B, 0, 0, 0, 0, 0, 0, 0, 0};
-  if (std::memcmp(b, kMapped, 12) == 0 || std::memcmp(b, kZero, 12) == 0 ||
-      std::memcmp(b, kNat64, 12) == 0) {
-    // IPv4-mapped (::ffff:a.b.c.d), NAT64 (64:ff9b::a.b.c.d) and IPv4-compatible
-    // (::a.b.c.d, which also covers :: and ::1): judged by the IPv4 address inside.
-    const uint32_t a = (uint32_t{b[12]} << 24) | (uint32_t{b[13]} << 16) | (uint32_t{b[14]} << 8) | b[15];
-    return std::memcmp(b, kZero, 12) == 0 ? (a <= 1 || v4(a)) : v4(a);
-  }
-  return (b[0] & 0xFE) == 0xFC ||                  // fc00::/7 unique local
-         (b[0] == 0xFE && (b[1] & 0xC0) == 0x80) ||  // fe80::/10 link-local
-         (b[0] == 0xFE && (b[1] & 0xC0) == 0xC0) ||  // fec0::/10 site-local (deprecated)
-         b[0] == 0xFF;                              // multicast
-}
-
-std::string ContentPath(const std::string& out_dir, const std::string& hash,
-                        const std::string& format) {
-  return (fs::path(out_dir) / "fetched" / hash.substr(0, 2) / (hash + ExtensionFor(format)))
-      .string();
-}
-
-Status RemoveStaleTempFiles(const std::string& out_dir, int64_t max_age_s) {
-  std::error_code ec;
-  fs::path dir = fs::path(out_dir) / "fetched" / "tmp";
-  if (!fs::exists(dir, ec)) return Status::OK();
-  const auto now = fs::file_time_type::clock::now();
-  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator();
-       it.increment(ec)) {
-    if (it->path().extension() != ".part") continue;
-    auto mtime = fs::last_write_time(it->path(), ec);
-    if (ec) continue;  // gone meanwhile: another process finished with it
-    if (now - mtime >= std::chrono::seconds(max_age_s)) fs::remove(it->path(), ec);
-  }
-  if (ec) return Status::IOError("cleaning " + dir.string() + ": " + ec.message());
-  return Status::OK();
-}
-
 
 struct Fetcher::Impl {
   // One transfer in flight; curl holds a pointer to it, so it never moves.
@@ -178,8 +69,7 @@ struct Fetcher::Impl {
     size_t index = 0;
     std::string host;
     CURL* easy = nullptr;
-    int fd = -1;
-    std::string tmp_path;  // set only for a named temporary file (no O_TMPFILE)
+    TempFile file;
     XXH3_state_t* xxh = nullptr;
     int64_t bytes = 0;
     std::string head;  // the first kSniffBytes of the body
@@ -195,106 +85,31 @@ struct Fetcher::Impl {
   };
 
   FetchOptions opt;
+  ContentStore store;
   CURLM* multi = nullptr;
-  std::string tmp_dir;
-  std::unordered_set<std::string> made_dirs;
-  bool tmpfile_ok = true;  // O_TMPFILE works here (turned off on the first refusal)
-  uint64_t tmp_counter = 0;
 
-  explicit Impl(FetchOptions o) : opt(std::move(o)) {
-    GlobalInit();
-    // Recorded paths must not depend on the working directory of the run that fetched.
+  // Recorded paths must not depend on the working directory of the run that fetched.
+  static FetchOptions Normalized(FetchOptions o) {
     std::error_code ec;
-    if (!opt.out_dir.empty()) {
-      auto abs = fs::absolute(opt.out_dir, ec);
-      if (!ec) opt.out_dir = abs.lexically_normal().string();
+    if (!o.out_dir.empty()) {
+      auto abs = fs::absolute(o.out_dir, ec);
+      if (!ec) o.out_dir = abs.lexically_normal().string();
     }
-    opt.concurrency = std::max(1, opt.concurrency);
-    opt.per_host = std::max(1, opt.per_host);
+    o.concurrency = std::max(1, o.concurrency);
+    o.per_host = std::max(1, o.per_host);
+    return o;
+  }
+
+  explicit Impl(FetchOptions o) : opt(Normalized(std::move(o))), store(opt.out_dir) {
+    GlobalInit();
     multi = curl_multi_init();
     // Our own queue keeps first requests under per_host; this also caps redirects.
     curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, static_cast<long>(opt.per_host));
     curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, static_cast<long>(opt.concurrency));
     curl_multi_setopt(multi, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
-    tmp_dir = (fs::path(opt.out_dir) / "fetched" / "tmp").string();
-    // Naming an O_TMPFILE file goes through /proc/self/fd (no CAP_DAC_READ_SEARCH).
-    tmpfile_ok = ::access("/proc/self/fd", F_OK) == 0;
   }
   ~Impl() {
     curl_multi_cleanup(multi);
-  }
-
-  Status EnsureDir(const std::string& dir) {
-    if (made_dirs.count(dir)) return Status::OK();
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    if (ec) return Status::IOError("creating " + dir + ": " + ec.message());
-    made_dirs.insert(dir);
-    return Status::OK();
-  }
-
-  // An unnamed file (O_TMPFILE) vanishes by itself if we die; where the file system
-  // lacks it, a named .part file that RemoveStaleTempFiles can clean up.
-  Status OpenTemp(Transfer* t) {
-    FM_RETURN_IF_ERROR(EnsureDir(tmp_dir));
-    if (tmpfile_ok) {
-      t->fd = ::open(tmp_dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
-      if (t->fd >= 0) return Status::OK();
-      if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
-        return Status::IOError("temporary file in " + tmp_dir + ": " + std::strerror(errno));
-      tmpfile_ok = false;
-    }
-    t->tmp_path = tmp_dir + "/" + std::to_string(::getpid()) + "-" +
-                  std::to_string(++tmp_counter) + ".part";
-    t->fd = ::open(t->tmp_path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
-    if (t->fd < 0) {
-      std::string err = std::strerror(errno);
-      t->tmp_path.clear();
-      return Status::IOError("creating " + tmp_dir + "/*.part: " + err);
-    }
-    return Status::OK();
-  }
-
-  Status Flush(Transfer* t) {
-    if (t->buf.empty()) return Status::OK();
-    if (t->fd < 0) FM_RETURN_IF_ERROR(OpenTemp(t));
-    if (!WriteAll(t->fd, t->buf.data(), t->buf.size()))
-      return Status::IOError("writing a temporary file in " + tmp_dir + ": " +
-                             std::strerror(errno));
-    t->buf.clear();
-    return Status::OK();
-  }
-
-  void DropTemp(Transfer* t) {
-    if (t->fd >= 0) ::close(t->fd);
-    t->fd = -1;
-    if (!t->tmp_path.empty()) ::unlink(t->tmp_path.c_str());
-    t->tmp_path.clear();
-  }
-
-  // Gives the complete file its content-addressed name. Same content already there
-  // (another URL, another worker): keep that one, ours disappears.
-  Status Publish(Transfer* t, const std::string& target) {
-    FM_RETURN_IF_ERROR(Flush(t));
-    if (t->fd < 0) FM_RETURN_IF_ERROR(OpenTemp(t));  // unreachable for a sniffed body
-    FM_RETURN_IF_ERROR(EnsureDir(fs::path(target).parent_path().string()));
-    if (t->tmp_path.empty()) {
-      std::string proc = "/proc/self/fd/" + std::to_string(t->fd);
-      if (::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, target.c_str(), AT_SYMLINK_FOLLOW) != 0 &&
-          errno != EEXIST)
-        return Status::IOError("linking " + target + ": " + std::strerror(errno));
-    } else {
-      struct stat st;
-      if (::stat(target.c_str(), &st) == 0) {
-        ::unlink(t->tmp_path.c_str());
-      } else if (::rename(t->tmp_path.c_str(), target.c_str()) != 0) {
-        return Status::IOError("renaming to " + target + ": " + std::strerror(errno));
-      }
-      t->tmp_path.clear();
-    }
-    ::close(t->fd);
-    t->fd = -1;
-    return Status::OK();
   }
 
   static size_t OnHeader(char* p, size_t size, size_t n, void* ud) {
@@ -341,7 +156,7 @@ struct Fetcher::Impl {
     XXH3_128bits_update(t->xxh, p, len);
     t->buf.append(p, len);
     if (t->buf.size() >= kWriteChunk) {
-      Status s = t->impl->Flush(t);
+      Status s = t->impl->store.Append(&t->file, &t->buf);
       if (!s.ok()) {
         t->abort_class = FailureClass::kTransfer;
         t->abort_msg = s.message();
@@ -406,11 +221,6 @@ struct Fetcher::Impl {
     return ::socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
   }
 
-  static void Fail(FetchResult& r, FailureClass c, Status s) {
-    r.failure = c;
-    r.status = std::move(s);
-  }
-
   void Finish(Transfer* t, CURLcode rc, FetchResult& r) {
     CURL* e = t->easy;
     r.seconds = std::chrono::duration<double>(Clock::now() - t->start).count();
@@ -470,7 +280,8 @@ struct Fetcher::Impl {
         const XXH128_hash_t digest = XXH3_128bits_digest(t->xxh);
         const std::string hex = ContentHash128Hex(digest.high64, digest.low64);
         std::string target = ContentPath(opt.out_dir, hex, t->kind->format);
-        Status s = Publish(t, target);
+        Status s = store.Append(&t->file, &t->buf);
+        if (s.ok()) s = store.Publish(&t->file, target);
         if (s.ok()) {
           r.path = std::move(target);
           r.content_hash = std::move(hex);
@@ -481,79 +292,12 @@ struct Fetcher::Impl {
         }
       }
     }
-    DropTemp(t);
+    store.Drop(&t->file);
     XXH3_freeState(t->xxh);
     t->xxh = nullptr;
     curl_multi_remove_handle(multi, e);
     curl_easy_cleanup(e);
     t->easy = nullptr;
-  }
-
-  static void MapCurlError(CURLcode rc, const std::string& msg, FetchResult& r) {
-    switch (rc) {
-      case CURLE_COULDNT_RESOLVE_HOST:
-      case CURLE_COULDNT_RESOLVE_PROXY:
-        return Fail(r, FailureClass::kDns, Status::IOError("DNS: " + msg));
-      case CURLE_COULDNT_CONNECT:
-      case CURLE_SSL_CONNECT_ERROR:
-        return Fail(r, FailureClass::kConnect, Status::IOError("connect: " + msg));
-      case CURLE_PEER_FAILED_VERIFICATION:
-        return Fail(r, FailureClass::kConnect,
-                    Status::InvalidArgument("TLS certificate: " + msg));
-      case CURLE_OPERATION_TIMEDOUT:
-        return Fail(r, FailureClass::kTimeout, Status::IOError("timeout: " + msg));
-      case CURLE_FILESIZE_EXCEEDED:
-        return Fail(r, FailureClass::kTooLarge,
-                    Status::TooLarge("declared Content-Length over the size cap "
-                                     "(fetch.max_bytes): " + msg));
-      case CURLE_TOO_MANY_REDIRECTS:
-        return Fail(r, FailureClass::kHttpStatus,
-                    Status::InvalidArgument("too many redirects (fetch.max_redirects): " + msg));
-      case CURLE_UNSUPPORTED_PROTOCOL:
-      case CURLE_URL_MALFORMAT:
-        return Fail(r, FailureClass::kBadUrl,
-                    Status::InvalidArgument("only http and https are fetched: " + msg));
-      default:  // resets, cut-off bodies (CURLE_PARTIAL_FILE), empty replies, ...
-        return Fail(r, FailureClass::kTransfer, Status::IOError("transfer: " + msg));
-    }
-  }
-
-  static void MapHttpStatus(int code, const std::string& retry_after, const std::string& where,
-                            FetchResult& r) {
-    std::string msg = "HTTP " + std::to_string(code) + where;
-    if (code == 429 || code >= 500) r.retry_after_ms = ParseRetryAfter(retry_after);
-    if (code == 429 || code == 503) return Fail(r, FailureClass::kHttpStatus, Status::Busy(msg));
-    if (code >= 500 || code == 408) return Fail(r, FailureClass::kHttpStatus, Status::IOError(msg));
-    if (code == 404 || code == 410) return Fail(r, FailureClass::kHttpStatus, Status::NotFound(msg));
-    Fail(r, FailureClass::kHttpStatus, Status::InvalidArgument(msg));
-  }
-
-  // Scheme and host of an absolute http(s) URL, or why it is refused without a request.
-  static Status ParseUrl(const std::string& url, std::string* host) {
-    CURLU* u = curl_url();
-    CURLUcode uc = curl_url_set(u, CURLUPART_URL, url.c_str(), 0);
-    Status s;
-    if (uc != CURLUE_OK) {
-      s = Status::InvalidArgument(std::string("bad URL: ") + curl_url_strerror(uc) + " (" +
-                                  url.substr(0, 200) + ")");
-    } else {
-      char* scheme = nullptr;
-      char* h = nullptr;
-      curl_url_get(u, CURLUPART_SCHEME, &scheme, 0);
-      curl_url_get(u, CURLUPART_HOST, &h, 0);
-      std::string sc = scheme ? Lower(scheme) : "";
-      if (sc != "http" && sc != "https")
-        s = Status::InvalidArgument("only http and https are fetched, not '" + sc + "' (" +
-                                    url.substr(0, 200) + ")");
-      else if (!h || !*h)
-        s = Status::InvalidArgument("URL without a host (" + url.substr(0, 200) + ")");
-      else
-        *host = Lower(h);
-      curl_free(scheme);
-      curl_free(h);
-    }
-    curl_url_cleanup(u);
-    return s;
   }
 
   std::vector<FetchResult> FetchAll(const std::vector<std::string>& urls) {
@@ -566,7 +310,7 @@ struct Fetcher::Impl {
     size_t waiting = 0;
     for (size_t i = 0; i < urls.size(); ++i) {
       std::string host;
-      Status s = ParseUrl(urls[i], &host);
+      Status s = ParseFetchUrl(urls[i], &host);
       if (!s.ok()) {
         Fail(results[i], FailureClass::kBadUrl, s);
         results[i].final_url = urls[i];

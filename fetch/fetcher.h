@@ -1,8 +1,8 @@
 // The crawler's download engine: many HTTP(S) transfers at once on libcurl's multi
-// interface, each streamed into an unnamed temporary file, hashed (xxh3-128) and
-// sniffed by magic bytes while it arrives, and linked under its content hash only
-// when complete. A crash therefore leaves no partial file behind, and the same bytes
-// from two URLs are stored once.
+// interface, each streamed into a temporary file of the content store
+// (fetch/content_store.h), hashed (xxh3-128) and sniffed by magic bytes while it arrives,
+// and stored under its content hash only when complete. Which requests are made at all is
+// fetch/address_policy.h; how a failed transfer is classed, fetch/failures.h.
 // Thread-safety: a Fetcher is not thread-safe; use one per worker thread. Distinct
 // Fetchers (threads or processes) may share one out_dir.
 #pragma once
@@ -16,6 +16,8 @@
 
 #include "base/option_rows.h"
 #include "base/status.h"
+#include "fetch/address_policy.h"
+#include "fetch/content_store.h"
 #include "media/kind.h"
 
 namespace framemill::fetch {
@@ -96,17 +98,5 @@ class Fetcher {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-
-// Where FetchAll stores content with this hash and format: out_dir/fetched/<hh>/<hash><ext>.
-// Whether connecting to this address is refused under block_private (see FetchOptions).
-bool IsPrivateAddress(const struct sockaddr* addr);
-
-std::string ContentPath(const std::string& out_dir, const std::string& hash,
-                        const std::string& format);
-
-// Removes named temporary files (the fallback used where the file system has no
-// O_TMPFILE) under out_dir/fetched/tmp/ older than max_age_s. Call with 0 only while
-// no Fetcher uses out_dir (e.g. the supervisor before starting workers).
-Status RemoveStaleTempFiles(const std::string& out_dir, int64_t max_age_s);
 
 }  // namespace framemill::fetch

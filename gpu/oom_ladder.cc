@@ -53,16 +53,7 @@ Status OomLadder::Run(const std::string& op, size_t items, int64_t pixels_per_it
       stats_.cpu_fallback_items += static_cast<int64_t>(items - i);
       return on_cpu(i, items);
     }
-    if (size == 0) {
-      // What the device lets this worker plan now (on a shared device: its share, less what
-      // it holds). Nothing left is a budget of one byte, not "unknown": the batch shrinks to 1.
-      int64_t budget = 0;
-      if (auto info = gpu_->Info(); info.ok()) budget = std::max<int64_t>(1, info->free_bytes);
-      if (options_.memory_limit_bytes > 0)
-        budget = budget > 0 ? std::min(budget, options_.memory_limit_bytes)
-                            : options_.memory_limit_bytes;
-      size = tuner_->Next(key, budget, guess_bytes_per_item);
-    }
+    if (size == 0) size = tuner_->Next(key, DeviceBudget(), guess_bytes_per_item);
     size = std::max(1, std::min<int>(size, static_cast<int>(items - i)));
     auto t0 = std::chrono::steady_clock::now();
     Status s = RunOnDevice(run, i, i + static_cast<size_t>(size));
@@ -86,21 +77,43 @@ Status OomLadder::Run(const std::string& op, size_t items, int64_t pixels_per_it
     }
     // Not even one item fits: this one runs on the CPU.
     FM_RETURN_IF_ERROR(on_cpu(i, i + 1));
-    ++stats_.cpu_fallback_items;
+    CountCpuFallback(op);
     ++i;
     size = 0;
-    if (++streak_[op] >= options_.max_oom_streak) {
-      cool_until_[op] = clock_->NowMs() + options_.cooldown_ms;
-      streak_[op] = 0;
-      ++stats_.cooldowns;
-    }
   }
   return Status::OK();
+}
+
+int64_t OomLadder::DeviceBudget() const {
+  int64_t budget = 0;
+  if (auto info = gpu_->Info(); info.ok()) budget = std::max<int64_t>(1, info->free_bytes);
+  if (options_.memory_limit_bytes > 0)
+    budget = budget > 0 ? std::min(budget, options_.memory_limit_bytes) : options_.memory_limit_bytes;
+  return budget;
+}
+
+void OomLadder::CountCpuFallback(const std::string& op) {
+  ++stats_.cpu_fallback_items;
+  if (++streak_[op] >= options_.max_oom_streak) {
+    cool_until_[op] = clock_->NowMs() + options_.cooldown_ms;
+    streak_[op] = 0;
+    ++stats_.cooldowns;
+  }
 }
 
 CpuLadder::CpuLadder(const Clock* clock)
     : cpu_(MakeCpuBackend()),
       tuner_(TunerOptions{}, nullptr),
       ladder_(nullptr, cpu_.get(), &tuner_, clock, LadderOptions{}) {}
+
+std::string OneDevice(const std::vector<std::string>& parts) {
+  std::string common;
+  for (const std::string& d : parts) {
+    if (d.empty()) continue;
+    if (!common.empty() && d != common) return "cpu";
+    common = d;
+  }
+  return common.empty() ? "cpu" : common;
+}
 
 }  // namespace framemill::gpu

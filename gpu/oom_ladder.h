@@ -64,6 +64,13 @@ class OomLadder {
   // One slice on the device, its time counted as the device's (base/time_split.h) and the
   // device marked busy while it runs.
   Status RunOnDevice(const SliceFn& run, size_t begin, size_t end);
+  // What the device lets this worker plan now (on a shared device: its share, less what it
+  // holds), within memory_limit_bytes. Nothing left is a budget of one byte, not "unknown":
+  // the batch shrinks to 1.
+  int64_t DeviceBudget() const;
+  // Not even one item fits: it ran on the CPU; after max_oom_streak in a row, the operation
+  // cools down on the CPU.
+  void CountCpuFallback(const std::string& op);
 
   ComputeBackend* gpu_;
   ComputeBackend* cpu_;
@@ -87,5 +94,10 @@ class CpuLadder {
   BatchTuner tuner_;
   OomLadder ladder_;
 };
+
+// The one device an outcome records for work that ran in parts (a ladder's `device_of`, or
+// the parts of a stage): their common device, or "cpu" when they differ (the ladder moved
+// some to the CPU: the CPU is what finished the result) or none ran. "" parts did not run.
+std::string OneDevice(const std::vector<std::string>& parts);
 
 }  // namespace framemill::gpu

@@ -13,17 +13,6 @@ const std::vector<std::string>& DeviceOperations() {
   return ops;
 }
 
-bool HasGpuImplementation(const std::string& op) {
-  // The neural operations run on the inference engine (gpu/engine) on a device.
-  // FACE_CLUSTERING: the exact similarity tiles; MOTION: our pyramidal Lucas-Kanade flow;
-  // AUDIO_SYNC: its face detector and facemesh on the engine; INPAINTING: the exemplar
-  // fill's patch search (gpu/cuda/patch_match.cu).
-  return op == "LIGHTING" || op == "PREPROCESS" || op == "CATEGORIZE" ||
-         op == "FACE_DETECTION" || op == "FACE_EMBEDDING" || op == "POSE" ||
-         op == "SEGMENTATION" || op == "FACE_CLUSTERING" || op == "MOTION" || op == "AUDIO_SYNC" ||
-         op == "INPAINTING";
-}
-
 const OpDecision& GpuPlan::For(const std::string& op) const {
   for (const OpDecision& d : ops)
     if (d.op == op) return d;
@@ -34,42 +23,53 @@ bool GpuPlan::AnyGpu() const {
   return std::any_of(ops.begin(), ops.end(), [](const OpDecision& d) { return d.use_gpu; });
 }
 
+namespace {
+
+// Which device, if any, the device operations could use ("" for none, *no_gpu then saying why);
+// sets the plan's backend, devices and warnings.
+std::string ChooseDevice(const GpuOptions& c, const std::vector<DeviceInfo>& cuda_devices,
+                         const std::string& why_none, GpuPlan* plan, std::string* no_gpu) {
+  if (c.backend == "cpu") {
+    plan->backend = "cpu";
+    *no_gpu = "GPU_BACKEND=cpu";
+    return "";
+  }
+  if (c.backend == "sim") {
+    plan->backend = "sim";
+    return "sim:0";
+  }
+  // auto or cuda
+  plan->devices = cuda_devices;
+  plan->backend = "cpu";
+  if (cuda_devices.empty()) {
+    plan->no_device_reason = why_none.empty() ? "no CUDA device found" : why_none;
+    *no_gpu = plan->no_device_reason;
+    if (c.backend == "cuda")
+      plan->warnings.push_back("GPU_BACKEND=cuda but " + *no_gpu + ": every operation runs on the CPU");
+    return "";
+  }
+  if (c.device_id >= static_cast<int>(cuda_devices.size())) {
+    *no_gpu = "GPU_DEVICE_ID=" + std::to_string(c.device_id) + " but only " +
+              std::to_string(cuda_devices.size()) + " CUDA device(s)";
+    plan->warnings.push_back(*no_gpu + ": every operation runs on the CPU");
+    return "";
+  }
+  plan->backend = "cuda";
+  return "cuda:" + std::to_string(c.device_id);
+}
+
+}  // namespace
+
 GpuPlan PlanDevices(const GpuOptions& c, const std::vector<DeviceInfo>& cuda_devices,
                     const std::string& why_none) {
   GpuPlan plan;
   plan.device_index = c.device_id;
-  // Which GPU device, if any, the GPU-capable operations could use.
-  std::string gpu_device, no_gpu;
-  if (c.backend == "cpu") {
-    plan.backend = "cpu";
-    no_gpu = "GPU_BACKEND=cpu";
-  } else if (c.backend == "sim") {
-    plan.backend = "sim";
-    gpu_device = "sim:0";
-  } else {  // auto or cuda
-    plan.devices = cuda_devices;
-    if (cuda_devices.empty()) {
-      plan.backend = "cpu";
-      plan.no_device_reason = why_none.empty() ? "no CUDA device found" : why_none;
-      no_gpu = plan.no_device_reason;
-      if (c.backend == "cuda")
-        plan.warnings.push_back("GPU_BACKEND=cuda but " + no_gpu + ": every operation runs on the CPU");
-    } else if (c.device_id >= static_cast<int>(cuda_devices.size())) {
-      plan.backend = "cpu";
-      no_gpu = "GPU_DEVICE_ID=" + std::to_string(c.device_id) + " but only " +
-               std::to_string(cuda_devices.size()) + " CUDA device(s)";
-      plan.warnings.push_back(no_gpu + ": every operation runs on the CPU");
-    } else {
-      plan.backend = "cuda";
-      gpu_device = "cuda:" + std::to_string(c.device_id);
-    }
-  }
-
+  std::string no_gpu;
+  const std::string gpu_device = ChooseDevice(c, cuda_devices, why_none, &plan, &no_gpu);
   for (const std::string& op : DeviceOperations()) {
     OpDecision d;
     d.op = op;
     d.device = "cpu";
-    d.gpu_implemented = HasGpuImplementation(op);
     DeviceChoice choice = DeviceChoice::kAuto;
     std::string source = "auto";
     if (auto it = c.ops.find(op); it != c.ops.end() && it->second != DeviceChoice::kAuto) {
@@ -81,10 +81,6 @@ GpuPlan PlanDevices(const GpuOptions& c, const std::vector<DeviceInfo>& cuda_dev
     }
     if (choice == DeviceChoice::kCpu) {
       d.reason = source;
-    } else if (!d.gpu_implemented) {
-      d.reason = "no GPU implementation of this operation in this build";
-      if (choice == DeviceChoice::kGpu)
-        plan.warnings.push_back(source + " but " + d.reason + ": it runs on the CPU");
     } else if (gpu_device.empty()) {
       d.reason = (choice == DeviceChoice::kGpu ? source + " but " : "auto: ") + no_gpu;
       // One warning for an explicit request, not one per operation of ALL_GPU=true.

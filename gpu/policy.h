@@ -73,7 +73,9 @@ struct OpDecision {
   bool run_on_device = false;
   std::string device;      // "cuda:0", "sim:0" or "cpu"
   std::string reason;
-  bool gpu_implemented = false;
+  // Every operation DeviceOperations() lists runs on a device (gpu/engine, gpu/cuda); kept
+  // for `framemill gpu --json`'s readers (docs/REFERENCE.md).
+  bool gpu_implemented = true;
 };
 
 struct GpuPlan {
@@ -86,9 +88,6 @@ struct GpuPlan {
   const OpDecision& For(const std::string& op) const;
   bool AnyGpu() const;
 };
-
-// Operations with a GPU implementation in this build.
-bool HasGpuImplementation(const std::string& op);
 
 // `cuda_devices` and `why_none` are what CudaDevices() reported (ignored unless
 // GPU_BACKEND is auto or cuda).

@@ -17,4 +17,9 @@ inline constexpr char kSegment[] = "segment";
 inline constexpr char kInpaint[] = "inpaint";
 inline constexpr char kAudioSync[] = "audio_sync";
 
+// Every stage of this build: the default registry (stages/registry.cc) holds exactly these
+// (StageRegistryTest checks it), so a new stage is named here once.
+inline constexpr const char* kAll[] = {kFetch, kLighting, kMotion, kCategorize, kDedup, kFaces,
+                                       kFaceClusters, kPose, kSegment, kInpaint, kAudioSync};
+
 }  // namespace framemill::stage_names

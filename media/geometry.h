@@ -1,6 +1,6 @@
 // Geometry of boxes in image pixels, written once for every folder that compares boxes:
 // non-maximum suppression and the weighted merge of tiled faces (models/), face tracks
-// (stages/face_clusters_stage.cc), pose tracks (analysis/pose_tracks.cc). Pure functions;
+// (cluster/identities.cc), pose tracks (analysis/pose_tracks.cc). Pure functions;
 // thread-safe.
 #pragma once
 

@@ -31,6 +31,41 @@ int ReducedFlag(int reduction) {
   }
 }
 
+// The declared size of an image, read from its header; refused when it cannot be read, is
+// empty or is over the limit. Decoding is allowed only once the header's declared size is
+// known to be within the limit: a format whose size cannot be read is never decoded unbounded.
+Result<ImageHeader> CheckedHeader(const std::string& b, const std::string& format,
+                                  const ImageLimits& limits) {
+  auto header = ProbeImageHeader(b, format);
+  if (!header.ok()) {
+    if (header.status().IsCorruption()) return header.status();
+    return Status::Unsupported(format + ": the image size cannot be read from its header (" +
+                               std::string(header.status().message()) +
+                               "), so it is not decoded (media.max_image_pixels)");
+  }
+  if (header->width <= 0 || header->height <= 0)
+    return Status::Corruption(format + " header declares an empty image");
+  int64_t px = 0;
+  if (__builtin_mul_overflow(header->width, header->height, &px) || px > limits.max_pixels) {
+    char msg[256];
+    std::snprintf(msg, sizeof msg,
+                  "%s header declares %lldx%lld (%.1f MP), over the limit of %.1f MP "
+                  "(media.max_image_pixels); not decoded",
+                  format.c_str(), static_cast<long long>(header->width),
+                  static_cast<long long>(header->height),
+                  static_cast<double>(header->width) * static_cast<double>(header->height) / 1e6,
+                  static_cast<double>(limits.max_pixels) / 1e6);
+    return Status::TooLarge(msg);
+  }
+  if (format == "jpeg") {
+    // libjpeg pads a cut-off JPEG with grey and returns it; insist on the end marker.
+    size_t tail = b.size() > 4096 ? b.size() - 4096 : 0;
+    if (b.find("\xFF\xD9", tail) == std::string::npos)
+      return Status::Corruption("truncated JPEG: no end-of-image marker");
+  }
+  return header;
+}
+
 Result<ScaledImage> Decode(const std::string& path, const ImageLimits& limits, int min_long_side) {
   auto bytes = ReadFileBytes(path);
   if (!bytes.ok()) return bytes.status();
@@ -40,35 +75,8 @@ Result<ScaledImage> Decode(const std::string& path, const ImageLimits& limits, i
   if (!sniffed) return Status::Unsupported("not an image: content is " + DescribeContent(b));
   if (sniffed->kind != MediaKind::kImage)
     return Status::Unsupported("not an image: content is " + sniffed->format + " video");
-  // Decoding is allowed only once the header's declared size is known to be within the
-  // limit: a format whose size cannot be read is refused, never decoded unbounded.
-  auto header = ProbeImageHeader(b, sniffed->format);
-  if (!header.ok()) {
-    if (header.status().IsCorruption()) return header.status();
-    return Status::Unsupported(sniffed->format + ": the image size cannot be read from its header (" +
-                               std::string(header.status().message()) +
-                               "), so it is not decoded (media.max_image_pixels)");
-  }
-  if (header->width <= 0 || header->height <= 0)
-    return Status::Corruption(sniffed->format + " header declares an empty image");
-  int64_t px = 0;
-  if (__builtin_mul_overflow(header->width, header->height, &px) || px > limits.max_pixels) {
-    char msg[256];
-    std::snprintf(msg, sizeof msg,
-                  "%s header declares %lldx%lld (%.1f MP), over the limit of %.1f MP "
-                  "(media.max_image_pixels); not decoded",
-                  sniffed->format.c_str(), static_cast<long long>(header->width),
-                  static_cast<long long>(header->height),
-                  static_cast<double>(header->width) * static_cast<double>(header->height) / 1e6,
-                  static_cast<double>(limits.max_pixels) / 1e6);
-    return Status::TooLarge(msg);
-  }
-  if (sniffed->format == "jpeg") {
-    // libjpeg pads a cut-off JPEG with grey and returns it; insist on the end marker.
-    size_t tail = b.size() > 4096 ? b.size() - 4096 : 0;
-    if (b.find("\xFF\xD9", tail) == std::string::npos)
-      return Status::Corruption("truncated JPEG: no end-of-image marker");
-  }
+  auto header = CheckedHeader(b, sniffed->format, limits);
+  if (!header.ok()) return header.status();
   // Only libjpeg scales while decoding; OpenCV would decode any other format in full and
   // then resize it.
   const int reduction = sniffed->format == "jpeg"

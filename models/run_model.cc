@@ -63,9 +63,7 @@ Result<BatchOutputs> RunSliced(ModelCache& cache, ModelRunner& cpu, size_t count
     for (auto& o : slices[i]) all.push_back(std::move(o));
     i += n;
   }
-  *device = device_of.empty() ? cpu.device() : device_of.front();
-  for (const std::string& d : device_of)
-    if (d != *device) *device = "cpu";
+  *device = device_of.empty() ? cpu.device() : gpu::OneDevice(device_of);
   return all;
 }
 

@@ -56,22 +56,36 @@ Result<std::unique_ptr<VoiceActivity>> VoiceActivity::Open(const ModelManifest& 
     return Status::Corruption("model " + manifest.name + ": manifest has no decoder/audio section; "
                               "is it a voice-activity model?");
   std::unique_ptr<VoiceActivity> v(new VoiceActivity());
+  FM_RETURN_IF_ERROR(v->ReadShapes(manifest, man));
+  FM_RETURN_IF_ERROR(v->ReadDecoderWeights(manifest, man));
+  if (with_encoder) {
+    auto enc = DnnModel::Open(manifest);
+    if (!enc.ok()) return enc.status();
+    v->encoder_ = std::move(enc).value();
+  }
+  return v;
+}
+
+Status VoiceActivity::ReadShapes(const ModelManifest& manifest, const nlohmann::json& man) {
   try {
     const auto& a = man["audio"];
-    v->sample_rate_ = a.at("sample_rate").get<int>();
-    v->window_ = a.at("window").get<int>();
-    v->context_ = a.at("context").get<int>();
+    sample_rate_ = a.at("sample_rate").get<int>();
+    window_ = a.at("window").get<int>();
+    context_ = a.at("context").get<int>();
   } catch (const std::exception& e) {
     return Status::Corruption("model " + manifest.name + ": audio section: " + e.what());
   }
   if (manifest.input_shape.size() != 4 || manifest.outputs.empty() ||
       manifest.outputs[0].shape.size() != 4)
     return Status::Corruption("model " + manifest.name + ": unexpected input/output shapes");
-  v->padded_ = static_cast<int>(manifest.input_shape[3]);
-  v->features_ = static_cast<int>(manifest.outputs[0].shape[1] * manifest.outputs[0].shape[3]);
-  if (v->padded_ < v->window_ + v->context_ || v->padded_ - v->window_ - v->context_ >= v->window_)
+  padded_ = static_cast<int>(manifest.input_shape[3]);
+  features_ = static_cast<int>(manifest.outputs[0].shape[1] * manifest.outputs[0].shape[3]);
+  if (padded_ < window_ + context_ || padded_ - window_ - context_ >= window_)
     return Status::Corruption("model " + manifest.name + ": window and padding do not agree");
+  return Status::OK();
+}
 
+Status VoiceActivity::ReadDecoderWeights(const ModelManifest& manifest, const nlohmann::json& man) {
   Result<DecoderFile> d = Status::Internal("unread");
   try {
     d = ReadDecoder(manifest, man["decoder"]);
@@ -91,29 +105,22 @@ Result<std::unique_ptr<VoiceActivity>> VoiceActivity::Open(const ModelManifest& 
     out->assign(src, src + n);
     return Status::OK();
   };
-  std::vector<float> b_ih, b_hh;
   auto it = d->tensors.find("decoder.rnn.weight_hh");
   if (it == d->tensors.end() || it->second.first.size() != 2)
     return Status::Corruption("model " + manifest.name + ": decoder.bin lacks the LSTM weights");
-  v->hidden_ = static_cast<int>(it->second.first[1]);
-  const int64_t h4 = 4 * v->hidden_;
-  for (Status s : {take("decoder.rnn.weight_ih", h4, v->features_, &v->w_ih_),
-                   take("decoder.rnn.weight_hh", h4, v->hidden_, &v->w_hh_),
+  hidden_ = static_cast<int>(it->second.first[1]);
+  const int64_t h4 = 4 * hidden_;
+  std::vector<float> b_ih, b_hh, b_out;
+  for (Status s : {take("decoder.rnn.weight_ih", h4, features_, &w_ih_),
+                   take("decoder.rnn.weight_hh", h4, hidden_, &w_hh_),
                    take("decoder.rnn.bias_ih", h4, 1, &b_ih), take("decoder.rnn.bias_hh", h4, 1, &b_hh),
-                   take("decoder.decoder.2.weight", 1, v->hidden_, &v->w_out_)})
+                   take("decoder.decoder.2.weight", 1, hidden_, &w_out_),
+                   take("decoder.decoder.2.bias", 1, 1, &b_out)})
     if (!s.ok()) return s;
-  std::vector<float> b_out;
-  if (Status s = take("decoder.decoder.2.bias", 1, 1, &b_out); !s.ok()) return s;
-  v->b_out_ = b_out[0];
-  v->b_.resize(h4);
-  for (int64_t k = 0; k < h4; ++k) v->b_[k] = b_ih[k] + b_hh[k];
-
-  if (with_encoder) {
-    auto enc = DnnModel::Open(manifest);
-    if (!enc.ok()) return enc.status();
-    v->encoder_ = std::move(enc).value();
-  }
-  return v;
+  b_out_ = b_out[0];
+  b_.resize(h4);
+  for (int64_t k = 0; k < h4; ++k) b_[k] = b_ih[k] + b_hh[k];
+  return Status::OK();
 }
 
 gpu::Tensor VoiceActivity::Windows(std::span<const float> samples, size_t first, size_t count) const {

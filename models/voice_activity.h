@@ -12,6 +12,8 @@
 #include <span>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "base/status.h"
 #include "gpu/ops.h"
 #include "models/dnn_model.h"
@@ -46,6 +48,10 @@ class VoiceActivity {
 
  private:
   VoiceActivity() = default;
+  // The manifest's audio section and shapes: the window, its context and padding.
+  Status ReadShapes(const ModelManifest& manifest, const nlohmann::json& man);
+  // The decoder's LSTM and output weights (decoder.bin, as its table in the manifest says).
+  Status ReadDecoderWeights(const ModelManifest& manifest, const nlohmann::json& man);
 
   std::unique_ptr<DnnModel> encoder_;
   int sample_rate_ = 16000, window_ = 512, context_ = 64, padded_ = 640, hidden_ = 128;

@@ -58,6 +58,15 @@ Status DecodeFrames(const std::string& path, const std::set<int64_t>& wanted,
   return frames->empty() ? Status::Corruption("no frame of " + path + " decodes") : Status::OK();
 }
 
+// A face's crop: its box and a quarter of it around, square, inside the picture.
+cv::Rect FaceSquare(const FaceCrop& f, const cv::Size& picture) {
+  const float cx = (f.box[0] + f.box[2]) / 2, cy = (f.box[1] + f.box[3]) / 2;
+  const float half = 0.625f * std::max(f.box[2] - f.box[0], f.box[3] - f.box[1]);
+  cv::Rect crop(static_cast<int>(cx - half), static_cast<int>(cy - half),
+                static_cast<int>(2 * half), static_cast<int>(2 * half));
+  return crop & cv::Rect(0, 0, picture.width, picture.height);
+}
+
 }  // namespace
 
 PictureCache::PictureCache(std::string assets_dir, PathMap path_map)
@@ -126,48 +135,54 @@ Status PictureCache::Make(const ItemView& item, const PictureRequest& r) {
   for (const FaceCrop& f : r.faces)
     if (!Have(FaceName(item, f))) faces.push_back(f);
   Status first_error;
-  if (!sides.empty() || !faces.empty()) {
-    const std::string path = path_map_.ToLocal(item.is_url ? item.fetched_path : item.source);
-    std::map<int64_t, cv::Mat> frames;  // -1: the image
-    if (item.kind == MediaKind::kVideo) {
-      std::set<int64_t> wanted;
-      if (!sides.empty()) wanted.insert(std::max<int64_t>(0, r.frame));
-      for (const FaceCrop& f : faces) wanted.insert(f.frame);
-      first_error = DecodeFrames(path, wanted, &frames);
-    } else {
-      auto image = DecodeImageFile(path, ImageLimits{});
-      if (image.ok()) frames[-1] = std::move(*image);
-      else first_error = image.status();
-    }
-    const int64_t still_frame = item.kind == MediaKind::kVideo ? std::max<int64_t>(0, r.frame) : -1;
-    if (auto it = frames.find(still_frame); it != frames.end()) {
-      for (int side : sides) {
-        const cv::Mat still = Fit(it->second, side);
-        FM_RETURN_IF_ERROR(Write(StillName(item, r.frame, side), &still));
-      }
-    }
-    for (const FaceCrop& f : faces) {
-      auto it = frames.find(item.kind == MediaKind::kVideo ? f.frame : -1);
-      if (it == frames.end()) continue;
-      const cv::Mat& m = it->second;
-      // The box and a quarter of it around, square, inside the picture.
-      const float cx = (f.box[0] + f.box[2]) / 2, cy = (f.box[1] + f.box[3]) / 2;
-      const float half = 0.625f * std::max(f.box[2] - f.box[0], f.box[3] - f.box[1]);
-      cv::Rect crop(static_cast<int>(cx - half), static_cast<int>(cy - half),
-                    static_cast<int>(2 * half), static_cast<int>(2 * half));
-      crop &= cv::Rect(0, 0, m.cols, m.rows);
-      if (crop.width < 2 || crop.height < 2) continue;
-      const cv::Mat face = Fit(m(crop), 128);
-      FM_RETURN_IF_ERROR(Write(FaceName(item, f), &face));
+  if (!sides.empty() || !faces.empty())
+    FM_RETURN_IF_ERROR(MakeStillsAndFaces(item, r, sides, faces, &first_error));
+  FM_RETURN_IF_ERROR(MakeArtifacts(r, &first_error));
+  return first_error;
+}
+
+Status PictureCache::MakeStillsAndFaces(const ItemView& item, const PictureRequest& r,
+                                        const std::vector<int>& sides,
+                                        const std::vector<FaceCrop>& faces, Status* first_error) {
+  const std::string path = path_map_.ToLocal(item.is_url ? item.fetched_path : item.source);
+  const bool video = item.kind == MediaKind::kVideo;
+  const int64_t still_frame = video ? std::max<int64_t>(0, r.frame) : -1;
+  std::map<int64_t, cv::Mat> frames;  // -1: the image
+  if (video) {
+    std::set<int64_t> wanted;
+    if (!sides.empty()) wanted.insert(still_frame);
+    for (const FaceCrop& f : faces) wanted.insert(f.frame);
+    *first_error = DecodeFrames(path, wanted, &frames);
+  } else {
+    auto image = DecodeImageFile(path, ImageLimits{});
+    if (image.ok()) frames[-1] = std::move(*image);
+    else *first_error = image.status();
+  }
+  if (auto it = frames.find(still_frame); it != frames.end()) {
+    for (int side : sides) {
+      const cv::Mat still = Fit(it->second, side);
+      FM_RETURN_IF_ERROR(Write(StillName(item, r.frame, side), &still));
     }
   }
+  for (const FaceCrop& f : faces) {
+    auto it = frames.find(video ? f.frame : -1);
+    if (it == frames.end()) continue;
+    const cv::Rect crop = FaceSquare(f, it->second.size());
+    if (crop.width < 2 || crop.height < 2) continue;
+    const cv::Mat face = Fit(it->second(crop), 128);
+    FM_RETURN_IF_ERROR(Write(FaceName(item, f), &face));
+  }
+  return Status::OK();
+}
+
+Status PictureCache::MakeArtifacts(const PictureRequest& r, Status* first_error) {
   for (bool mask : {true, false}) {
     for (const std::string& artifact : mask ? r.masks : r.images) {
       const std::string name = ArtifactName(artifact, r.artifact_side, mask);
       if (name.empty() || Have(name)) continue;
       cv::Mat m = cv::imread(artifact, mask ? cv::IMREAD_GRAYSCALE : cv::IMREAD_COLOR);
       if (m.empty()) {
-        if (first_error.ok()) first_error = Status::Corruption("cannot decode " + artifact);
+        if (first_error->ok()) *first_error = Status::Corruption("cannot decode " + artifact);
         continue;
       }
       m = Fit(m, r.artifact_side, mask ? cv::INTER_NEAREST : cv::INTER_AREA);
@@ -180,7 +195,7 @@ Status PictureCache::Make(const ItemView& item, const PictureRequest& r) {
       FM_RETURN_IF_ERROR(Write(name, &m));
     }
   }
-  return first_error;
+  return Status::OK();
 }
 
 }  // namespace framemill

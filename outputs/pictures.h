@@ -61,6 +61,12 @@ class PictureCache {
  private:
   bool Have(const std::string& name);  // Exists, counted as reused
   Status Write(const std::string& name, const void* mat);  // cv::Mat
+  // The still at each side and the face crops, from the item's media decoded once; a decode
+  // that fails is the first error (what can be made still is).
+  Status MakeStillsAndFaces(const ItemView& item, const PictureRequest& r, const std::vector<int>& sides,
+                            const std::vector<FaceCrop>& faces, Status* first_error);
+  // The stages' artifacts (masks drawn translucent, images as they are), fitted to their side.
+  Status MakeArtifacts(const PictureRequest& r, Status* first_error);
 
   std::string dir_;
   PathMap path_map_;

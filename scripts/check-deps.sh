@@ -29,7 +29,7 @@ ALLOWED = {
     "gpu": {"base"},
     "models": {"base", "media", "gpu"},
     "fetch": {"base", "media"},
-    "cluster": {"base", "gpu"},
+    "cluster": {"base", "media", "gpu"},
     "analysis": {"base", "media", "gpu"},
     "stages": {"base", "media", "jobs", "gpu", "models", "fetch", "cluster", "analysis"},
     "scheduler": {"base", "media", "jobs", "storage", "gpu", "models", "fetch", "cluster", "analysis",

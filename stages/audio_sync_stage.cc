@@ -9,6 +9,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "analysis/av_sync.h"
+#include "analysis/av_sync_signals.h"
 #include "analysis/motion_analysis.h"
 #include "jobs/stage_names.h"
 #include "media/audio_reader.h"
@@ -23,7 +24,6 @@ namespace framemill {
 namespace {
 
 constexpr const char* kOperation = "AUDIO_SYNC";  // AUDIO_SYNC_GPU: faces and mouths
-constexpr double kGridHz = 100;      // every signal is compared on a 10 ms grid
 constexpr int kMotionWidth = 160;    // whole-frame motion is measured this wide
 constexpr int kCutWidth = 160;       // cuts only: the motion analyser at half its default size
 constexpr size_t kChunk = 16;        // frames held for one face-detection run
@@ -34,35 +34,12 @@ constexpr float kMeshCropScale = 1.5f;
 // A face must be clear to show a mouth: BlazeFace's dataset default (0.5) lets through
 // faces in blocky graphics that correlate with nothing.
 constexpr float kMinFaceScore = 0.5f;
-// Faces in fewer frames than this are not a speaker to follow: their signals are left out.
-constexpr double kMinFaceFraction = 0.25;
 constexpr float kMinFaceFlag = 0.5f;  // facemesh's presence below this: no face in the crop
 
-// What the picture gives per decoded frame.
-struct VisualSeries {
-  std::vector<double> times;
-  std::vector<double> frame;       // mean |frame - previous| over the whole frame, 0..255
-  std::vector<double> luma;        // mean luma of the frame, 0..255
-  std::vector<double> lower_face;  // the same within the largest face's lower half; NaN: no face
-  std::vector<double> mouth;       // inner-lip gap over mouth width (facemesh); NaN: no face
-  std::vector<bool> cut;           // a new shot starts at this frame
-  std::vector<int64_t> cuts;       // source frame indices of the cuts
-  int64_t frames_with_face = 0;
-  int64_t frames_with_mouth = 0;
+// What the picture gives (analysis/av_sync_signals.h), and where its models ran.
+struct PictureRead : VisualSeries {
   std::string face_device = "cpu", mesh_device = "";  // mesh_device "": no mouth measured
 };
-
-// What an outcome records for parts that ran apart: their one device, or "cpu" when any ran
-// there ("" parts did not run).
-std::string CommonDevice(std::initializer_list<std::string> parts) {
-  std::string common;
-  for (const std::string& d : parts) {
-    if (d.empty()) continue;
-    if (!common.empty() && d != common) return "cpu";
-    common = d;
-  }
-  return common.empty() ? "cpu" : common;
-}
 
 double MeanAbsDiff(const cv::Mat& a, const cv::Mat& b) {
   if (a.empty() || b.empty() || a.size() != b.size()) return kNaN;
@@ -87,7 +64,7 @@ class VisualReader {
                models::ModelRunner* mesh, const StageContext& ctx)
       : o_(o), cache_(cache), detector_(detector), mesh_(mesh), ctx_(ctx) {}
 
-  Result<VisualSeries> Read(const std::string& path, double* fps) {
+  Result<PictureRead> Read(const std::string& path, double* fps) {
     VideoReaderOptions ro;
     ro.max_width = o_.analysis_width;
     ro.limits = o_.video_limits;
@@ -212,50 +189,13 @@ class VisualReader {
   models::ModelRunner& detector_;
   models::ModelRunner* mesh_;
   const StageContext& ctx_;
-  VisualSeries series_;
+  PictureRead series_;
   int64_t r_limit_ = 0;
   int64_t first_index_ = 0;
   bool have_face_ = false;
   models::FaceBox face_;
   cv::Mat prev_small_, prev_gray_;
 };
-
-// Speech probability per VAD window, placed at the window's centre on the picture's clock.
-SyncSignal VadSignal(const std::vector<float>& probs, const AudioTrack& a, int window) {
-  std::vector<double> t(probs.size()), v(probs.size());
-  for (size_t k = 0; k < probs.size(); ++k) {
-    t[k] = a.start_offset_s + (k * window + window / 2.0) / a.sample_rate;
-    v[k] = probs[k];
-  }
-  return Regrid("vad", t, v, kGridHz);
-}
-
-// The signals on one grid, a line per 10 ms: time, then each signal (empty where it has no
-// value).
-std::string SeriesCsv(const std::vector<const SyncSignal*>& signals) {
-  double t0 = 1e18, t1 = -1e18;
-  for (const SyncSignal* s : signals)
-    if (!s->v.empty()) t0 = std::min(t0, s->t0), t1 = std::max(t1, s->end());
-  std::string csv = "time_s";
-  for (const SyncSignal* s : signals) csv += "," + s->name;
-  csv += "\n";
-  char buf[64];
-  for (double t = t0; t < t1; t += 1 / kGridHz) {
-    std::snprintf(buf, sizeof buf, "%.3f", t);
-    csv += buf;
-    for (const SyncSignal* s : signals) {
-      const double x = (t - s->t0) * s->rate;
-      const long i = std::lround(x);
-      csv += ",";
-      if (i >= 0 && i < static_cast<long>(s->v.size()) && !std::isnan(s->v[i])) {
-        std::snprintf(buf, sizeof buf, "%.5g", s->v[i]);
-        csv += buf;
-      }
-    }
-    csv += "\n";
-  }
-  return csv;
-}
 
 nlohmann::json EstimateJson(const SyncEstimate& e) {
   nlohmann::json j = {{"signal", e.signal}, {"offset_ms", Rounded(e.offset_s * 1000, 1)},
@@ -264,29 +204,12 @@ nlohmann::json EstimateJson(const SyncEstimate& e) {
   return j;
 }
 
-// The shots as [start, end) on the picture's clock: split at the cuts.
-std::vector<std::pair<double, double>> Shots(const VisualSeries& visual, double fps) {
-  std::vector<double> bounds = {visual.times.front()};
-  for (size_t i = 0; i < visual.cut.size(); ++i)
-    if (visual.cut[i]) bounds.push_back(visual.times[i]);
-  bounds.push_back(visual.times.back() + 1 / std::max(fps, 1.0));
-  std::vector<std::pair<double, double>> shots;
-  for (size_t s = 0; s + 1 < bounds.size(); ++s) shots.push_back({bounds[s], bounds[s + 1]});
-  return shots;
-}
-
-// An estimate per shot of at least min_shot_s, from one pair of signals.
-nlohmann::json ShotEstimates(const SyncSignal& a, const SyncSignal& v,
-                             const std::vector<std::pair<double, double>>& shots,
-                             const SyncOptions& so, double min_shot_s) {
+nlohmann::json ShotsJson(const std::vector<ShotEstimate>& shots) {
   nlohmann::json out = nlohmann::json::array();
-  for (auto [from, to] : shots) {
-    if (to - from < min_shot_s) continue;
-    SyncOptions shot = so;
-    shot.min_overlap_s = std::min(so.min_overlap_s, 0.5 * (to - from));
-    nlohmann::json j = EstimateJson(EstimateOffset(a, v, shot, {{from, to}}));
-    j["start_s"] = Rounded(from, 3);
-    j["end_s"] = Rounded(to, 3);
+  for (const ShotEstimate& s : shots) {
+    nlohmann::json j = EstimateJson(s.estimate);
+    j["start_s"] = Rounded(s.start_s, 3);
+    j["end_s"] = Rounded(s.end_s, 3);
     out.push_back(j);
   }
   return out;
@@ -330,86 +253,6 @@ Result<Sound> HearSound(const std::string& path, const AudioSyncOptions& o, mode
   });
   if (!probs.ok()) return probs.status();
   return Sound{std::move(audio).value(), std::move(probs).value(), (*vad)->window(), device};
-}
-
-// Every signal on the 10 ms grid of the picture's clock.
-struct Signals {
-  SyncSignal vad, energy, onset, energy_smooth;  // the sound
-  SyncSignal frame;                              // whole-frame visual onsets
-  std::vector<SyncSignal> face;                  // lower_face, lower_face_onsets, mouth (when seen)
-  std::optional<SyncSignal> mouth_smooth;
-};
-
-Signals MakeSignals(const Sound& sound, const VisualSeries& visual) {
-  const AudioTrack& a = sound.audio;
-  Signals s;
-  s.vad = VadSignal(sound.speech, a, sound.window);
-  s.energy = EnergyEnvelope(a.samples, a.sample_rate, a.start_offset_s, kGridHz);
-  s.onset = OnsetEnvelope(s.energy);
-  s.energy_smooth = Smooth(s.energy);
-  s.frame = Regrid("frame", visual.times, VisualOnsets(visual.frame, visual.luma, visual.cut), kGridHz);
-  const double frames = static_cast<double>(visual.times.size());
-  if (visual.frames_with_face >= kMinFaceFraction * frames) {
-    s.face.push_back(Regrid("lower_face", visual.times, visual.lower_face, kGridHz));
-    s.face.push_back(Regrid("lower_face_onsets", visual.times, Rises(visual.lower_face, visual.cut), kGridHz));
-  }
-  if (visual.frames_with_mouth >= kMinFaceFraction * frames) {
-    s.face.push_back(Regrid("mouth", visual.times, visual.mouth, kGridHz));
-    s.mouth_smooth = Smooth(s.face.back());
-  }
-  return s;
-}
-
-// One pair of signals compared.
-struct Candidate {
-  const SyncSignal* audio;
-  const SyncSignal* visual;
-  SyncEstimate estimate;
-};
-
-// Each pair that varies on both sides, cross-correlated: the lower face's motion with speech,
-// its rises with onsets, loudness with the mouth (both smoothed to about a frame), whole-frame
-// onsets with onsets.
-std::vector<Candidate> Compare(const Signals& s, const SyncOptions& so,
-                               const std::vector<std::pair<double, double>>& shots) {
-  std::vector<std::pair<const SyncSignal*, const SyncSignal*>> pairs;
-  for (const SyncSignal& f : s.face) pairs.push_back({f.name == "lower_face_onsets" ? &s.onset : &s.vad, &f});
-  if (s.mouth_smooth) pairs.push_back({&s.energy_smooth, &*s.mouth_smooth});
-  pairs.push_back({&s.onset, &s.frame});
-  std::vector<Candidate> out;
-  for (auto [a, v] : pairs)
-    if (Varies(*a) && Varies(*v)) out.push_back({a, v, EstimateOffset(*a, *v, so, shots)});
-  return out;
-}
-
-// How directly a pair shows speech: the mouth first, then the lower face's motion, then
-// whole-frame onsets (the fallbacks where no mouth is seen).
-// Loudness against lip aperture is the finest-grained pair; speech probability (32 ms
-// windows, smoothed by the VAD's recurrence, saturated through continuous speech) backs it up.
-int Tier(const SyncEstimate& e) {
-  const std::string visual = e.signal.substr(e.signal.find('+') + 1);
-  if (visual == "mouth") return e.signal == "energy+mouth" ? 0 : 1;
-  return visual.rfind("lower_face", 0) == 0 ? 2 : 3;
-}
-
-// The estimate to report: from the most direct visual signal that gave a usable peak (one
-// inside the search window), the clearest (highest confidence, then peak) of its pairs;
-// when none is usable, the clearest found at all.
-const Candidate* Best(const std::vector<Candidate>& all) {
-  const Candidate* best = nullptr;
-  auto better = [](const SyncEstimate& e, const Candidate* b) {
-    return b == nullptr || e.confidence > b->estimate.confidence + 1e-9 ||
-           (std::fabs(e.confidence - b->estimate.confidence) <= 1e-9 && e.peak > b->estimate.peak);
-  };
-  for (int tier = 0; tier < 4 && best == nullptr; ++tier)
-    for (const Candidate& c : all)
-      if (c.estimate.found && c.estimate.confidence > 0 && Tier(c.estimate) == tier &&
-          better(c.estimate, best))
-        best = &c;
-  if (best != nullptr) return best;
-  for (const Candidate& c : all)
-    if (c.estimate.found && better(c.estimate, best)) best = &c;
-  return best;
 }
 
 // The contract's keys and what stands behind them.
@@ -483,7 +326,7 @@ Outcome AudioSyncStage::RunOne(const ClaimedJob& job, const StageContext& ctx) {
     return Outcome::Skipped("audio_sync needs a moving picture; the video has " +
                             std::to_string(visual->times.size()) + " frame(s)");
 
-  const Signals signals = MakeSignals(*sound, *visual);
+  const Signals signals = MakeSignals({&sound->audio, &sound->speech, sound->window}, *visual);
   const SyncOptions& so = options_.sync;
   const std::vector<std::pair<double, double>> shots = Shots(*visual, fps);
   const std::vector<Candidate> all = Compare(signals, so, shots);
@@ -493,14 +336,12 @@ Outcome AudioSyncStage::RunOne(const ClaimedJob& job, const StageContext& ctx) {
   if (!no_mesh.empty()) result["mouth_unavailable"] = no_mesh;
   // Shots long enough get their own estimate from the same pair of signals.
   if (best != nullptr && !visual->cuts.empty()) {
-    result["shots"] = ShotEstimates(*best->audio, *best->visual, shots, so, options_.min_shot_s);
+    result["shots"] = ShotsJson(ShotEstimates(*best->audio, *best->visual, shots, so, options_.min_shot_s));
     result["cuts"] = visual->cuts;
   }
   // The signals on their grid: the CSV artifact, named under "series".
-  std::vector<const SyncSignal*> series = {&signals.vad, &signals.energy, &signals.onset, &signals.frame};
-  for (const SyncSignal& f : signals.face) series.push_back(&f);
-  return DoneWithArtifact(job, "csv", SeriesCsv(series), "series", std::move(result),
-                          CommonDevice({sound->device, visual->face_device, visual->mesh_device}));
+  return DoneWithArtifact(job, "csv", SeriesCsv(signals), "series", std::move(result),
+                          gpu::OneDevice({sound->device, visual->face_device, visual->mesh_device}));
 }
 
 }  // namespace framemill

@@ -1,30 +1,17 @@
 #include "stages/face_clusters_stage.h"
 
 #include <algorithm>
-#include <cmath>
-#include <map>
-#include <set>
 #include <optional>
-#include <tuple>
 
-#include "cluster/cluster.h"
 #include "cluster/stable_ids.h"
-#include "gpu/ops.h"
 #include "jobs/stage_names.h"
-#include "media/geometry.h"
 
 namespace framemill {
 namespace {
 
-constexpr const char* kOperation = "FACE_CLUSTERING";
+using cluster::FaceRef;
 
-float Cosine(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size() || a.empty()) return -1;
-  const int n = static_cast<int>(a.size());
-  const float ab = gpu::DotCpu(a.data(), b.data(), n);
-  const float aa = gpu::DotCpu(a.data(), a.data(), n), bb = gpu::DotCpu(b.data(), b.data(), n);
-  return aa > 0 && bb > 0 ? ab / std::sqrt(aa * bb) : -1;
-}
+constexpr const char* kOperation = "FACE_CLUSTERING";
 
 Status ParseFaces(const nlohmann::json& faces, const std::string& item, int64_t frame,
                   std::vector<FaceRef>* out) {
@@ -61,10 +48,6 @@ nlohmann::json MemberJson(const FaceRef& f) {
   return m;
 }
 
-bool FaceOrder(const FaceRef& a, const FaceRef& b) {
-  return std::tie(a.item, a.frame, a.face) < std::tie(b.item, b.frame, b.face);
-}
-
 // The previous result's ids by member key, and its next id.
 cluster::PreviousIds PreviousOf(const nlohmann::json* previous) {
   cluster::PreviousIds p;
@@ -87,11 +70,41 @@ cluster::PreviousIds PreviousOf(const nlohmann::json* previous) {
   return p;
 }
 
-}  // namespace
-
-std::string FaceRef::Key() const {
-  return item + '\x1f' + std::to_string(frame) + '\x1f' + std::to_string(face);
+// The result: identities in id order with their members and representative, the noise,
+// and what changed since the previous result.
+nlohmann::json ResultJson(const cluster::Identities& c, const cluster::StableIds& ids) {
+  std::vector<size_t> order(c.members.size());
+  for (size_t l = 0; l < order.size(); ++l) order[l] = l;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ids.id[a] < ids.id[b]; });
+  nlohmann::json clusters = nlohmann::json::array();
+  for (size_t l : order) {
+    nlohmann::json list = nlohmann::json::array();
+    for (size_t i : c.members[l]) list.push_back(MemberJson(c.faces[i]));
+    clusters.push_back({{"id", ids.id[l]}, {"size", c.members[l].size()},
+                        {"representative", MemberJson(c.faces[c.representative[l]])},
+                        {"members", std::move(list)}});
+  }
+  nlohmann::json noise = nlohmann::json::array();
+  for (size_t i : c.noise) noise.push_back(MemberJson(c.faces[i]));
+  auto changes = [](const std::vector<cluster::IdChange>& v, const char* other) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& ch : v) out.push_back({{"id", ch.id}, {other, ch.others}});
+    return out;
+  };
+  return nlohmann::json{{"clusters", std::move(clusters)},
+                        {"noise", std::move(noise)},
+                        {"merges", changes(ids.merges, "merged")},
+                        {"splits", changes(ids.splits, "into")},
+                        {"retired", ids.retired},
+                        {"next_id", ids.next_id},
+                        {"faces", c.faces.size()},
+                        {"tracks", c.tracks},
+                        {"seeds", c.seeds},
+                        {"graph", c.graph},
+                        {"bridges", c.bridges}};
 }
+
+}  // namespace
 
 Status ParseFacesResult(const std::string& item, const std::string& result_json,
                         std::vector<FaceRef>* out) {
@@ -116,116 +129,6 @@ Status ParseFacesResult(const std::string& item, const std::string& result_json,
   return Status::OK();
 }
 
-std::vector<std::vector<size_t>> LinkTracks(const std::vector<FaceRef>& faces,
-                                            const FaceClustersOptions& o) {
-  std::map<int64_t, std::vector<size_t>> by_frame;
-  for (size_t i = 0; i < faces.size(); ++i) by_frame[faces[i].frame].push_back(i);
-  std::vector<std::vector<size_t>> tracks;
-  std::vector<size_t> open;  // tracks whose last face is in the previous sampled frame
-  for (const auto& [frame, here] : by_frame) {
-    std::vector<std::tuple<float, size_t, size_t>> pairs;  // (-similarity, track, face)
-    if (frame >= 0) {
-      for (size_t t : open) {
-        const FaceRef& last = faces[tracks[t].back()];
-        for (size_t f : here) {
-          if (IoU(last.box, faces[f].box) < o.track_iou) continue;
-          const float s = Cosine(last.embedding, faces[f].embedding);
-          if (s >= o.track_similarity) pairs.emplace_back(-s, t, f);
-        }
-      }
-    }
-    std::sort(pairs.begin(), pairs.end());
-    std::vector<size_t> next;
-    std::vector<bool> used_track(tracks.size(), false), used_face(faces.size(), false);
-    for (const auto& [neg, t, f] : pairs) {
-      if (used_track[t] || used_face[f]) continue;
-      used_track[t] = used_face[f] = true;
-      tracks[t].push_back(f);
-      next.push_back(t);
-    }
-    for (size_t f : here) {
-      if (used_face[f]) continue;
-      tracks.push_back({f});
-      next.push_back(tracks.size() - 1);
-    }
-    open = frame >= 0 ? next : std::vector<size_t>{};
-  }
-  return tracks;
-}
-
-std::vector<int> AttachToClusters(const cluster::Embeddings& e, const std::vector<bool>& seed,
-                                  std::vector<int> label, float min_similarity) {
-  const int clusters = label.empty() ? 0 : *std::max_element(label.begin(), label.end()) + 1;
-  std::vector<float> mean(static_cast<size_t>(std::max(0, clusters)) * e.dim, 0.f);
-  for (int64_t t = 0; t < e.n; ++t)
-    if (label[t] >= 0)
-      for (int d = 0; d < e.dim; ++d) mean[static_cast<size_t>(label[t]) * e.dim + d] += e.row(t)[d];
-  for (int l = 0; l < clusters; ++l) {
-    float* m = mean.data() + static_cast<size_t>(l) * e.dim;
-    const float norm = std::sqrt(std::max(1e-12f, gpu::DotCpu(m, m, e.dim)));
-    for (int d = 0; d < e.dim; ++d) m[d] /= norm;
-  }
-  for (int64_t t = 0; t < e.n; ++t) {
-    if (seed[t] || label[t] >= 0) continue;
-    int best = -1;
-    float best_s = min_similarity;
-    for (int l = 0; l < clusters; ++l) {
-      const float s = gpu::DotCpu(mean.data() + static_cast<size_t>(l) * e.dim, e.row(t), e.dim);
-      if (s >= best_s) best_s = s, best = l;
-    }
-    label[t] = best;
-  }
-  return label;
-}
-
-std::vector<int> SeparateCoOccurring(const std::vector<FaceRef>& faces,
-                                     const std::vector<std::vector<size_t>>& tracks,
-                                     const cluster::Embeddings& e, std::vector<int> label,
-                                     int min_cluster_size) {
-  // The (item, frame) pairs a track is seen in: two tracks sharing one are two people.
-  auto seen = [&](size_t t) {
-    std::set<std::pair<std::string, int64_t>> at;
-    for (size_t i : tracks[t]) at.emplace(faces[i].item, faces[i].frame);
-    return at;
-  };
-  std::map<int, std::vector<size_t>> by_cluster;
-  for (size_t t = 0; t < tracks.size(); ++t)
-    if (label[t] >= 0) by_cluster[label[t]].push_back(t);
-  for (auto& [l, members] : by_cluster) {
-    std::vector<float> mean(e.dim, 0.f);
-    for (size_t t : members)
-      for (int d = 0; d < e.dim; ++d) mean[d] += e.data[t * e.dim + d];
-    // Closest to the cluster's direction first: it keeps its place, a track seen beside a
-    // kept one leaves for the noise.
-    std::sort(members.begin(), members.end(), [&](size_t a, size_t b) {
-      return gpu::DotCpu(mean.data(), e.row(static_cast<int64_t>(a)), e.dim) >
-             gpu::DotCpu(mean.data(), e.row(static_cast<int64_t>(b)), e.dim);
-    });
-    std::set<std::pair<std::string, int64_t>> taken;
-    std::vector<size_t> kept;
-    for (size_t t : members) {
-      const auto at = seen(t);
-      const bool clash = std::any_of(at.begin(), at.end(), [&](const auto& p) { return taken.count(p); });
-      if (clash) {
-        label[t] = -1;
-        continue;
-      }
-      taken.insert(at.begin(), at.end());
-      kept.push_back(t);
-    }
-    if (static_cast<int>(kept.size()) < min_cluster_size)
-      for (size_t t : kept) label[t] = -1;
-  }
-  std::map<int, int> renumber;  // clusters left, numbered 0.. in their old order
-  for (int l : label)
-    if (l >= 0) renumber.emplace(l, 0);
-  int next = 0;
-  for (auto& [old, now] : renumber) now = next++;
-  for (int& l : label)
-    if (l >= 0) l = renumber[l];
-  return label;
-}
-
 FaceClustersStage::FaceClustersStage(FaceClustersOptions options) : options_(std::move(options)) {
   spec_.name = kName;
   spec_.deps = {stage_names::kFaces};
@@ -235,133 +138,21 @@ FaceClustersStage::FaceClustersStage(FaceClustersOptions options) : options_(std
 Result<nlohmann::json> FaceClustersStage::Cluster(std::vector<FaceRef> faces,
                                                   const nlohmann::json* previous,
                                                   gpu::ComputeBackend* device) const {
-  std::stable_sort(faces.begin(), faces.end(), FaceOrder);
-  // Tracks within each item, then one point per track.
-  std::vector<std::vector<size_t>> tracks;
-  for (size_t b = 0, e; b < faces.size(); b = e) {
-    for (e = b; e < faces.size() && faces[e].item == faces[b].item;) ++e;
-    std::vector<FaceRef> item(faces.begin() + b, faces.begin() + e);
-    for (auto& t : LinkTracks(item, options_)) {
-      for (size_t& i : t) i += b;
-      tracks.push_back(std::move(t));
-    }
-  }
-  cluster::Embeddings e;
-  e.n = static_cast<int64_t>(tracks.size());
-  e.dim = faces.empty() ? 1 : static_cast<int>(faces[0].embedding.size());
-  for (const FaceRef& f : faces)
-    if (static_cast<int>(f.embedding.size()) != e.dim)
-      return Status::InvalidArgument(
-          "face embeddings of different sizes (" + std::to_string(e.dim) + " and " +
-          std::to_string(f.embedding.size()) +
-          "): the faces stage ran with different embedding models; rerun it with one");
-  e.data.assign(static_cast<size_t>(e.n) * e.dim, 0.f);
-  for (size_t t = 0; t < tracks.size(); ++t) {
-    for (size_t i : tracks[t]) {
-      const std::vector<float>& v = faces[i].embedding;
-      const float norm = std::sqrt(std::max(1e-12f, gpu::DotCpu(v.data(), v.data(), e.dim)));
-      for (int d = 0; d < e.dim; ++d) e.data[t * e.dim + d] += v[d] / norm;
-    }
-  }
-  cluster::Normalize(&e);
-  // Seeds: tracks whose best face is good enough to found an identity.
-  std::vector<bool> seed(tracks.size(), false);
-  cluster::Embeddings seeds;
-  seeds.dim = e.dim;
-  std::vector<size_t> seed_track;
-  for (size_t t = 0; t < tracks.size(); ++t) {
-    float q = 0;
-    for (size_t i : tracks[t]) q = std::max(q, faces[i].quality);
-    if (q < options_.seed_quality) continue;
-    seed[t] = true;
-    seed_track.push_back(t);
-    seeds.data.insert(seeds.data.end(), e.row(static_cast<int64_t>(t)), e.row(static_cast<int64_t>(t)) + e.dim);
-  }
-  seeds.n = static_cast<int64_t>(seed_track.size());
-  cluster::ClusterOptions co;
-  co.hdbscan.min_cluster_size = options_.min_cluster_size;
-  co.hdbscan.max_distance = static_cast<float>(1.0 - options_.similarity);
-  co.member_similarity = static_cast<float>(options_.member_similarity);
-  co.hdbscan.epsilon = static_cast<float>(std::max(0.0, 1.0 - options_.split_similarity));
-  co.neighbours = options_.neighbours;
-  co.exact_up_to = options_.exact_up_to;
-  auto run = cluster::ClusterEmbeddings(seeds, co, device);
-  if (!run.ok()) return run.status();
-  cluster::Clustering c;
-  c.label.assign(tracks.size(), -1);
-  for (size_t j = 0; j < seed_track.size(); ++j) c.label[seed_track[j]] = run->clustering.label[j];
-  c.label = AttachToClusters(e, seed, std::move(c.label), static_cast<float>(options_.member_similarity));
-  // Two faces seen in the same picture at the same time are two people: a cluster keeps at
-  // most one track of any (item, frame).
-  c.label = SeparateCoOccurring(faces, tracks, e, std::move(c.label), options_.min_cluster_size);
-  c.clusters = c.label.empty() ? 0 : std::max(0, *std::max_element(c.label.begin(), c.label.end()) + 1);
-
-  // Members (faces, not tracks) per cluster, in item order; the representative is the
-  // member whose track is closest to the cluster's mean direction.
-  std::vector<std::vector<size_t>> members(c.clusters);
-  std::vector<std::vector<float>> mean(c.clusters, std::vector<float>(e.dim, 0.f));
-  std::vector<size_t> noise;
-  for (size_t t = 0; t < tracks.size(); ++t) {
-    const int l = c.label[t];
-    for (size_t i : tracks[t]) (l >= 0 ? members[l] : noise).push_back(i);
-    if (l >= 0)
-      for (int d = 0; d < e.dim; ++d) mean[l][d] += e.data[t * e.dim + d];
-  }
-  std::vector<size_t> representative(c.clusters, 0);
-  std::vector<float> best(c.clusters, -2.f);
-  for (size_t t = 0; t < tracks.size(); ++t) {
-    const int l = c.label[t];
-    if (l < 0) continue;
-    const float s = gpu::DotCpu(mean[l].data(), e.row(static_cast<int64_t>(t)), e.dim);
-    if (s > best[l]) {
-      best[l] = s;
-      representative[l] = tracks[t].front();
-    }
-  }
-  std::vector<std::vector<std::string>> keys(c.clusters);
-  for (int l = 0; l < c.clusters; ++l) {
-    std::sort(members[l].begin(), members[l].end());
-    for (size_t i : members[l]) keys[l].push_back(faces[i].Key());
-  }
+  auto found = cluster::FindIdentities(std::move(faces), options_, device);
+  if (!found.ok()) return found.status();
+  const cluster::Identities& c = *found;
+  std::vector<std::vector<std::string>> keys(c.members.size());
+  for (size_t l = 0; l < c.members.size(); ++l)
+    for (size_t i : c.members[l]) keys[l].push_back(c.faces[i].Key());
   const cluster::StableIds ids = cluster::AssignStableIds(keys, PreviousOf(previous));
-
-  std::vector<int> order(c.clusters);
-  for (int l = 0; l < c.clusters; ++l) order[l] = l;
-  std::sort(order.begin(), order.end(), [&](int a, int b) { return ids.id[a] < ids.id[b]; });
-  nlohmann::json clusters = nlohmann::json::array();
-  for (int l : order) {
-    nlohmann::json list = nlohmann::json::array();
-    for (size_t i : members[l]) list.push_back(MemberJson(faces[i]));
-    clusters.push_back({{"id", ids.id[l]}, {"size", members[l].size()},
-                        {"representative", MemberJson(faces[representative[l]])},
-                        {"members", std::move(list)}});
-  }
-  std::sort(noise.begin(), noise.end());
-  nlohmann::json noise_json = nlohmann::json::array();
-  for (size_t i : noise) noise_json.push_back(MemberJson(faces[i]));
-  auto changes = [](const std::vector<cluster::IdChange>& v, const char* other) {
-    nlohmann::json out = nlohmann::json::array();
-    for (const auto& ch : v) out.push_back({{"id", ch.id}, {other, ch.others}});
-    return out;
-  };
-  return nlohmann::json{{"clusters", std::move(clusters)},
-                        {"noise", std::move(noise_json)},
-                        {"merges", changes(ids.merges, "merged")},
-                        {"splits", changes(ids.splits, "into")},
-                        {"retired", ids.retired},
-                        {"next_id", ids.next_id},
-                        {"faces", faces.size()},
-                        {"tracks", tracks.size()},
-                        {"seeds", seed_track.size()},
-                        {"graph", run->graph},
-                        {"bridges", run->bridges},
-                        {"settings",
-                         {{"min_cluster_size", options_.min_cluster_size},
-                          {"similarity", options_.similarity},
-                          {"member_similarity", options_.member_similarity},
-                          {"split_similarity", options_.split_similarity},
-                          {"seed_quality", options_.seed_quality},
-                          {"neighbours", options_.neighbours}}}};
+  nlohmann::json r = ResultJson(c, ids);
+  r["settings"] = {{"min_cluster_size", options_.min_cluster_size},
+                   {"similarity", options_.similarity},
+                   {"member_similarity", options_.member_similarity},
+                   {"split_similarity", options_.split_similarity},
+                   {"seed_quality", options_.seed_quality},
+                   {"neighbours", options_.neighbours}};
+  return r;
 }
 
 Outcome FaceClustersStage::RunOne(const StageContext& ctx) const {

@@ -221,10 +221,7 @@ Status FacesStage::Analyse(const ModelBatch& batch, const StageContext& ctx,
   auto described = run(embedder, crops);
   if (!described.ok()) return described.status();
   if (Status s = Describe(embedder.manifest(), frames, *described, results); !s.ok()) return s;
-  // A mix of devices (the ladder moved a run to the CPU) is reported as the CPU.
-  *device = devices.empty() ? std::string("cpu") : devices.front();
-  for (const std::string& d : devices)
-    if (d != *device) *device = "cpu";
+  *device = gpu::OneDevice(devices);
   return Status::OK();
 }
 

@@ -44,6 +44,63 @@ Status Decode(const ClaimedJob& job, const LightingOptions& opt, std::vector<Fra
   return Status::OK();
 }
 
+// The pixel statistics of every frame of a batch, on the device the ladder picks.
+Status StatsOf(const std::vector<Frame>& frames, gpu::OomLadder& ladder,
+               std::vector<gpu::LumaStats>* stats, std::vector<std::string>* device_of) {
+  std::vector<cv::Mat> mats;
+  int64_t pixels = 0;
+  for (const Frame& f : frames) {
+    mats.push_back(f.working);
+    pixels += static_cast<int64_t>(f.working.total());
+  }
+  stats->assign(frames.size(), {});
+  return ladder.Run(
+      "LIGHTING", mats.size(), pixels / static_cast<int64_t>(mats.size()),
+      gpu::LumaStatsBytesPerItem(mats.front()),
+      [&](gpu::ComputeBackend& backend, size_t begin, size_t end) -> Status {
+        std::vector<cv::Mat> slice(mats.begin() + static_cast<long>(begin),
+                                   mats.begin() + static_cast<long>(end));
+        auto r = backend.LumaStatsBatch(slice);
+        if (!r.ok()) return r.status();
+        for (size_t k = begin; k < end; ++k) (*stats)[k] = std::move((*r)[k - begin]);
+        return Status::OK();
+      },
+      device_of);
+}
+
+// One item's result from its frames (`mine`, indices into `frames`): an image's statistics,
+// or a video's aggregate with each sampled frame's; the device is the one every frame ran on.
+Outcome ItemResult(const ClaimedJob& job, const std::vector<Frame>& frames,
+                   const std::vector<size_t>& mine, const std::vector<gpu::LumaStats>& stats,
+                   const std::vector<std::string>& device_of, nlohmann::json media) {
+  std::vector<lighting::LightingStats> per;
+  std::vector<std::string> devices;
+  for (size_t i : mine) {
+    const Frame& f = frames[i];
+    per.push_back(lighting::FromLumaStats(stats[i], f.working, f.width, f.height));
+    devices.push_back(device_of[i]);
+  }
+  nlohmann::json r;
+  if (job.kind == MediaKind::kImage) {
+    r = lighting::ToJson(per.front());
+  } else {
+    r = lighting::ToJson(lighting::Aggregate(per));
+    nlohmann::json indices = nlohmann::json::array(), each = nlohmann::json::array();
+    for (size_t k = 0; k < mine.size(); ++k) {
+      const Frame& f = frames[mine[k]];
+      indices.push_back(f.index);
+      each.push_back({{"frame", f.index},
+                      {"exposure_ev", per[k].exposure_ev},
+                      {"color_temperature_k", per[k].cct_kelvin},
+                      {"device", device_of[mine[k]]}});
+    }
+    r["frames_sampled"] = std::move(indices);
+    r["per_frame"] = std::move(each);
+  }
+  r["media"] = std::move(media);
+  return Outcome::Done(std::move(r), gpu::OneDevice(devices));
+}
+
 }  // namespace
 
 LightingStage::LightingStage(LightingOptions options)
@@ -75,81 +132,25 @@ std::vector<Outcome> LightingStage::RunTogether(const std::vector<ClaimedJob>& j
   std::vector<Outcome> out(jobs.size());
   std::vector<nlohmann::json> media(jobs.size());
   std::vector<Frame> frames;
-  for (size_t j = 0; j < jobs.size(); ++j) {
-    // A device batch comes here straight from RunBatch, not through the base's loop.
-    if (std::optional<Outcome> skip = SkipIfNotApplicable(spec(), jobs[j])) {
-      out[j] = std::move(*skip);
-      continue;
-    }
-    try {
-      Status s = Decode(jobs[j], options_, &frames, j, &media[j]);
-      if (!s.ok()) out[j] = Outcome::Failed(s);
-    } catch (...) {
-      out[j] = FailedByThrow("decoding " + jobs[j].source);
-    }
-  }
+  // A device batch comes here straight from RunBatch, not through the base's loop.
+  DecodeEach(
+      spec(), jobs,
+      [&](const ClaimedJob& job, size_t j) { return Decode(job, options_, &frames, j, &media[j]); },
+      &out);
   if (frames.empty()) return out;
-
-  // The pixel statistics of every frame of the batch, on the device the ladder picks.
-  std::vector<cv::Mat> mats;
-  int64_t pixels = 0;
-  for (const Frame& f : frames) {
-    mats.push_back(f.working);
-    pixels += static_cast<int64_t>(f.working.total());
-  }
-  std::vector<gpu::LumaStats> stats(frames.size());
+  std::vector<gpu::LumaStats> stats;
   std::vector<std::string> device_of;
-  Status s = ladder.Run(
-      "LIGHTING", mats.size(), pixels / static_cast<int64_t>(mats.size()),
-      gpu::LumaStatsBytesPerItem(mats.front()),
-      [&](gpu::ComputeBackend& backend, size_t begin, size_t end) -> Status {
-        std::vector<cv::Mat> slice(mats.begin() + static_cast<long>(begin),
-                                   mats.begin() + static_cast<long>(end));
-        auto r = backend.LumaStatsBatch(slice);
-        if (!r.ok()) return r.status();
-        for (size_t k = begin; k < end; ++k) stats[k] = std::move((*r)[k - begin]);
-        return Status::OK();
-      },
-      &device_of);
-  if (!s.ok()) {
+  if (Status s = StatsOf(frames, ladder, &stats, &device_of); !s.ok()) {
     for (const Frame& f : frames) out[f.job] = Outcome::Failed(s);
     return out;
   }
-
   // Per item: frames back into one result, with the device that produced it.
   std::vector<std::vector<size_t>> of_job(jobs.size());
   for (size_t i = 0; i < frames.size(); ++i) of_job[frames[i].job].push_back(i);
   for (size_t j = 0; j < jobs.size(); ++j) {
     if (of_job[j].empty()) continue;
     try {
-      std::vector<lighting::LightingStats> per;
-      std::string device = device_of[of_job[j].front()];
-      bool mixed = false;
-      for (size_t i : of_job[j]) {
-        const Frame& f = frames[i];
-        per.push_back(lighting::FromLumaStats(stats[i], f.working, f.width, f.height));
-        mixed |= device_of[i] != device;
-      }
-      nlohmann::json r;
-      if (jobs[j].kind == MediaKind::kImage) {
-        r = lighting::ToJson(per.front());
-      } else {
-        r = lighting::ToJson(lighting::Aggregate(per));
-        nlohmann::json indices = nlohmann::json::array(), each = nlohmann::json::array();
-        for (size_t k = 0; k < of_job[j].size(); ++k) {
-          const Frame& f = frames[of_job[j][k]];
-          indices.push_back(f.index);
-          each.push_back({{"frame", f.index},
-                          {"exposure_ev", per[k].exposure_ev},
-                          {"color_temperature_k", per[k].cct_kelvin},
-                          {"device", device_of[of_job[j][k]]}});
-        }
-        r["frames_sampled"] = std::move(indices);
-        r["per_frame"] = std::move(each);
-      }
-      r["media"] = std::move(media[j]);
-      // Some frames fell back to the CPU: the CPU is what finished the result.
-      out[j] = Outcome::Done(std::move(r), mixed ? std::string("cpu") : device);
+      out[j] = ItemResult(jobs[j], frames, of_job[j], stats, device_of, std::move(media[j]));
     } catch (...) {
       out[j] = FailedByThrow("analysing " + jobs[j].source);
     }

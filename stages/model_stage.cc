@@ -69,33 +69,6 @@ Status DecodeItem(const ClaimedJob& job, size_t j, const ModelStageOptions& opt,
   return Status::OK();
 }
 
-// Decodes every job of a chunk; a job that cannot be decoded (or that the spec does not
-// take) gets its outcome in `out`.
-std::vector<ModelFrame> DecodeAll(const StageSpec& spec, const std::vector<ClaimedJob>& jobs,
-                                  const ModelStageOptions& opt, const StageContext& ctx,
-                                  std::vector<Outcome>* out, std::vector<nlohmann::json>* info,
-                                  std::vector<bool>* decoded) {
-  std::vector<ModelFrame> frames;
-  for (size_t j = 0; j < jobs.size(); ++j) {
-    const ClaimedJob& job = jobs[j];
-    if (std::optional<Outcome> skip = SkipIfNotApplicable(spec, job)) {
-      (*out)[j] = std::move(*skip);
-      continue;
-    }
-    try {
-      Status s = DecodeItem(job, j, opt, ctx, &frames, &(*info)[j]);
-      if (!s.ok()) {
-        (*out)[j] = Outcome::Failed(s);
-        continue;
-      }
-      (*decoded)[j] = true;
-    } catch (...) {
-      (*out)[j] = FailedByThrow("decoding " + job.source);
-    }
-  }
-  return frames;
-}
-
 }  // namespace
 
 ModelStage::ModelStage(std::string name, std::shared_ptr<models::ModelCache> cache,
@@ -159,8 +132,11 @@ std::vector<Outcome> ModelStage::RunChunk(const std::vector<ClaimedJob>& jobs,
                                           const StageContext& ctx) {
   std::vector<Outcome> out(jobs.size());
   std::vector<nlohmann::json> info(jobs.size());
-  std::vector<bool> decoded(jobs.size(), false);
-  std::vector<ModelFrame> frames = DecodeAll(spec_, jobs, options_, ctx, &out, &info, &decoded);
+  std::vector<ModelFrame> frames;
+  const std::vector<bool> decoded = DecodeEach(
+      spec_, jobs,
+      [&](const ClaimedJob& job, size_t j) { return DecodeItem(job, j, options_, ctx, &frames, &info[j]); },
+      &out);
   if (frames.empty()) return out;
 
   std::vector<FrameResult> results(frames.size());

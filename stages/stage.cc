@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "base/clock.h"
+#include "jobs/failure.h"
 
 namespace framemill {
 
@@ -21,6 +22,26 @@ std::optional<Outcome> SkipIfNotApplicable(const StageSpec& spec, const ClaimedJ
                      : spec.videos                   ? "videos only"
                                                      : "no media";
   return Outcome::Skipped(spec.name + " applies to " + what);
+}
+
+std::vector<bool> DecodeEach(const StageSpec& spec, const std::vector<ClaimedJob>& jobs,
+                             const std::function<Status(const ClaimedJob&, size_t)>& decode,
+                             std::vector<Outcome>* out) {
+  std::vector<bool> decoded(jobs.size(), false);
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    if (std::optional<Outcome> skip = SkipIfNotApplicable(spec, jobs[j])) {
+      (*out)[j] = std::move(*skip);
+      continue;
+    }
+    try {
+      Status s = decode(jobs[j], j);
+      if (s.ok()) decoded[j] = true;
+      else (*out)[j] = Outcome::Failed(s);
+    } catch (...) {
+      (*out)[j] = FailedByThrow("decoding " + jobs[j].source);
+    }
+  }
+  return decoded;
 }
 
 Result<cv::Mat> ReadPicture(const StageContext& ctx, const ClaimedJob& job, const ImageLimits& limits) {

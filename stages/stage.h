@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <optional>
 #include <set>
 #include <string>
@@ -72,6 +73,13 @@ class Stage {
 // turns out to be of that kind), so this answers callers that hand a stage any job (tests,
 // tools). The stage bases check it, once each: PerJobStage, ModelStage.
 std::optional<Outcome> SkipIfNotApplicable(const StageSpec& spec, const ClaimedJob& job);
+
+// The decode loop of the stages that take a batch's media at once (ModelStage, lighting):
+// `decode(job, j)` reads job j's media; a job the spec does not take gets its skip, one whose
+// decode fails (or throws: jobs/failure.h) its failure in (*out)[j]. True for each job decoded.
+std::vector<bool> DecodeEach(const StageSpec& spec, const std::vector<ClaimedJob>& jobs,
+                             const std::function<Status(const ClaimedJob&, size_t)>& decode,
+                             std::vector<Outcome>* out);
 
 // v to `decimals` places, for results (dividing by a power of ten keeps 739.3 from
 // printing as 739.3000000000001).

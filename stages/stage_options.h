@@ -17,6 +17,7 @@
 #include "analysis/motion_analysis.h"
 #include "analysis/pose_tracks.h"
 #include "analysis/same_picture.h"
+#include "cluster/identity_options.h"
 #include "cluster/near_duplicates.h"
 
 namespace framemill {
@@ -83,20 +84,10 @@ struct DedupOptions {  // the dedup stage (dataset-level, after categorize)
   bool operator==(const DedupOptions&) const = default;
 };
 
-struct FaceClustersOptions {  // the face_clusters stage (dataset-level)
-  int min_cluster_size = 3;         // fewer faces (tracks) never make an identity (face_clusters.min_cluster_size)
-  double similarity = 0.6;          // cosine below which two faces are never linked (face_clusters.similarity)
-  double member_similarity = 0.7;   // a member this far from its cluster's mean is noise (face_clusters.member_similarity)
-  double split_similarity = 0.7;    // parts linked this closely are never split (face_clusters.split_similarity)
-  int neighbours = 16;              // k of the neighbour graph
-  int64_t exact_up_to = 20000;      // on the CPU, an exact graph up to this many tracks, else HNSW
-  double track_iou = 0.3;           // video: a face continues a track in the next sampled frame
-  double track_similarity = 0.5;    //   when its box overlaps this much and its embedding is this close
+// The face_clusters stage (dataset-level): the identities' settings (their defaults in
+// cluster/identity_options.h), and the one job's time budget.
+struct FaceClustersOptions : cluster::IdentityOptions {
   int64_t budget_ms = 3'600'000;    // the one dataset-level job's time budget (face_clusters.budget_ms)
-  // Identities are seeded only by tracks whose best face has at least this `quality`
-  // (analysis/face_quality.h); the others join the closest identity at member_similarity
-  // or stay noise (face_clusters.seed_quality; bench/README "Faces: quality and identities").
-  double seed_quality = 0.4;
 
   bool operator==(const FaceClustersOptions&) const = default;
 };

@@ -163,15 +163,19 @@ void SqlClaim<Db>::SetItem(const Stmt& st, int col, ClaimedJob* j) const {
   j->size = st.Int(col + 4);
 }
 
-template <class Db>
-Result<std::vector<ClaimedJob>> SqlClaim<Db>::ClaimSqlite(const std::string& worker,
-                                                            const std::vector<std::string>& stages,
-                                                            int limit, int64_t lease_ms, ClaimBy by) {
-  // Both claims lease what a subquery picks: pending, due, of these stages, in order.
-  // Literal state and `+stage` so the planner walks the partial index in order and
-  // stops after LIMIT rows, instead of sorting every pending job of the stages.
+namespace {
+// SQLite's claims: both lease what a subquery picks: pending, due, of these stages, in order.
+// Literal state and `+stage` so the planner walks the partial index in order and stops after
+// LIMIT rows, instead of sorting every pending job of the stages. Binds: token, worker, lease
+// end, now (started_at), then the subquery's now and stages (twice by items), then the limit.
+struct SqliteClaimSql {
+  std::string suspect;  // a suspect (its last worker died holding it), claimed alone, first
+  std::string claim;    // the claim itself, by jobs or by items
+};
+
+SqliteClaimSql SqliteClaimSqlOf(size_t stages, ClaimBy by) {
   const std::string due = "SELECT {} FROM jobs WHERE state = " S_PENDING " AND next_run_at <= ?"
-                          " AND +stage IN (" + Placeholders(stages.size()) + ")";
+                          " AND +stage IN (" + Placeholders(stages) + ")";
   const std::string lease =
       "UPDATE jobs SET state = " S_RUNNING ", lease_token = ?, lease_owner = ?,"
       " lease_expires_at = ?, attempts = attempts + 1, started_at = ? WHERE id IN (";
@@ -181,14 +185,20 @@ Result<std::vector<ClaimedJob>> SqlClaim<Db>::ClaimSqlite(const std::string& wor
     std::string q = due;
     return q.replace(q.find("{}"), 2, what);
   };
-  // A suspect (its last worker died holding it) is claimed alone, ahead of others.
-  const std::string suspect_sql = lease + select("id") + " AND suspect = 1" + order + "1" + returning;
   // By items: every due job of the items of the first `limit` due jobs (the unique
   // (item_id, stage) index finds them).
-  const std::string sql =
-      by == ClaimBy::kJobs
-          ? lease + select("id") + order + "?" + returning
-          : lease + select("id") + " AND item_id IN (" + select("item_id") + order + "?)" + returning;
+  return {lease + select("id") + " AND suspect = 1" + order + "1" + returning,
+          by == ClaimBy::kJobs
+              ? lease + select("id") + order + "?" + returning
+              : lease + select("id") + " AND item_id IN (" + select("item_id") + order + "?)" + returning};
+}
+}  // namespace
+
+template <class Db>
+Result<std::vector<ClaimedJob>> SqlClaim<Db>::ClaimSqlite(const std::string& worker,
+                                                            const std::vector<std::string>& stages,
+                                                            int limit, int64_t lease_ms, ClaimBy by) {
+  const SqliteClaimSql sql = SqliteClaimSqlOf(stages.size(), by);
   using Jobs = std::vector<ClaimedJob>;
   auto claimed = InTxn<Jobs>(*db_, TxnKind::kWrite, [&]() -> Result<Jobs> {
     std::vector<ClaimedJob> out;
@@ -217,20 +227,26 @@ Result<std::vector<ClaimedJob>> SqlClaim<Db>::ClaimSqlite(const std::string& wor
       }
       return Status::OK();
     };
-    FM_RETURN_IF_ERROR(claim(suspect_sql, false));
-    if (out.empty()) FM_RETURN_IF_ERROR(claim(sql, true));
-    for (ClaimedJob& j : out) {
-      FM_PREPARE(item, "SELECT source, fetched_path, kind, media_info, size FROM items WHERE id = ?");
-      item.Bind(1, j.item_id);
-      FM_STEP(row, item.Step());
-      if (!row) return Status::Internal("job " + std::to_string(j.id) + " has no item");
-      SetItem(item, 0, &j);
-    }
+    FM_RETURN_IF_ERROR(claim(sql.suspect, false));
+    if (out.empty()) FM_RETURN_IF_ERROR(claim(sql.claim, true));
+    FM_RETURN_IF_ERROR(ReadItems(&out));
     return out;
   });
   if (claimed.ok())
     std::sort(claimed->begin(), claimed->end(), [](auto& a, auto& b) { return a.id < b.id; });
   return claimed;
+}
+
+template <class Db>
+Status SqlClaim<Db>::ReadItems(std::vector<ClaimedJob>* jobs) const {
+  for (ClaimedJob& j : *jobs) {
+    FM_PREPARE(item, "SELECT source, fetched_path, kind, media_info, size FROM items WHERE id = ?");
+    item.Bind(1, j.item_id);
+    FM_STEP(row, item.Step());
+    if (!row) return Status::Internal("job " + std::to_string(j.id) + " has no item");
+    SetItem(item, 0, &j);
+  }
+  return Status::OK();
 }
 
 namespace {

@@ -10,6 +10,13 @@
 #include "storage/sql_store_internal.h"
 
 namespace framemill::sql {
+namespace {
+// A job done: its lease ends and its error is cleared; the ids follow ("IN (...)" or "= ?").
+constexpr const char* kMarkDone =
+    "UPDATE jobs SET state = " S_DONE ", finished_at = ?, device = ?,"
+    " done_token = lease_token, lease_owner = NULL, lease_token = NULL,"
+    " lease_expires_at = NULL, suspect = 0, error_class = NULL, last_error = NULL WHERE id ";
+}  // namespace
 
 template <class Db>
 Result<CompleteStats> SqlComplete<Db>::Complete(const std::vector<FinishedJob>& batch) {
@@ -98,10 +105,7 @@ template <class Db>
 Status SqlComplete<Db>::MarkDone(const std::vector<FinishedJob>& batch,
                                  const std::vector<size_t>& rows, const std::string& device,
                                  int64_t now) {
-  FM_PREPARE(up, "UPDATE jobs SET state = " S_DONE ", finished_at = ?, device = ?,"
-                 " done_token = lease_token, lease_owner = NULL, lease_token = NULL,"
-                 " lease_expires_at = NULL, suspect = 0, error_class = NULL, last_error = NULL"
-                 " WHERE id IN (" + Placeholders(rows.size()) + ")");
+  FM_PREPARE(up, std::string(kMarkDone) + "IN (" + Placeholders(rows.size()) + ")");
   up.Bind(1, now).Bind(2, device);
   for (size_t k = 0; k < rows.size(); ++k) up.Bind(static_cast<int>(k + 3), batch[rows[k]].job_id);
   return up.Run();
@@ -174,10 +178,7 @@ template <class Db>
 Status SqlComplete<Db>::RecordDone(const HeldJob& job, const FinishedJob& f, const SerializedDone& done,
                                   int64_t now) {
   const Outcome& o = f.outcome;
-  FM_PREPARE(up, "UPDATE jobs SET state = " S_DONE ", finished_at = ?, device = ?,"
-                 " done_token = lease_token, lease_owner = NULL, lease_token = NULL,"
-                 " lease_expires_at = NULL, suspect = 0, error_class = NULL, last_error = NULL"
-                 " WHERE id = ?");
+  FM_PREPARE(up, std::string(kMarkDone) + "= ?");
   FM_RETURN_IF_ERROR(up.Bind(1, now).Bind(2, o.device).Bind(3, job.id).Run());
   done_in_txn_.insert(job.id);
   FM_PREPARE(res, kInsertResult + ValueRows(1, kResultColumns) + kOnResultConflict);

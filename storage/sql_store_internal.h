@@ -345,6 +345,8 @@ class SqlClaim : public SqlGraphMoves<Db> {
   // The item's source (or fetched file), kind and media_info from columns col..col+3
   // (source, fetched_path, kind, media_info).
   void SetItem(const Stmt& st, int col, ClaimedJob* j) const;
+  // Each claimed job's item (SetItem), read by id: SQLite's RETURNING cannot join.
+  Status ReadItems(std::vector<ClaimedJob>* jobs) const;
   Result<int> RescueExpiredLocked(int64_t now);
   // Runs a rescue statement (RescueSql in the .cc; `bind` binds its own parameters past
   // ?2) and records each rescued job's error; failed ones cascade.

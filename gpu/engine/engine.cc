@@ -95,82 +95,86 @@ Result<std::map<std::string, gpu::Tensor>> Engine::Run(const gpu::Tensor& input)
     for (auto d : input.shape) got += std::to_string(d) + " ";
     return Status::InvalidArgument("engine: input shape [" + got + "] but the graph wants [" + want + "]");
   }
-  if (arena_batch_ != batch) {
-    kernels_->Free(arena_);
-    arena_ = nullptr;
-    arena_batch_ = 0;
-    void* a = nullptr;
-    FM_RETURN_IF_ERROR(kernels_->Alloc(static_cast<size_t>(std::max<int64_t>(plan.BatchBytes(), 1)), &a));
-    arena_ = a;
-    arena_batch_ = batch;
+  FM_RETURN_IF_ERROR(EnsureArena(plan, batch));
+  FM_RETURN_IF_ERROR(UploadInput(plan, input));
+  for (const Step& s : plan.steps) {
+    Status st = RunStep(plan, s);
+    if (!st.ok()) return Status(st);  // the Kernels' status, unchanged
   }
-  auto* arena = static_cast<uint8_t*>(arena_);
-  auto* weights = static_cast<uint8_t*>(weights_);
-  auto ptr = [&](int b) -> void* {
-    if (b < 0) return nullptr;
-    const Buffer& buf = plan.buffers[b];
-    return (buf.weight ? weights : arena) + buf.offset;
-  };
-  // Input, converted on the host to the storage type.
+  FM_RETURN_IF_ERROR(kernels_->Sync());
+  return DownloadOutputs(plan);
+}
+
+Status Engine::EnsureArena(const Plan& plan, int batch) {
+  if (arena_batch_ == batch) return Status::OK();
+  kernels_->Free(arena_);
+  arena_ = nullptr;
+  arena_batch_ = 0;
+  void* a = nullptr;
+  FM_RETURN_IF_ERROR(kernels_->Alloc(static_cast<size_t>(std::max<int64_t>(plan.BatchBytes(), 1)), &a));
+  arena_ = a;
+  arena_batch_ = batch;
+  return Status::OK();
+}
+
+void* Engine::Where(const Plan& plan, int b) const {
+  if (b < 0) return nullptr;
+  const Buffer& buf = plan.buffers[b];
+  return (buf.weight ? static_cast<uint8_t*>(weights_) : static_cast<uint8_t*>(arena_)) + buf.offset;
+}
+
+Status Engine::UploadInput(const Plan& plan, const gpu::Tensor& input) {
   const Buffer& in = plan.buffers[plan.input];
   size_t n_in = static_cast<size_t>(in.elements);
   if (input.data.size() != n_in * input.ElementBytes())
     return Status::InvalidArgument("engine: input data size does not match its shape");
-  std::vector<uint8_t> staged;
   bool same = (input.type == TensorType::kFloat32) == (options_.storage == StorageType::kFloat32);
-  if (same) {
-    FM_RETURN_IF_ERROR(kernels_->Upload(ptr(plan.input), input.data.data(), input.data.size()));
-  } else {
-    std::vector<float> f(n_in);
-    for (size_t k = 0; k < n_in; ++k) f[k] = input.At(k);
-    staged = ToStorage(f.data(), n_in, options_.storage);
-    FM_RETURN_IF_ERROR(kernels_->Upload(ptr(plan.input), staged.data(), staged.size()));
-  }
-  void* scratch = arena + plan.ScratchOffset();
-  for (const Step& s : plan.steps) {
-    Status st;
-    auto in_ptr = [&](size_t k) -> const void* { return k < s.inputs.size() ? ptr(s.inputs[k]) : nullptr; };
-    void* y = ptr(s.output);
-    switch (s.kind) {
-      case StepKind::kConv2d:
-        st = kernels_->Conv2d(std::get<Conv2dParams>(s.params), in_ptr(0), in_ptr(1), in_ptr(2), in_ptr(3), y, scratch);
-        break;
-      case StepKind::kConvTranspose2d:
-        st = kernels_->ConvTranspose2d(std::get<ConvTranspose2dParams>(s.params), in_ptr(0), in_ptr(1), in_ptr(2), y, scratch);
-        break;
-      case StepKind::kPool2d: st = kernels_->Pool2d(std::get<Pool2dParams>(s.params), in_ptr(0), y); break;
-      case StepKind::kBinary: st = kernels_->Binary(std::get<BinaryParams>(s.params), in_ptr(0), in_ptr(1), y); break;
-      case StepKind::kUnary: st = kernels_->Unary(std::get<UnaryParams>(s.params), in_ptr(0), y); break;
-      case StepKind::kResize: st = kernels_->Resize(std::get<ResizeParams>(s.params), in_ptr(0), y); break;
-      case StepKind::kPad: st = kernels_->Pad(std::get<PadParams>(s.params), in_ptr(0), y); break;
-      case StepKind::kConcat: {
-        ConcatParams p = std::get<ConcatParams>(s.params);
-        p.axis_sizes = s.concat_sizes.data();
-        std::vector<const void*> ins;
-        for (size_t k = 0; k < s.inputs.size(); ++k) ins.push_back(in_ptr(k));
-        st = kernels_->Concat(p, ins.data(), y);
-        break;
-      }
-      case StepKind::kTranspose: st = kernels_->Transpose(std::get<TransposeParams>(s.params), in_ptr(0), y); break;
-      case StepKind::kSlice: st = kernels_->Slice(std::get<SliceParams>(s.params), in_ptr(0), y); break;
-      case StepKind::kReduce: st = kernels_->Reduce(std::get<ReduceParams>(s.params), in_ptr(0), y); break;
-      case StepKind::kSoftmax: st = kernels_->Softmax(std::get<SoftmaxParams>(s.params), in_ptr(0), y); break;
-      case StepKind::kMatMul:
-        st = kernels_->MatMul(std::get<MatMulParams>(s.params), in_ptr(0), in_ptr(1), in_ptr(2), y, scratch);
-        break;
-      case StepKind::kArgMax: st = kernels_->ArgMax(std::get<ArgMaxParams>(s.params), in_ptr(0), y); break;
-      case StepKind::kCopy:
-        st = kernels_->Copy(in_ptr(0), y, std::get<CopyParams>(s.params).elements);
-        break;
+  if (same) return kernels_->Upload(Where(plan, plan.input), input.data.data(), input.data.size());
+  std::vector<float> f(n_in);
+  for (size_t k = 0; k < n_in; ++k) f[k] = input.At(k);
+  const std::vector<uint8_t> staged = ToStorage(f.data(), n_in, options_.storage);
+  return kernels_->Upload(Where(plan, plan.input), staged.data(), staged.size());
+}
+
+Status Engine::RunStep(const Plan& plan, const Step& s) {
+  void* scratch = static_cast<uint8_t*>(arena_) + plan.ScratchOffset();
+  auto in_ptr = [&](size_t k) -> const void* { return k < s.inputs.size() ? Where(plan, s.inputs[k]) : nullptr; };
+  void* y = Where(plan, s.output);
+  switch (s.kind) {
+    case StepKind::kConv2d:
+      return kernels_->Conv2d(std::get<Conv2dParams>(s.params), in_ptr(0), in_ptr(1), in_ptr(2), in_ptr(3), y, scratch);
+    case StepKind::kConvTranspose2d:
+      return kernels_->ConvTranspose2d(std::get<ConvTranspose2dParams>(s.params), in_ptr(0), in_ptr(1), in_ptr(2), y, scratch);
+    case StepKind::kPool2d: return kernels_->Pool2d(std::get<Pool2dParams>(s.params), in_ptr(0), y);
+    case StepKind::kBinary: return kernels_->Binary(std::get<BinaryParams>(s.params), in_ptr(0), in_ptr(1), y);
+    case StepKind::kUnary: return kernels_->Unary(std::get<UnaryParams>(s.params), in_ptr(0), y);
+    case StepKind::kResize: return kernels_->Resize(std::get<ResizeParams>(s.params), in_ptr(0), y);
+    case StepKind::kPad: return kernels_->Pad(std::get<PadParams>(s.params), in_ptr(0), y);
+    case StepKind::kConcat: {
+      ConcatParams p = std::get<ConcatParams>(s.params);
+      p.axis_sizes = s.concat_sizes.data();
+      std::vector<const void*> ins;
+      for (size_t k = 0; k < s.inputs.size(); ++k) ins.push_back(in_ptr(k));
+      return kernels_->Concat(p, ins.data(), y);
     }
-    if (!st.ok()) return Status(st);  // the Kernels' status, unchanged
+    case StepKind::kTranspose: return kernels_->Transpose(std::get<TransposeParams>(s.params), in_ptr(0), y);
+    case StepKind::kSlice: return kernels_->Slice(std::get<SliceParams>(s.params), in_ptr(0), y);
+    case StepKind::kReduce: return kernels_->Reduce(std::get<ReduceParams>(s.params), in_ptr(0), y);
+    case StepKind::kSoftmax: return kernels_->Softmax(std::get<SoftmaxParams>(s.params), in_ptr(0), y);
+    case StepKind::kMatMul:
+      return kernels_->MatMul(std::get<MatMulParams>(s.params), in_ptr(0), in_ptr(1), in_ptr(2), y, scratch);
+    case StepKind::kArgMax: return kernels_->ArgMax(std::get<ArgMaxParams>(s.params), in_ptr(0), y);
+    case StepKind::kCopy: return kernels_->Copy(in_ptr(0), y, std::get<CopyParams>(s.params).elements);
   }
-  FM_RETURN_IF_ERROR(kernels_->Sync());
+  return Status::OK();
+}
+
+Result<std::map<std::string, gpu::Tensor>> Engine::DownloadOutputs(const Plan& plan) {
   std::map<std::string, gpu::Tensor> outs;
   for (const PlanOutput& o : plan.outputs) {
     const Buffer& b = plan.buffers[o.buffer];
     std::vector<uint8_t> raw(static_cast<size_t>(b.bytes));
-    FM_RETURN_IF_ERROR(kernels_->Download(raw.data(), ptr(o.buffer), raw.size()));
+    FM_RETURN_IF_ERROR(kernels_->Download(raw.data(), Where(plan, o.buffer), raw.size()));
     gpu::Tensor t;
     t.shape = o.shape;
     t.type = TensorType::kFloat32;

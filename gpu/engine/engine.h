@@ -49,6 +49,16 @@ class Engine {
  private:
   Engine() = default;
   Status UploadWeights(const Plan& plan);
+  // The activation arena, sized for `plan`'s batch (kept while the batch stays).
+  Status EnsureArena(const Plan& plan, int batch);
+  // Where buffer b of `plan` lives on the device (null for -1).
+  void* Where(const Plan& plan, int b) const;
+  // The input, converted on the host to the storage type, into its buffer.
+  Status UploadInput(const Plan& plan, const gpu::Tensor& input);
+  // One step: its kernel with its buffers.
+  Status RunStep(const Plan& plan, const Step& s);
+  // The graph's outputs, as float32 tensors.
+  Result<std::map<std::string, gpu::Tensor>> DownloadOutputs(const Plan& plan);
 
   Graph graph_;
   std::unique_ptr<Kernels> kernels_;

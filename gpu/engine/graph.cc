@@ -115,6 +115,79 @@ std::vector<float> Node::AttrFloats(std::string_view key) const {
 
 bool IsSupportedOp(std::string_view op) { return SupportedOps().count(op) > 0; }
 
+namespace {
+
+// One initializer: its bytes in the .bin, decoded.
+Status ParseInitializer(const nlohmann::json& init, std::string_view bin, Graph* g) {
+  std::string name = init.at("name").get<std::string>();
+  std::string dtype = init.at("dtype").get<std::string>();
+  auto esize = DtypeSize(dtype);
+  if (!esize.ok()) return Status::Unsupported("fmg: initializer " + name + ": dtype " + dtype);
+  std::vector<int64_t> shape;
+  auto count = ShapeCount(init.at("shape"), &shape);
+  if (!count.ok()) return Status::Corruption("fmg: initializer " + name + ": " + count.status().message());
+  int64_t offset = init.at("offset").get<int64_t>();
+  int64_t bytes = init.at("bytes").get<int64_t>();
+  if (bytes != *count * *esize)
+    return Status::Corruption("fmg: initializer " + name + ": " + std::to_string(bytes) +
+                              " bytes for shape " + init.at("shape").dump() + " " + dtype);
+  if (offset < 0 || offset + bytes > static_cast<int64_t>(bin.size()))
+    return Status::Corruption("fmg: initializer " + name + " lies outside the .bin (" +
+                              std::to_string(offset) + "+" + std::to_string(bytes) + " > " +
+                              std::to_string(bin.size()) + ")");
+  auto t = Decode(dtype, std::move(shape), bin.data() + offset, *count);
+  if (!t.ok()) return t.status();
+  g->initializers[name] = std::move(t).value();
+  return Status::OK();
+}
+
+// One node, whose inputs must be defined before it (topological order).
+Status ParseNode(const nlohmann::json& jn, std::set<std::string>* defined, Graph* g) {
+  Node n;
+  n.op = jn.at("op").get<std::string>();
+  n.name = jn.value("name", "");
+  for (const auto& x : jn.at("inputs")) n.inputs.push_back(x.get<std::string>());
+  for (const auto& x : jn.at("outputs")) n.outputs.push_back(x.get<std::string>());
+  if (jn.contains("attrs")) n.attrs = jn["attrs"];
+  if (!n.attrs.is_object()) return Status::Corruption("fmg: node " + n.name + ": attrs");
+  if (!IsSupportedOp(n.op))
+    return Status::Unsupported("fmg: op " + n.op + " (node '" + n.name + "') is not supported");
+  for (const auto& in : n.inputs)
+    if (!in.empty() && !defined->count(in))
+      return Status::InvalidArgument("fmg: node '" + n.name + "' (" + n.op + ") uses '" + in +
+                                     "' before it is defined");
+  if (n.outputs.empty())
+    return Status::InvalidArgument("fmg: node '" + n.name + "' has no outputs");
+  for (const auto& out : n.outputs) defined->insert(out);
+  g->nodes.push_back(std::move(n));
+  return Status::OK();
+}
+
+// The graph's parts; a missing key throws (nlohmann::json::exception).
+Status ParseParts(const nlohmann::json& j, std::string_view bin, Graph* g) {
+  std::set<std::string> defined;
+  for (const auto& in : j["inputs"]) {
+    ValueDecl d;
+    d.name = in.at("name").get<std::string>();
+    for (const auto& x : in.at("shape")) d.shape.push_back(x.get<int64_t>());
+    defined.insert(d.name);
+    g->inputs.push_back(std::move(d));
+  }
+  for (const auto& out : j["outputs"]) g->outputs.push_back(out.at("name").get<std::string>());
+  for (const auto& init : j["initializers"]) {
+    FM_RETURN_IF_ERROR(ParseInitializer(init, bin, g));
+    defined.insert(init.at("name").get<std::string>());
+  }
+  for (const auto& jn : j["nodes"]) FM_RETURN_IF_ERROR(ParseNode(jn, &defined, g));
+  if (g->inputs.empty() || g->outputs.empty())
+    return Status::InvalidArgument("fmg: a graph needs inputs and outputs");
+  for (const auto& out : g->outputs)
+    if (!defined.count(out)) return Status::InvalidArgument("fmg: output '" + out + "' is never defined");
+  return Status::OK();
+}
+
+}  // namespace
+
 Result<Graph> ParseGraph(std::string_view json_text, std::string_view bin) {
   nlohmann::json j = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return Status::Corruption("fmg: malformed json");
@@ -125,66 +198,12 @@ Result<Graph> ParseGraph(std::string_view json_text, std::string_view bin) {
   for (const char* key : {"inputs", "outputs", "initializers", "nodes"})
     if (!j.contains(key) || !j[key].is_array())
       return Status::Corruption(std::string("fmg: missing array '") + key + "'");
-
   Graph g;
-  std::set<std::string> defined;
   try {
-    for (const auto& in : j["inputs"]) {
-      ValueDecl d;
-      d.name = in.at("name").get<std::string>();
-      for (const auto& x : in.at("shape")) d.shape.push_back(x.get<int64_t>());
-      defined.insert(d.name);
-      g.inputs.push_back(std::move(d));
-    }
-    for (const auto& out : j["outputs"]) g.outputs.push_back(out.at("name").get<std::string>());
-    for (const auto& init : j["initializers"]) {
-      std::string name = init.at("name").get<std::string>();
-      std::string dtype = init.at("dtype").get<std::string>();
-      auto esize = DtypeSize(dtype);
-      if (!esize.ok()) return Status::Unsupported("fmg: initializer " + name + ": dtype " + dtype);
-      std::vector<int64_t> shape;
-      auto count = ShapeCount(init.at("shape"), &shape);
-      if (!count.ok()) return Status::Corruption("fmg: initializer " + name + ": " + count.status().message());
-      int64_t offset = init.at("offset").get<int64_t>();
-      int64_t bytes = init.at("bytes").get<int64_t>();
-      if (bytes != *count * *esize)
-        return Status::Corruption("fmg: initializer " + name + ": " + std::to_string(bytes) +
-                                  " bytes for shape " + init.at("shape").dump() + " " + dtype);
-      if (offset < 0 || offset + bytes > static_cast<int64_t>(bin.size()))
-        return Status::Corruption("fmg: initializer " + name + " lies outside the .bin (" +
-                                  std::to_string(offset) + "+" + std::to_string(bytes) + " > " +
-                                  std::to_string(bin.size()) + ")");
-      auto t = Decode(dtype, std::move(shape), bin.data() + offset, *count);
-      if (!t.ok()) return t.status();
-      g.initializers[name] = std::move(t).value();
-      defined.insert(name);
-    }
-    for (const auto& jn : j["nodes"]) {
-      Node n;
-      n.op = jn.at("op").get<std::string>();
-      n.name = jn.value("name", "");
-      for (const auto& x : jn.at("inputs")) n.inputs.push_back(x.get<std::string>());
-      for (const auto& x : jn.at("outputs")) n.outputs.push_back(x.get<std::string>());
-      if (jn.contains("attrs")) n.attrs = jn["attrs"];
-      if (!n.attrs.is_object()) return Status::Corruption("fmg: node " + n.name + ": attrs");
-      if (!IsSupportedOp(n.op))
-        return Status::Unsupported("fmg: op " + n.op + " (node '" + n.name + "') is not supported");
-      for (const auto& in : n.inputs)
-        if (!in.empty() && !defined.count(in))
-          return Status::InvalidArgument("fmg: node '" + n.name + "' (" + n.op + ") uses '" + in +
-                                         "' before it is defined");
-      if (n.outputs.empty())
-        return Status::InvalidArgument("fmg: node '" + n.name + "' has no outputs");
-      for (const auto& out : n.outputs) defined.insert(out);
-      g.nodes.push_back(std::move(n));
-    }
+    FM_RETURN_IF_ERROR(ParseParts(j, bin, &g));
   } catch (const nlohmann::json::exception& e) {
     return Status::Corruption(std::string("fmg: ") + e.what());
   }
-  if (g.inputs.empty() || g.outputs.empty())
-    return Status::InvalidArgument("fmg: a graph needs inputs and outputs");
-  for (const auto& out : g.outputs)
-    if (!defined.count(out)) return Status::InvalidArgument("fmg: output '" + out + "' is never defined");
   return g;
 }
 

@@ -36,7 +36,6 @@ enum class StepKind {
   kConv2d, kConvTranspose2d, kPool2d, kBinary, kUnary, kResize, kPad, kConcat, kTranspose,
   kSlice, kReduce, kSoftmax, kMatMul, kArgMax, kCopy
 };
-const char* StepKindName(StepKind kind);
 
 struct CopyParams {
   int64_t elements = 0;

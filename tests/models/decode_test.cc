@@ -10,6 +10,8 @@
 
 #include "tests/support/chaos.h"
 
+#include "tests/support/model_test_support.h"
+
 namespace framemill::models {
 namespace {
 
@@ -280,7 +282,7 @@ TEST(MaskTest, ResizesAndThresholds) {
   EXPECT_NEAR(m->bbox.width, 20, 1);
   OutputTensor bad{"x", {1, 4, 4, 2}, std::vector<float>(32, 0.f)};
   EXPECT_FALSE(DecodeMask(bad, cv::Size(4, 4)).ok());
-  EXPECT_FLOAT_EQ(MaskIoU(m->binary, m->binary), 1.f);
+  EXPECT_FLOAT_EQ(testing::MaskIoU(m->binary, m->binary), 1.f);
 }
 
 TEST(FaceMeshTest, LandmarksScaleToTheCropAndTheMouthOpensAsTheLipsPart) {

@@ -92,7 +92,7 @@ TEST(EngineModelTest, AFixedBatchGraphRunsAsOneBatchOnTheEngineAndDecodesTheSame
     auto a = DecodeMask((*ours)[i][0], photos[i].size());
     auto b = DecodeMask((*ref)[i][0], photos[i].size());
     ASSERT_TRUE(a.ok() && b.ok());
-    const float iou = MaskIoU(a->binary, b->binary);
+    const float iou = testing::MaskIoU(a->binary, b->binary);
     std::printf("selfie mask IoU, engine vs cv::dnn, image %zu: %.5f\n", i, iou);
     EXPECT_GE(iou, 0.98f);
   }

@@ -21,6 +21,8 @@
 #include "models/dnn_model.h"
 #include "models/manifest.h"
 
+#include "tests/support/model_test_support.h"
+
 namespace framemill::models {
 namespace {
 
@@ -180,7 +182,7 @@ TEST_P(GoldenTest, MatchesReference) {
       auto a = DecodeMask((*res)[0][0], img.size());
       auto b = DecodeMask(rt, img.size());
       ASSERT_TRUE(a.ok() && b.ok());
-      double iou = MaskIoU(a->binary, b->binary);
+      double iou = testing::MaskIoU(a->binary, b->binary);
       Report(tag + ".mask_iou", iou);
       EXPECT_GE(iou, 0.98);
     }

@@ -9,6 +9,11 @@
 namespace framemill {
 namespace {
 
+// The computation lives in cluster/identities.h; the stage reads, ids and writes.
+using cluster::FaceRef;
+using cluster::LinkTracks;
+using cluster::SeparateCoOccurring;
+
 // Identity centres in 64 dimensions; a face of identity p is its centre plus noise.
 class Faces {
  public:

@@ -2,6 +2,9 @@
 // be (added before its dependency) stops registration with its name and the reason.
 #include <gtest/gtest.h>
 
+#include <iterator>
+
+#include "jobs/stage_names.h"
 #include "stages/registry.h"
 
 namespace framemill {
@@ -25,10 +28,9 @@ class NamedStage : public Stage {
 TEST(StageRegistryTest, TheDefaultRegistryHoldsEveryStageOfThisBuild) {
   auto registry = MakeDefaultRegistry(StageOptions{});
   ASSERT_TRUE(registry.ok()) << registry.status().ToString();
-  for (const char* name : {"fetch", "lighting", "motion", "categorize", "dedup", "faces", "face_clusters",
-                           "pose", "segment", "inpaint", "audio_sync"})
-    EXPECT_NE((*registry)->Find(name), nullptr) << name;
-  EXPECT_EQ((*registry)->graph().stages().size(), 11u);
+  for (const char* name : stage_names::kAll) EXPECT_NE((*registry)->Find(name), nullptr) << name;
+  EXPECT_EQ((*registry)->graph().stages().size(), std::size(stage_names::kAll))
+      << "a stage registered but not in stage_names::kAll, or the other way";
 }
 
 TEST(StageRegistryTest, AStageAddedBeforeItsDependencyStopsRegistrationNamingIt) {

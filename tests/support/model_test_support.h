@@ -11,12 +11,23 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <opencv2/core.hpp>
 
 #include "jobs/job.h"
 #include "models/dnn_model.h"
 #include "models/manifest.h"
 
 namespace framemill::testing {
+
+// Intersection over union of two masks (CV_8U, nonzero = foreground); 1 when both are empty.
+inline float MaskIoU(const cv::Mat& a, const cv::Mat& b) {
+  CV_Assert(a.size() == b.size() && a.type() == CV_8U && b.type() == CV_8U);
+  cv::Mat i, u;
+  cv::bitwise_and(a != 0, b != 0, i);
+  cv::bitwise_or(a != 0, b != 0, u);
+  const int nu = cv::countNonZero(u);
+  return nu == 0 ? 1.f : static_cast<float>(cv::countNonZero(i)) / nu;
+}
 
 inline std::string ModelsDir() {
   const char* e = std::getenv("FRAMEMILL_MODELS");

@@ -1,0 +1,271 @@
+// How a Graph becomes a Plan (gpu/engine/plan.h), internal to gpu/engine: the shape helpers,
+// the values the lowering tracks, and PlanBuilder. Its lowerings, one per family of ONNX ops,
+// live in plan_conv.cc (convolutions, pooling), plan_elementwise.cc (binary and unary ops,
+// batch norm), plan_linear.cc (MatMul, Gemm, reductions) and plan_shape.cc (resize, pad,
+// concat, transpose, slices, gathers, reshapes); plan.cc dispatches them by the Lowerings()
+// table and holds the constants, softmax and argmax; plan_place.cc places the buffers.
+// Adding an ONNX op: one lowering (PlanBuilder::Lower*, in its family's file, ending in Emit),
+// one row of Lowerings(), and one kernel (gpu/engine/kernels.h: its CPU and CUDA twins).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gpu/engine/plan.h"
+
+namespace framemill::gpu::engine::plan_detail {
+
+using Shape = std::vector<int64_t>;
+
+inline int64_t Prod(const Shape& s, size_t from = 0, size_t to = SIZE_MAX) {
+  int64_t n = 1;
+  for (size_t k = from; k < std::min(to, s.size()); ++k) n *= s[k];
+  return n;
+}
+
+inline Shape Strides(const Shape& s) {
+  Shape st(s.size(), 1);
+  for (int k = static_cast<int>(s.size()) - 2; k >= 0; --k) st[k] = st[k + 1] * s[k + 1];
+  return st;
+}
+
+inline std::string ShapeStr(const Shape& s) {
+  std::string r = "[";
+  for (size_t k = 0; k < s.size(); ++k) r += (k ? "," : "") + std::to_string(s[k]);
+  return r + "]";
+}
+
+inline int64_t AlignUp(int64_t v) { return (v + kPlanAlignment - 1) / kPlanAlignment * kPlanAlignment; }
+
+// A host tensor gathered from `src` at linear indices `idx`.
+inline HostTensor Take(const HostTensor& src, const std::vector<int64_t>& idx, Shape shape) {
+  HostTensor t;
+  t.is_int = src.is_int;
+  t.shape = std::move(shape);
+  if (src.is_int) {
+    t.i.reserve(idx.size());
+    for (int64_t k : idx) t.i.push_back(src.i[k]);
+  } else {
+    t.f.reserve(idx.size());
+    for (int64_t k : idx) t.f.push_back(src.f[k]);
+  }
+  return t;
+}
+
+// Calls fn(out_linear, multi_index) over every element of `shape`.
+inline void ForEachIndex(const Shape& shape, const std::function<void(int64_t, const Shape&)>& fn) {
+  int64_t total = Prod(shape);
+  Shape idx(shape.size(), 0);
+  for (int64_t lin = 0; lin < total; ++lin) {
+    fn(lin, idx);
+    for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
+      if (++idx[d] < shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+struct Val {
+  Shape shape;
+  bool is_const = false;
+  HostTensor c;
+  int buf = -1;
+};
+
+class PlanBuilder {
+ public:
+  PlanBuilder(const Graph& g, int batch, StorageType st, const Kernels* k)
+      : g_(g), batch_(batch), kernels_(k) {
+    plan_.batch = batch;
+    plan_.storage = st;
+  }
+
+  Result<Plan> Build();
+
+  // One ONNX node (g_.nodes[i]) lowered: steps added, its outputs' values set.
+  using Lowering = Status (PlanBuilder::*)(size_t i);
+
+ private:
+  // The lowering of g_.nodes[i]'s op (Lowerings()), or Unsupported.
+  Status Lower(size_t i);
+  // Which lowering takes each ONNX op (plan.cc; an op named "Reduce*" takes LowerReduce).
+  static const std::map<std::string, Lowering>& Lowerings();
+  Status Bad(const Node& n, const std::string& msg) {
+    return Status::InvalidArgument("node '" + n.name + "' (" + n.op + "): " + msg);
+  }
+  Status Unsup(const Node& n, const std::string& msg) {
+    return Status::Unsupported("node '" + n.name + "' (" + n.op + "): " + msg);
+  }
+  bool Has(const Node& n, size_t k) const { return n.inputs.size() > k && !n.inputs[k].empty(); }
+  Val& V(const std::string& name) { return vals_.at(name); }
+  bool IsConst(const Node& n, size_t k) { return Has(n, k) && V(n.inputs[k]).is_const; }
+  void SetConst(const std::string& name, HostTensor t) {
+    Val v;
+    v.shape = t.shape;
+    v.is_const = true;
+    v.c = std::move(t);
+    vals_[name] = std::move(v);
+  }
+  void Alias(const std::string& name, int buf, Shape shape) {
+    Val v;
+    v.shape = std::move(shape);
+    v.buf = buf;
+    vals_[name] = std::move(v);
+  }
+  int NewBuffer(const std::string& name, const Shape& shape) {
+    Buffer b;
+    b.name = name;
+    b.shape = shape;
+    b.elements = Prod(shape);
+    b.bytes = b.elements * static_cast<int64_t>(StorageBytes(plan_.storage));
+    b.first_step = b.last_step = static_cast<int>(plan_.steps.size());
+    plan_.buffers.push_back(std::move(b));
+    int id = static_cast<int>(plan_.buffers.size()) - 1;
+    Alias(name, id, shape);
+    return id;
+  }
+  // The device buffer of an input: an activation, or a constant placed in the weights.
+  int DeviceOf(const std::string& name) {
+    Val& v = V(name);
+    if (v.buf >= 0) return v.buf;
+    Buffer b;
+    b.name = name;
+    b.shape = v.shape;
+    b.elements = v.c.size();
+    b.bytes = b.elements * static_cast<int64_t>(StorageBytes(plan_.storage));
+    b.weight = true;
+    HostTensor f = v.c;
+    if (f.is_int) {
+      f.f.assign(f.i.begin(), f.i.end());
+      f.i.clear();
+      f.is_int = false;
+    }
+    b.host_const = static_cast<int>(plan_.constants.size());
+    plan_.constants.push_back(std::move(f));
+    plan_.buffers.push_back(std::move(b));
+    v.buf = static_cast<int>(plan_.buffers.size()) - 1;
+    return v.buf;
+  }
+  // The usual step: one output buffer, for the node's first output or `out` (the output of
+  // an activation fused into it), with `params` and the kernel's scratch.
+  template <typename Params>
+  Status Emit(StepKind kind, std::vector<int> inputs, const Node& n,
+              const std::vector<int64_t>& out_shape, const Params& params,
+              const std::string& out = "", int64_t scratch_bytes = 0) {
+    Step s;
+    s.kind = kind;
+    s.inputs = std::move(inputs);
+    s.output = NewBuffer(out.empty() ? n.outputs[0] : out, out_shape);
+    s.params = params;
+    s.scratch_bytes = scratch_bytes;
+    AddStep(std::move(s), n);
+    return Status::OK();
+  }
+  void AddStep(Step s, const Node& n) {
+    s.node = n.name + " (" + n.op + ")";
+    int idx = static_cast<int>(plan_.steps.size());
+    for (int b : s.inputs)
+      if (b >= 0) plan_.buffers[b].last_step = std::max(plan_.buffers[b].last_step, idx);
+    plan_.buffers[s.output].first_step = std::min(plan_.buffers[s.output].first_step, idx);
+    plan_.buffers[s.output].last_step = std::max(plan_.buffers[s.output].last_step, idx);
+    plan_.steps.push_back(std::move(s));
+  }
+  // The single node consuming `name`, or -1 (several consumers, or a graph output).
+  int SoleConsumer(const std::string& name) {
+    if (graph_outputs_.count(name)) return -1;
+    auto it = consumers_.find(name);
+    if (it == consumers_.end() || it->second.size() != 1) return -1;
+    int c = static_cast<int>(it->second[0]);
+    return skip_[c] ? -1 : c;
+  }
+  // Reads `n` as a fusable activation.
+  bool AsActivation(const Node& n, ActivationParams* act);
+  // Fuses a following activation node into *act; returns the new output name.
+  std::string FuseActivation(const std::string& out, ActivationParams* act) {
+    int c = SoleConsumer(out);
+    if (c < 0 || act->kind != Activation::kNone) return out;
+    ActivationParams a;
+    if (!AsActivation(g_.nodes[c], &a)) return out;
+    *act = a;
+    skip_[c] = true;
+    plan_.fused++;
+    return g_.nodes[c].outputs[0];
+  }
+  // Input k's values, which must be a constant.
+  template <class T>
+  Result<std::vector<T>> ConstValues(const Node& n, size_t k) {
+    if (!IsConst(n, k)) return Unsup(n, "input " + std::to_string(k) + " must be a constant");
+    const HostTensor& t = V(n.inputs[k]).c;
+    std::vector<T> r;
+    for (int64_t e = 0; e < t.size(); ++e) r.push_back(static_cast<T>(t.At(e)));
+    return r;
+  }
+  Result<std::vector<int64_t>> ConstInts(const Node& n, size_t k) { return ConstValues<int64_t>(n, k); }
+  Result<std::vector<float>> ConstFloats(const Node& n, size_t k) { return ConstValues<float>(n, k); }
+  // The node's "axis" attribute (default `dflt`), counted from the front of a rank-`rank` shape.
+  static int64_t AxisOf(const Node& n, int64_t dflt, size_t rank) {
+    const int64_t axis = n.AttrInt("axis", dflt);
+    return axis < 0 ? axis + static_cast<int64_t>(rank) : axis;
+  }
+
+  // plan.cc
+  Status LowerConstant(size_t i);
+  Status LowerSoftmax(size_t i);
+  Status LowerArgMax(size_t i);
+  // The graph's input as the plan's, at this batch (a fixed batch of 1 follows it).
+  Status PlanInput();
+  // The graph's outputs, each live to the end of the plan.
+  Status PlanOutputs();
+  // Drops dead nodes (no output reaches a graph output) and counts each value's consumers.
+  std::set<std::string> MarkLive();
+  // plan_conv.cc
+  Status LowerConv(size_t i);
+  // A residual Add of the convolution's output `out` (Conv -> Add -> act, Conv -> act -> Add)
+  // fused into it: *residual its other input's buffer; returns the new output name.
+  std::string FuseResidual(const std::string& out, const Shape& out_shape, Conv2dParams* p, int* residual);
+  Status LowerConvTranspose(size_t i);
+  Status LowerPool(size_t i);
+  // plan_elementwise.cc
+  Status LowerBinary(size_t i);
+  Status LowerUnary(size_t i);
+  Status LowerBatchNorm(size_t i);
+  // plan_linear.cc
+  Status LowerMatMul(size_t i);
+  Status LowerGemm(size_t i);
+  Status LowerReduce(size_t i);
+  // plan_shape.cc
+  Status LowerResize(size_t i);
+  Status LowerPad(size_t i);
+  Status LowerConcat(size_t i);
+  Status LowerTranspose(size_t i);
+  Status LowerSlice(size_t i);
+  Status LowerGather(size_t i);
+  Status LowerSplit(size_t i);
+  // Reshape, Flatten, (Un)squeeze, Identity, Dropout, Cast, Shape: a new view of the same
+  // buffer, or a folded constant.
+  Status LowerReshapeLike(size_t i);
+  Status FoldShapeOf(const Node& n, const Val& x);
+  Status FoldCast(const Node& n, const Val& x, bool to_float);
+  Result<Shape> SqueezedShape(const Node& n, const Val& x);
+  Result<Shape> ReshapedShape(const Node& n, const Val& x);
+  Status SliceStep(const Node& n, const std::string& in, const std::string& out,
+                   const Shape& starts, const Shape& steps, const Shape& out_dims);
+  // plan_place.cc: weights packed, activations in one arena by liveness.
+  void Place();
+
+  const Graph& g_;
+  int batch_;
+  const Kernels* kernels_;
+  Plan plan_;
+  std::map<std::string, Val> vals_;
+  std::map<std::string, std::vector<size_t>> consumers_;
+  std::set<std::string> graph_outputs_;
+  std::vector<bool> skip_;
+};
+
+}  // namespace framemill::gpu::engine::plan_detail

@@ -1,0 +1,201 @@
+// Lowerings of elementwise ops (plan_builder.h): binary ops with broadcasting (folded when
+// both inputs are constants), unary ops, batch normalisation.
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <numeric>
+#include <set>
+
+#include "gpu/engine/plan_builder.h"
+
+namespace framemill::gpu::engine::plan_detail {
+
+namespace {
+
+
+Result<Shape> Broadcast(const Shape& a, const Shape& b) {
+  size_t r = std::max(a.size(), b.size());
+  Shape out(r);
+  for (size_t k = 0; k < r; ++k) {
+    int64_t da = k + a.size() >= r ? a[k + a.size() - r] : 1;
+    int64_t db = k + b.size() >= r ? b[k + b.size() - r] : 1;
+    if (da != db && da != 1 && db != 1)
+      return Status::InvalidArgument("cannot broadcast " + ShapeStr(a) + " with " + ShapeStr(b));
+    out[k] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+// Strides of `s` read as a tensor of `out` dims (0 where broadcast).
+Shape BroadcastStrides(const Shape& s, const Shape& out) {
+  Shape st = Strides(s), r(out.size(), 0);
+  for (size_t k = 0; k < s.size(); ++k) {
+    size_t o = k + out.size() - s.size();
+    r[o] = s[k] == 1 ? 0 : st[k];
+  }
+  return r;
+}
+
+
+double ApplyBinary(const std::string& op, double a, double b, bool ints) {
+  if (op == "Add") return a + b;
+  if (op == "Sub") return a - b;
+  if (op == "Mul") return a * b;
+  if (op == "Div") return ints ? static_cast<double>(static_cast<int64_t>(a) / static_cast<int64_t>(b)) : a / b;
+  if (op == "Max") return std::max(a, b);
+  if (op == "Min") return std::min(a, b);
+  if (op == "Pow") return std::pow(a, b);
+  return NAN;
+}
+
+}  // namespace
+
+
+Status PlanBuilder::LowerBinary(size_t i) {
+  const Node& n = g_.nodes[i];
+  if (n.inputs.size() == 1) {  // variadic Max/Min of one input
+    vals_[n.outputs[0]] = V(n.inputs[0]);
+    return Status::OK();
+  }
+  if (n.inputs.size() != 2) return Unsup(n, "only two inputs");
+  const Val& a = V(n.inputs[0]);
+  const Val& b = V(n.inputs[1]);
+  auto out_shape = Broadcast(a.shape, b.shape);
+  if (!out_shape.ok()) return Bad(n, out_shape.status().message());
+  if (a.is_const && b.is_const) {
+    HostTensor t;
+    t.is_int = a.c.is_int && b.c.is_int;
+    t.shape = *out_shape;
+    Shape sa = BroadcastStrides(a.shape, t.shape), sb = BroadcastStrides(b.shape, t.shape);
+    ForEachIndex(t.shape, [&](int64_t, const Shape& idx) {
+      int64_t ia = 0, ib = 0;
+      for (size_t d = 0; d < idx.size(); ++d) { ia += idx[d] * sa[d]; ib += idx[d] * sb[d]; }
+      double v = ApplyBinary(n.op, a.c.At(ia), b.c.At(ib), t.is_int);
+      if (t.is_int) t.i.push_back(static_cast<int64_t>(v)); else t.f.push_back(static_cast<float>(v));
+    });
+    SetConst(n.outputs[0], std::move(t));
+    return Status::OK();
+  }
+  if (n.op == "Pow" && b.is_const && b.c.size() == 1) {
+    UnaryParams u;
+    u.count = Prod(a.shape);
+    float e = static_cast<float>(b.c.At(0));
+    if (e == 2.0f) u.op = UnaryOp::kSquare;
+    else if (e == 0.5f) u.op = UnaryOp::kSqrt;
+    else if (e == 1.0f) u.op = UnaryOp::kIdentity;
+    else { u.op = UnaryOp::kPowScalar; u.alpha = e; }
+    return Emit(StepKind::kUnary, {a.buf}, n, a.shape, u);
+  }
+  if (out_shape->size() > static_cast<size_t>(kMaxRank)) return Unsup(n, "rank above 6");
+  BinaryParams p;
+  static const std::map<std::string, BinaryOp> kOps = {
+      {"Add", BinaryOp::kAdd}, {"Sub", BinaryOp::kSub}, {"Mul", BinaryOp::kMul},
+      {"Div", BinaryOp::kDiv}, {"Max", BinaryOp::kMax}, {"Min", BinaryOp::kMin},
+      {"Pow", BinaryOp::kPow}};
+  p.op = kOps.at(n.op);
+  // Merge nothing; rank as is (at least 1).
+  Shape dims = *out_shape;
+  if (dims.empty()) dims = {1};
+  Shape as = BroadcastStrides(a.shape, dims), bs = BroadcastStrides(b.shape, dims);
+  p.rank = static_cast<int32_t>(dims.size());
+  for (size_t k = 0; k < dims.size(); ++k) {
+    p.dims[k] = dims[k];
+    p.a_strides[k] = as[k];
+    p.b_strides[k] = bs[k];
+  }
+  int ab = DeviceOf(n.inputs[0]);
+  int bb = DeviceOf(n.inputs[1]);
+  std::string out = FuseActivation(n.outputs[0], &p.act);
+  return Emit(StepKind::kBinary, {ab, bb}, n, *out_shape, p, out);
+}
+
+
+Status PlanBuilder::LowerUnary(size_t i) {
+  const Node& n = g_.nodes[i];
+  const Val& x = V(n.inputs[0]);
+  UnaryParams u;
+  ActivationParams act;
+  if (AsActivation(n, &act)) {
+    u.op = act.kind == Activation::kRelu ? UnaryOp::kRelu
+         : act.kind == Activation::kClip ? UnaryOp::kClip
+         : act.kind == Activation::kSigmoid ? UnaryOp::kSigmoid
+         : act.kind == Activation::kLeakyRelu ? UnaryOp::kLeakyRelu : UnaryOp::kTanh;
+    u.alpha = act.alpha; u.lo = act.lo; u.hi = act.hi;
+  } else if (n.op == "Clip") {
+    return Unsup(n, "min/max must be constants");
+  } else {
+    static const std::map<std::string, UnaryOp> kOps = {
+        {"Abs", UnaryOp::kAbs}, {"Neg", UnaryOp::kNeg}, {"Sqrt", UnaryOp::kSqrt},
+        {"Exp", UnaryOp::kExp}, {"Log", UnaryOp::kLog}, {"Reciprocal", UnaryOp::kReciprocal},
+        {"Floor", UnaryOp::kFloor}, {"Ceil", UnaryOp::kCeil}, {"Erf", UnaryOp::kErf},
+        {"HardSigmoid", UnaryOp::kHardSigmoid}, {"HardSwish", UnaryOp::kHardSwish}};
+    u.op = kOps.at(n.op);
+    if (n.op == "HardSigmoid") { u.alpha = n.AttrFloat("alpha", 0.2f); u.beta = n.AttrFloat("beta", 0.5f); }
+  }
+  if (x.is_const) {
+    HostTensor t = x.c;
+    if (t.is_int) { t.f.assign(t.i.begin(), t.i.end()); t.i.clear(); t.is_int = false; }
+    for (float& v : t.f) {
+      switch (u.op) {
+        case UnaryOp::kRelu: v = std::max(v, 0.0f); break;
+        case UnaryOp::kClip: v = std::min(std::max(v, u.lo), u.hi); break;
+        case UnaryOp::kSigmoid: v = 1.0f / (1.0f + std::exp(-v)); break;
+        case UnaryOp::kLeakyRelu: v = v >= 0 ? v : u.alpha * v; break;
+        case UnaryOp::kTanh: v = std::tanh(v); break;
+        case UnaryOp::kAbs: v = std::fabs(v); break;
+        case UnaryOp::kNeg: v = -v; break;
+        case UnaryOp::kSqrt: v = std::sqrt(v); break;
+        case UnaryOp::kExp: v = std::exp(v); break;
+        case UnaryOp::kLog: v = std::log(v); break;
+        case UnaryOp::kReciprocal: v = 1.0f / v; break;
+        case UnaryOp::kFloor: v = std::floor(v); break;
+        case UnaryOp::kCeil: v = std::ceil(v); break;
+        case UnaryOp::kErf: v = std::erf(v); break;
+        default: return Unsup(n, "constant folding of this op");
+      }
+    }
+    SetConst(n.outputs[0], std::move(t));
+    return Status::OK();
+  }
+  u.count = Prod(x.shape);
+  return Emit(StepKind::kUnary, {x.buf}, n, x.shape, u);
+}
+
+
+Status PlanBuilder::LowerBatchNorm(size_t i) {
+  const Node& n = g_.nodes[i];
+  const Val& x = V(n.inputs[0]);
+  for (size_t k = 1; k <= 4; ++k)
+    if (!IsConst(n, k)) return Unsup(n, "scale/bias/mean/var must be constants");
+  if (x.is_const || x.shape.size() < 2) return Unsup(n, "input");
+  float eps = n.AttrFloat("epsilon", 1e-5f);
+  const HostTensor &sc = V(n.inputs[1]).c, &bi = V(n.inputs[2]).c, &mu = V(n.inputs[3]).c,
+                   &var = V(n.inputs[4]).c;
+  int64_t c = x.shape[1];
+  HostTensor mul, add;
+  mul.shape = add.shape = Shape(x.shape.size() - 1, 1);
+  mul.shape[0] = add.shape[0] = c;
+  for (int64_t k = 0; k < c; ++k) {
+    float a = static_cast<float>(sc.At(k) / std::sqrt(var.At(k) + eps));
+    mul.f.push_back(a);
+    add.f.push_back(static_cast<float>(bi.At(k) - mu.At(k) * a));
+  }
+  std::string mname = n.outputs[0] + "#bn_mul", aname = n.outputs[0] + "#bn_add",
+              tname = n.outputs[0] + "#bn_tmp";
+  SetConst(mname, std::move(mul));
+  SetConst(aname, std::move(add));
+  Shape dims = x.shape;
+  BinaryParams p;
+  p.rank = static_cast<int32_t>(dims.size());
+  Shape xs = Strides(dims), cs = BroadcastStrides(V(mname).shape, dims);
+  for (size_t k = 0; k < dims.size(); ++k) { p.dims[k] = dims[k]; p.a_strides[k] = xs[k]; p.b_strides[k] = cs[k]; }
+  p.op = BinaryOp::kMul;
+  FM_RETURN_IF_ERROR(Emit(StepKind::kBinary, {x.buf, DeviceOf(mname)}, n, dims, p, tname));
+  p.op = BinaryOp::kAdd;
+  const int scaled = V(tname).buf, shift = DeviceOf(aname);
+  std::string out = FuseActivation(n.outputs[0], &p.act);
+  return Emit(StepKind::kBinary, {scaled, shift}, n, dims, p, out);
+}
+
+}  // namespace framemill::gpu::engine::plan_detail

@@ -1,0 +1,473 @@
+// Lowerings of the ops that move data (plan_builder.h): resize, pad, concat, transpose,
+// slice, gather, split, and the reshapes that only relabel a buffer (or fold a constant).
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <numeric>
+#include <set>
+
+#include "gpu/engine/plan_builder.h"
+
+namespace framemill::gpu::engine::plan_detail {
+
+
+Status PlanBuilder::LowerResize(size_t i) {
+  const Node& n = g_.nodes[i];
+  const Val& x = V(n.inputs[0]);
+  if (x.is_const || x.shape.size() != 4) return Unsup(n, "only 4-D non-constant input");
+  std::vector<float> scales;
+  std::vector<int64_t> sizes;
+  size_t scale_in = n.inputs.size() >= 3 ? 2 : 1;
+  if (Has(n, 3)) {
+    auto s = ConstInts(n, 3);
+    if (!s.ok()) return s.status();
+    sizes = *s;
+  }
+  if (sizes.empty() && Has(n, scale_in)) {
+    auto s = ConstFloats(n, scale_in);
+    if (!s.ok()) return s.status();
+    scales = *s;
+  }
+  if (sizes.empty() && scales.empty()) scales = n.AttrFloats("scales");
+  ResizeParams p;
+  Shape out = x.shape;
+  if (sizes.size() == 4) {
+    out = sizes;
+    p.scale_h = static_cast<float>(out[2]) / x.shape[2];
+    p.scale_w = static_cast<float>(out[3]) / x.shape[3];
+  } else if (scales.size() == 4) {
+    for (int d = 0; d < 4; ++d) out[d] = static_cast<int64_t>(std::floor(x.shape[d] * scales[d]));
+    p.scale_h = scales[2];
+    p.scale_w = scales[3];
+  } else {
+    return Unsup(n, "needs constant 4-entry scales or sizes");
+  }
+  if (out[0] != x.shape[0] || out[1] != x.shape[1]) return Unsup(n, "only spatial resizing");
+  std::string mode = n.AttrString("mode", "nearest");
+  if (mode == "linear" || mode == "bilinear") p.mode = ResizeMode::kLinear;
+  else if (mode == "nearest") p.mode = ResizeMode::kNearest;
+  else return Unsup(n, "mode " + mode);
+  std::string ct = n.AttrString("coordinate_transformation_mode", "half_pixel");
+  static const std::map<std::string, ResizeCoord> kCt = {
+      {"half_pixel", ResizeCoord::kHalfPixel}, {"pytorch_half_pixel", ResizeCoord::kPytorchHalfPixel},
+      {"align_corners", ResizeCoord::kAlignCorners}, {"asymmetric", ResizeCoord::kAsymmetric},
+      {"tf_half_pixel_for_nn", ResizeCoord::kTfHalfPixelForNn}};
+  if (!kCt.count(ct)) return Unsup(n, "coordinate_transformation_mode " + ct);
+  p.coord = kCt.at(ct);
+  std::string nm = n.AttrString("nearest_mode", "round_prefer_floor");
+  static const std::map<std::string, ResizeNearest> kNm = {
+      {"round_prefer_floor", ResizeNearest::kRoundPreferFloor},
+      {"round_prefer_ceil", ResizeNearest::kRoundPreferCeil}, {"floor", ResizeNearest::kFloor},
+      {"ceil", ResizeNearest::kCeil}};
+  if (!kNm.count(nm)) return Unsup(n, "nearest_mode " + nm);
+  p.nearest = kNm.at(nm);
+  p.planes = x.shape[0] * x.shape[1];
+  p.h_in = x.shape[2]; p.w_in = x.shape[3]; p.h_out = out[2]; p.w_out = out[3];
+  return Emit(StepKind::kResize, {x.buf}, n, out, p);
+}
+
+
+Status PlanBuilder::LowerPad(size_t i) {
+  const Node& n = g_.nodes[i];
+  const Val& x = V(n.inputs[0]);
+  std::vector<int64_t> pads = n.AttrInts("pads");
+  if (Has(n, 1)) {
+    auto p = ConstInts(n, 1);
+    if (!p.ok()) return p.status();
+    pads = *p;
+  }
+  float value = n.AttrFloat("value", 0.0f);
+  if (Has(n, 2)) {
+    auto v = ConstFloats(n, 2);
+    if (!v.ok()) return v.status();
+    if (!v->empty()) value = (*v)[0];
+  }
+  size_t r = x.shape.size();
+  if (pads.size() != 2 * r) return Bad(n, "pads needs 2 x rank entries");
+  if (r > static_cast<size_t>(kMaxRank) || x.is_const) return Unsup(n, "rank above 6 or constant input");
+  PadParams p;
+  std::string mode = n.AttrString("mode", "constant");
+  if (mode == "constant") p.mode = PadMode::kConstant;
+  else if (mode == "reflect") p.mode = PadMode::kReflect;
+  else if (mode == "edge") p.mode = PadMode::kEdge;
+  else return Unsup(n, "mode " + mode);
+  p.rank = static_cast<int32_t>(r);
+  p.value = value;
+  Shape out(r);
+  for (size_t d = 0; d < r; ++d) {
+    if (pads[d] < 0 || pads[d + r] < 0) return Unsup(n, "negative pads");
+    p.in_dims[d] = x.shape[d];
+    p.before[d] = pads[d];
+    p.after[d] = pads[d + r];
+    out[d] = x.shape[d] + pads[d] + pads[d + r];
+    if (p.mode == PadMode::kReflect && (pads[d] >= x.shape[d] || pads[d + r] >= x.shape[d]))
+      return Bad(n, "reflect pad wider than the input");
+  }
+  return Emit(StepKind::kPad, {x.buf}, n, out, p);
+}
+
+
+Status PlanBuilder::LowerConcat(size_t i) {
+  const Node& n = g_.nodes[i];
+  std::vector<const Val*> in;
+  for (const auto& name : n.inputs)
+    if (!name.empty()) in.push_back(&V(name));
+  if (in.empty()) return Bad(n, "no inputs");
+  int64_t r = static_cast<int64_t>(in[0]->shape.size());
+  int64_t axis = AxisOf(n, 0, static_cast<size_t>(r));
+  if (axis < 0 || axis >= r) return Bad(n, "axis out of range");
+  Shape out = in[0]->shape;
+  out[axis] = 0;
+  bool all_const = true;
+  for (const Val* v : in) {
+    if (static_cast<int64_t>(v->shape.size()) != r) return Bad(n, "ranks differ");
+    for (int64_t d = 0; d < r; ++d)
+      if (d != axis && v->shape[d] != out[d]) return Bad(n, "shapes " + ShapeStr(v->shape) + " and " + ShapeStr(in[0]->shape));
+    out[axis] += v->shape[axis];
+    all_const = all_const && v->is_const;
+  }
+  int64_t outer = Prod(out, 0, axis), inner = Prod(out, axis + 1);
+  if (all_const) {
+    HostTensor t;
+    t.is_int = in[0]->c.is_int;
+    t.shape = out;
+    for (int64_t o = 0; o < outer; ++o)
+      for (const Val* v : in) {
+        int64_t chunk = v->shape[axis] * inner;
+        for (int64_t k = 0; k < chunk; ++k) {
+          double e = v->c.At(o * chunk + k);
+          if (t.is_int) t.i.push_back(v->c.is_int ? v->c.i[o * chunk + k] : static_cast<int64_t>(e));
+          else t.f.push_back(static_cast<float>(e));
+        }
+      }
+    SetConst(n.outputs[0], std::move(t));
+    return Status::OK();
+  }
+  Step s;
+  s.kind = StepKind::kConcat;
+  for (const auto& name : n.inputs) {
+    if (name.empty()) continue;
+    s.inputs.push_back(DeviceOf(name));
+    s.concat_sizes.push_back(V(name).shape[axis]);
+  }
+  ConcatParams p;
+  p.count = static_cast<int32_t>(s.inputs.size());
+  p.outer = outer;
+  p.inner = inner;
+  s.output = NewBuffer(n.outputs[0], out);
+  s.params = p;
+  AddStep(std::move(s), n);
+  return Status::OK();
+}
+
+
+Status PlanBuilder::LowerTranspose(size_t i) {
+  const Node& n = g_.nodes[i];
+  const Val& x = V(n.inputs[0]);
+  int r = static_cast<int>(x.shape.size());
+  std::vector<int64_t> perm = n.AttrInts("perm");
+  if (perm.empty())
+    for (int k = r - 1; k >= 0; --k) perm.push_back(k);
+  if (static_cast<int>(perm.size()) != r) return Bad(n, "perm size");
+  Shape out(r);
+  for (int k = 0; k < r; ++k) out[k] = x.shape[perm[k]];
+  if (x.is_const) {
+    Shape st = Strides(x.shape);
+    std::vector<int64_t> idx;
+    ForEachIndex(out, [&](int64_t, const Shape& oi) {
+      int64_t src = 0;
+      for (int k = 0; k < r; ++k) src += oi[k] * st[perm[k]];
+      idx.push_back(src);
+    });
+    SetConst(n.outputs[0], Take(x.c, idx, out));
+    return Status::OK();
+  }
+  // When the non-unit axes keep their order the bytes do not move.
+  std::vector<int64_t> order;
+  for (int k = 0; k < r; ++k)
+    if (x.shape[perm[k]] != 1) order.push_back(perm[k]);
+  if (std::is_sorted(order.begin(), order.end())) {
+    Alias(n.outputs[0], x.buf, out);
+    return Status::OK();
+  }
+  if (r > kMaxRank) return Unsup(n, "rank above 6");
+  TransposeParams p;
+  p.rank = r;
+  for (int k = 0; k < r; ++k) { p.in_dims[k] = x.shape[k]; p.perm[k] = static_cast<int32_t>(perm[k]); }
+  return Emit(StepKind::kTranspose, {x.buf}, n, out, p);
+}
+
+
+Status PlanBuilder::SliceStep(const Node& n, const std::string& in, const std::string& out,
+                          const Shape& starts, const Shape& steps, const Shape& out_dims) {
+  const Val& x = V(in);
+  int r = static_cast<int>(x.shape.size());
+  if (x.is_const) {
+    Shape st = Strides(x.shape);
+    std::vector<int64_t> idx;
+    ForEachIndex(out_dims, [&](int64_t, const Shape& oi) {
+      int64_t src = 0;
+      for (int k = 0; k < r; ++k) src += (starts[k] + oi[k] * steps[k]) * st[k];
+      idx.push_back(src);
+    });
+    SetConst(out, Take(x.c, idx, out_dims));
+    return Status::OK();
+  }
+  if (out_dims == x.shape) {
+    bool whole = true;
+    for (int k = 0; k < r; ++k) whole = whole && starts[k] == 0 && steps[k] == 1;
+    if (whole) { Alias(out, x.buf, out_dims); return Status::OK(); }
+  }
+  if (r > kMaxRank) return Unsup(n, "rank above 6");
+  SliceParams p;
+  p.rank = r;
+  for (int k = 0; k < r; ++k) {
+    p.in_dims[k] = x.shape[k]; p.out_dims[k] = out_dims[k];
+    p.starts[k] = starts[k]; p.steps[k] = steps[k];
+  }
+  return Emit(StepKind::kSlice, {x.buf}, n, out_dims, p, out);
+}
+
+
+Status PlanBuilder::LowerSlice(size_t i) {
+  const Node& n = g_.nodes[i];
+  const Val& x = V(n.inputs[0]);
+  int r = static_cast<int>(x.shape.size());
+  std::vector<int64_t> st = n.AttrInts("starts"), en = n.AttrInts("ends"), ax = n.AttrInts("axes"), sp;
+  if (n.inputs.size() >= 3) {
+    auto a = ConstInts(n, 1), b = ConstInts(n, 2);
+    if (!a.ok()) return a.status();
+    if (!b.ok()) return b.status();
+    st = *a; en = *b;
+    if (Has(n, 3)) { auto c = ConstInts(n, 3); if (!c.ok()) return c.status(); ax = *c; }
+    if (Has(n, 4)) { auto d = ConstInts(n, 4); if (!d.ok()) return d.status(); sp = *d; }
+  }
+  if (ax.empty()) for (size_t k = 0; k < st.size(); ++k) ax.push_back(static_cast<int64_t>(k));
+  if (sp.empty()) sp.assign(st.size(), 1);
+  if (st.size() != en.size() || ax.size() != st.size() || sp.size() != st.size())
+    return Bad(n, "starts/ends/axes/steps sizes differ");
+  Shape starts(r, 0), steps(r, 1), out = x.shape;
+  for (size_t k = 0; k < st.size(); ++k) {
+    int64_t a = ax[k] < 0 ? ax[k] + r : ax[k];
+    if (a < 0 || a >= r) return Bad(n, "axis out of range");
+    int64_t dim = x.shape[a], step = sp[k];
+    if (step == 0) return Bad(n, "step 0");
+    int64_t s = st[k], e = en[k];
+    if (s < 0) s += dim;
+    if (e < 0) e += dim;
+    if (step > 0) {
+      s = std::clamp<int64_t>(s, 0, dim);
+      e = std::clamp<int64_t>(e, 0, dim);
+      out[a] = std::max<int64_t>(0, (e - s + step - 1) / step);
+    } else {
+      s = std::clamp<int64_t>(s, 0, dim - 1);
+      e = std::clamp<int64_t>(e, -1, dim - 1);
+      out[a] = std::max<int64_t>(0, (s - e + (-step) - 1) / (-step));
+    }
+    starts[a] = s;
+    steps[a] = step;
+  }
+  return SliceStep(n, n.inputs[0], n.outputs[0], starts, steps, out);
+}
+
+
+Status PlanBuilder::LowerGather(size_t i) {
+  const Node& n = g_.nodes[i];
+  const Val& x = V(n.inputs[0]);
+  if (!IsConst(n, 1)) return Unsup(n, "indices must be a constant");
+  const HostTensor& ind = V(n.inputs[1]).c;
+  int r = static_cast<int>(x.shape.size());
+  int64_t axis = AxisOf(n, 0, static_cast<size_t>(r));
+  if (axis < 0 || axis >= r) return Bad(n, "axis out of range");
+  std::vector<int64_t> idx;
+  for (int64_t k = 0; k < ind.size(); ++k) {
+    int64_t v = static_cast<int64_t>(ind.At(k));
+    if (v < 0) v += x.shape[axis];
+    if (v < 0 || v >= x.shape[axis]) return Bad(n, "index out of range");
+    idx.push_back(v);
+  }
+  Shape out;
+  for (int64_t d = 0; d < axis; ++d) out.push_back(x.shape[d]);
+  for (int64_t d : ind.shape) out.push_back(d);
+  for (int64_t d = axis + 1; d < r; ++d) out.push_back(x.shape[d]);
+  if (x.is_const) {
+    Shape xs = Strides(x.shape);
+    int64_t outer = Prod(x.shape, 0, axis), inner = Prod(x.shape, axis + 1);
+    std::vector<int64_t> src;
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t v : idx)
+        for (int64_t in = 0; in < inner; ++in) src.push_back((o * x.shape[axis] + v) * inner + in);
+    SetConst(n.outputs[0], Take(x.c, src, out));
+    return Status::OK();
+  }
+  // On the device: an arithmetic run of indices is a Slice.
+  int64_t step = idx.size() > 1 ? idx[1] - idx[0] : 1;
+  for (size_t k = 1; k < idx.size(); ++k)
+    if (idx[k] - idx[k - 1] != step || step == 0) return Unsup(n, "indices that are not an arithmetic run");
+  if (idx.empty()) return Unsup(n, "empty indices");
+  Shape starts(r, 0), steps(r, 1), sliced = x.shape;
+  starts[axis] = idx[0];
+  steps[axis] = step;
+  sliced[axis] = static_cast<int64_t>(idx.size());
+  std::string tmp = n.outputs[0] + "#slice";
+  FM_RETURN_IF_ERROR(SliceStep(n, n.inputs[0], tmp, starts, steps, sliced));
+  Alias(n.outputs[0], V(tmp).buf, out);
+  return Status::OK();
+}
+
+
+Status PlanBuilder::LowerSplit(size_t i) {
+  const Node& n = g_.nodes[i];
+  const Val& x = V(n.inputs[0]);
+  int r = static_cast<int>(x.shape.size());
+  int64_t axis = AxisOf(n, 0, static_cast<size_t>(r));
+  if (axis < 0 || axis >= r) return Bad(n, "axis out of range");
+  std::vector<int64_t> split = n.AttrInts("split");
+  if (split.empty() && Has(n, 1)) {
+    auto s = ConstInts(n, 1);
+    if (!s.ok()) return s.status();
+    split = *s;
+  }
+  int64_t parts = static_cast<int64_t>(n.outputs.size());
+  if (split.empty()) {
+    if (x.shape[axis] % parts) return Bad(n, "axis not divisible into equal parts");
+    split.assign(parts, x.shape[axis] / parts);
+  }
+  if (static_cast<int64_t>(split.size()) != parts) return Bad(n, "split sizes vs outputs");
+  int64_t start = 0;
+  for (int64_t k = 0; k < parts; ++k) {
+    Shape starts(r, 0), steps(r, 1), out = x.shape;
+    starts[axis] = start;
+    out[axis] = split[k];
+    start += split[k];
+    if (!n.outputs[k].empty()) FM_RETURN_IF_ERROR(SliceStep(n, n.inputs[0], n.outputs[k], starts, steps, out));
+  }
+  if (start != x.shape[axis]) return Bad(n, "split sizes do not add up");
+  return Status::OK();
+}
+
+
+// Shape: the input's dimensions, [start, end), folded into a constant.
+Status PlanBuilder::FoldShapeOf(const Node& n, const Val& x) {
+  const int r = static_cast<int>(x.shape.size());
+  HostTensor t;
+  t.is_int = true;
+  int64_t start = n.AttrInt("start", 0), end = n.AttrInt("end", r);
+  if (start < 0) start += r;
+  if (end < 0) end += r;
+  start = std::clamp<int64_t>(start, 0, r);
+  end = std::clamp<int64_t>(end, start, r);
+  t.i.assign(x.shape.begin() + start, x.shape.begin() + end);
+  t.shape = {end - start};
+  SetConst(n.outputs[0], std::move(t));
+  return Status::OK();
+}
+
+// Cast of a constant, folded (float types: 1, 10, 11, 16; the rest integers).
+Status PlanBuilder::FoldCast(const Node& n, const Val& x, bool to_float) {
+  HostTensor t = x.c;
+  if (to_float && t.is_int) { t.f.assign(t.i.begin(), t.i.end()); t.i.clear(); t.is_int = false; }
+  if (!to_float && !t.is_int) {
+    for (float v : t.f) t.i.push_back(static_cast<int64_t>(v));
+    t.f.clear();
+    t.is_int = true;
+  }
+  SetConst(n.outputs[0], std::move(t));
+  return Status::OK();
+}
+
+Result<Shape> PlanBuilder::SqueezedShape(const Node& n, const Val& x) {
+  const int r = static_cast<int>(x.shape.size());
+  std::vector<int64_t> axes = n.AttrInts("axes");
+  if (axes.empty() && Has(n, 1)) {
+    auto a = ConstInts(n, 1);
+    if (!a.ok()) return a.status();
+    axes = *a;
+  }
+  Shape out;
+  if (n.op == "Squeeze") {
+    for (auto& a : axes) if (a < 0) a += r;
+    for (int d = 0; d < r; ++d) {
+      bool listed = std::find(axes.begin(), axes.end(), d) != axes.end();
+      if (listed && x.shape[d] != 1) return Bad(n, "squeezing a dimension that is not 1");
+      if (!(listed || (axes.empty() && x.shape[d] == 1))) out.push_back(x.shape[d]);
+    }
+    return out;
+  }
+  int64_t ro = r + static_cast<int64_t>(axes.size());
+  for (auto& a : axes) if (a < 0) a += ro;
+  size_t src = 0;
+  for (int64_t d = 0; d < ro; ++d) {
+    if (std::find(axes.begin(), axes.end(), d) != axes.end()) out.push_back(1);
+    else if (src < x.shape.size()) out.push_back(x.shape[src++]);
+    else return Bad(n, "axes out of range");
+  }
+  return out;
+}
+
+Result<Shape> PlanBuilder::ReshapedShape(const Node& n, const Val& x) {
+  const int64_t total = Prod(x.shape);
+  std::vector<int64_t> target = n.AttrInts("shape");
+  if (Has(n, 1)) {
+    auto t = ConstInts(n, 1);
+    if (!t.ok()) return t.status();
+    target = *t;
+  }
+  bool allowzero = n.AttrInt("allowzero", 0) != 0;
+  int64_t known = 1, infer = -1;
+  Shape out;
+  for (size_t d = 0; d < target.size(); ++d) {
+    int64_t v = target[d];
+    if (v == 0 && !allowzero) v = d < x.shape.size() ? x.shape[d] : 0;
+    if (v == -1) { if (infer >= 0) return Bad(n, "two -1 dims"); infer = static_cast<int64_t>(d); }
+    else known *= v;
+    out.push_back(v);
+  }
+  // A batch of 1 baked into a reshape (converted from a fixed-batch TF.js graph) follows
+  // the real batch, so one plan serves every batch size.
+  const bool batch_of_one = batch_ > 1 && !out.empty() && out[0] == 1 && !x.shape.empty() && x.shape[0] == batch_;
+  if ((batch_of_one && known * batch_ == total && infer < 0) ||
+      (batch_of_one && infer > 0 && known > 0 && total % (known * batch_) == 0)) {
+    out[0] = batch_;
+    known *= batch_;
+  }
+  if (infer >= 0) {
+    if (known == 0 || total % known) return Bad(n, "cannot reshape " + ShapeStr(x.shape) + " to " + ShapeStr(target));
+    out[infer] = total / known;
+  }
+  return out;
+}
+
+Status PlanBuilder::LowerReshapeLike(size_t i) {
+  const Node& n = g_.nodes[i];
+  const Val x = V(n.inputs[0]);
+  if (n.op == "Shape") return FoldShapeOf(n, x);
+  Result<Shape> out = x.shape;  // Identity, Dropout, Cast
+  if (n.op == "Cast") {
+    const int64_t to = n.AttrInt("to", 1);
+    const bool to_float = to == 1 || to == 10 || to == 11 || to == 16;
+    if (x.is_const) return FoldCast(n, x, to_float);
+    if (!to_float) return Unsup(n, "casting an activation to an integer type");
+  } else if (n.op == "Flatten") {
+    const int r = static_cast<int>(x.shape.size());
+    int64_t axis = AxisOf(n, 1, static_cast<size_t>(r));
+    out = Shape{Prod(x.shape, 0, axis), Prod(x.shape, axis)};
+  } else if (n.op == "Squeeze" || n.op == "Unsqueeze") {
+    out = SqueezedShape(n, x);
+  } else if (n.op == "Reshape") {
+    out = ReshapedShape(n, x);
+  }
+  if (!out.ok()) return out.status();
+  if (Prod(*out) != Prod(x.shape)) return Bad(n, "cannot reshape " + ShapeStr(x.shape) + " to " + ShapeStr(*out));
+  if (x.is_const) {
+    HostTensor t = x.c;
+    t.shape = *out;
+    SetConst(n.outputs[0], std::move(t));
+  } else {
+    Alias(n.outputs[0], x.buf, *out);
+  }
+  return Status::OK();
+}
+
+}  // namespace framemill::gpu::engine::plan_detail
