@@ -96,6 +96,11 @@ OptionRow IntRow(std::string key, std::string env, std::string flag,
   return IntRowOf<int>(std::move(key), std::move(env), std::move(flag), fields, lo, hi);
 }
 
+OptionRow IntRow(std::string key, std::string env, std::string flag,
+                 std::vector<int64_t*> fields, int64_t lo, int64_t hi) {
+  return IntRowOf<int64_t>(std::move(key), std::move(env), std::move(flag), std::move(fields), lo, hi);
+}
+
 OptionRow NumberRow(std::string key, std::string env, double* field, double lo, double hi) {
   OptionRow r{std::move(key), std::move(env), "", nullptr, nullptr};
   r.set = [=](const std::string& v, const std::string& where) -> Status {

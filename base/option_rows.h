@@ -34,6 +34,8 @@ OptionRow IntRow(std::string key, std::string env, std::string flag,
                  std::initializer_list<int64_t*> fields, int64_t lo, int64_t hi);
 OptionRow IntRow(std::string key, std::string env, std::string flag,
                  std::initializer_list<int*> fields, int64_t lo, int64_t hi);
+OptionRow IntRow(std::string key, std::string env, std::string flag,
+                 std::vector<int64_t*> fields, int64_t lo, int64_t hi);
 OptionRow NumberRow(std::string key, std::string env, double* field, double lo, double hi);
 OptionRow BoolRow(std::string key, std::string env, bool* field);
 // Non-empty text (trimmed).

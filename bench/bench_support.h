@@ -4,8 +4,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "jobs/job.h"
@@ -28,11 +33,52 @@ inline const char* FlagValue(const char* arg, const char* prefix) {
   return std::strncmp(arg, prefix, n) == 0 ? arg + n : nullptr;
 }
 
+// A flag ("--name=") and the field it sets: text, or a whole number raised to `min` where
+// it is below.
+struct FlagRow {
+  const char* prefix;
+  std::variant<std::string*, int*, int64_t*> field;
+  int64_t min = INT64_MIN;
+};
+
+// Sets the fields of argv[1..] through `rows`. At a flag no row names: a line on stderr
+// ("<program>: unknown flag ...", then `usage` where given) and false.
+inline bool ParseFlags(const char* program, int argc, char** argv,
+                       const std::vector<FlagRow>& rows, const char* usage = "") {
+  for (int i = 1; i < argc; ++i) {
+    const FlagRow* row = nullptr;
+    const char* v = nullptr;
+    for (const FlagRow& r : rows)
+      if ((v = FlagValue(argv[i], r.prefix)) != nullptr) {
+        row = &r;
+        break;
+      }
+    if (row == nullptr) {
+      std::fprintf(stderr, "%s: unknown flag %s\n%s", program, argv[i], usage);
+      return false;
+    }
+    const int64_t n = std::max<int64_t>(row->min, std::atoll(v));
+    if (auto* text = std::get_if<std::string*>(&row->field)) **text = v;
+    else if (auto* small = std::get_if<int*>(&row->field)) **small = static_cast<int>(n);
+    else **std::get_if<int64_t*>(&row->field) = n;
+  }
+  return true;
+}
+
 // Whether `name` is in the comma-separated `csv`; an empty list selects everything.
 inline bool Listed(const std::string& csv, const std::string& name) {
   if (csv.empty()) return true;
   const std::string padded = "," + csv + ",";
   return padded.find("," + name + ",") != std::string::npos;
+}
+
+// The CPU's model name, as /proc/cpuinfo gives it ("?" where it does not).
+inline std::string CpuModel() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "?";
 }
 
 inline double NowMs() {

@@ -36,6 +36,7 @@
 
 #include <tbb/parallel_for.h>
 
+#include "bench/bench_support.h"
 #include "cluster/cluster.h"
 #include "cluster/metrics.h"
 #include "cluster/near_duplicates.h"
@@ -308,22 +309,14 @@ int Run() {
 
 int main(int argc, char** argv) {
   using framemill::FLAGS;
-  for (int i = 1; i < argc; ++i) {
-    long long v;
-    char buf[4096];
-    if (std::sscanf(argv[i], "--benchmarks=%4095s", buf) == 1) FLAGS.benchmarks = buf;
-    else if (std::sscanf(argv[i], "--dim=%lld", &v) == 1) FLAGS.dim = int(v);
-    else if (std::sscanf(argv[i], "--recall_queries=%lld", &v) == 1) FLAGS.recall_queries = int(v);
-    else if (std::sscanf(argv[i], "--exact_up_to=%lld", &v) == 1) FLAGS.exact_up_to = v;
-    else if (std::sscanf(argv[i], "--device=%4095s", buf) == 1) FLAGS.device = buf;
-    else {
-      std::fprintf(stderr,
-                   "unknown flag %s\nusage: %s [--benchmarks=cluster_10k,cluster_100k,cluster_1m] "
-                   "[--dim=N] [--recall_queries=N] [--exact_up_to=N] [--device=cpu|cuda]\n",
-                   argv[i], argv[0]);
-      return 2;
-    }
-  }
+  if (!framemill::bench::ParseFlags(
+          "cluster_bench", argc, argv,
+          {{"--benchmarks=", &FLAGS.benchmarks}, {"--dim=", &FLAGS.dim},
+           {"--recall_queries=", &FLAGS.recall_queries}, {"--exact_up_to=", &FLAGS.exact_up_to},
+           {"--device=", &FLAGS.device}},
+          "usage: cluster_bench [--benchmarks=cluster_10k,cluster_100k,cluster_1m] [--dim=N]"
+          " [--recall_queries=N] [--exact_up_to=N] [--device=cpu|cuda]\n"))
+    return 2;
   if (FLAGS.dim < 1) return 2;
   return framemill::Run();
 }

@@ -38,6 +38,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "bench/bench_support.h"
 #include "fetch/fetcher.h"
 
 namespace framemill {
@@ -210,13 +211,7 @@ double CpuSeconds(int who) {
          (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
-std::string CpuModel() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "?";
-}
+using bench::CpuModel;
 
 int Run() {
   std::vector<std::string> bodies, names;
@@ -309,24 +304,14 @@ int Run() {
 
 int main(int argc, char** argv) {
   using framemill::FLAGS;
-  for (int i = 1; i < argc; ++i) {
-    long long v;
-    char buf[4096];
-    if (std::sscanf(argv[i], "--num=%lld", &v) == 1) FLAGS.num = v;
-    else if (std::sscanf(argv[i], "--concurrency=%lld", &v) == 1) FLAGS.concurrency = int(v);
-    else if (std::sscanf(argv[i], "--per_host=%lld", &v) == 1) FLAGS.per_host = int(v);
-    else if (std::sscanf(argv[i], "--hosts=%lld", &v) == 1) FLAGS.hosts = int(v);
-    else if (std::sscanf(argv[i], "--batch=%lld", &v) == 1) FLAGS.batch = v;
-    else if (std::sscanf(argv[i], "--out_dir=%4095s", buf) == 1) FLAGS.out_dir = buf;
-    else if (std::sscanf(argv[i], "--data=%4095s", buf) == 1) FLAGS.data = buf;
-    else {
-      std::fprintf(stderr,
-                   "unknown flag %s\nusage: %s [--num=N] [--concurrency=N] [--per_host=N] "
-                   "[--hosts=N] [--batch=N] [--out_dir=DIR] [--data=DIR]\n",
-                   argv[i], argv[0]);
-      return 2;
-    }
-  }
+  if (!framemill::bench::ParseFlags(
+          "fetch_bench", argc, argv,
+          {{"--num=", &FLAGS.num}, {"--concurrency=", &FLAGS.concurrency},
+           {"--per_host=", &FLAGS.per_host}, {"--hosts=", &FLAGS.hosts}, {"--batch=", &FLAGS.batch},
+           {"--out_dir=", &FLAGS.out_dir}, {"--data=", &FLAGS.data}},
+          "usage: fetch_bench [--num=N] [--concurrency=N] [--per_host=N] [--hosts=N] [--batch=N]"
+          " [--out_dir=DIR] [--data=DIR]\n"))
+    return 2;
   if (FLAGS.num <= 0 || FLAGS.batch <= 0 || FLAGS.hosts < 1 || FLAGS.hosts > 200) {
     std::fprintf(stderr, "--num, --batch must be > 0; --hosts in 1..200\n");
     return 2;

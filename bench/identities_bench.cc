@@ -284,19 +284,11 @@ void Quality(const std::vector<Face>& faces, const Flags& flags) {
 
 int Main(int argc, char** argv) {
   Flags flags;
-  for (int i = 1; i < argc; ++i) {
-    auto val = [&](const char* p) { return bench::FlagValue(argv[i], p); };
-    if (const char* v = val("--benchmarks=")) flags.benchmarks = v;
-    else if (const char* v = val("--models=")) flags.models = v;
-    else if (const char* v = val("--media=")) flags.media = v;
-    else if (const char* v = val("--embedders=")) flags.embedders = v;
-    else if (const char* v = val("--seeds=")) flags.seeds = v;
-    else if (const char* v = val("--similarities=")) flags.similarities = v;
-    else {
-      std::fprintf(stderr, "identities_bench: unknown flag %s\n", argv[i]);
-      return 2;
-    }
-  }
+  if (!bench::ParseFlags("identities_bench", argc, argv,
+                         {{"--benchmarks=", &flags.benchmarks}, {"--models=", &flags.models},
+                          {"--media=", &flags.media}, {"--embedders=", &flags.embedders},
+                          {"--seeds=", &flags.seeds}, {"--similarities=", &flags.similarities}}))
+    return 2;
   const nlohmann::json labels = testing::LoadFaceIdentities(FRAMEMILL_SOURCE_DIR);
   if (labels.is_discarded()) return 2;
   testing::TempDir dir;

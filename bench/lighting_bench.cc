@@ -182,15 +182,10 @@ void Cost(const Flags& flags, const std::string& label, const std::vector<std::s
 
 int Main(int argc, char** argv) {
   Flags flags;
-  for (int i = 1; i < argc; ++i) {
-    if (const char* v = bench::FlagValue(argv[i], "--benchmarks=")) flags.benchmarks = v;
-    else if (const char* v = bench::FlagValue(argv[i], "--photos=")) flags.photos = v;
-    else if (const char* v = bench::FlagValue(argv[i], "--reps=")) flags.reps = std::max(1, std::atoi(v));
-    else {
-      std::fprintf(stderr, "lighting_bench: unknown flag %s\n", argv[i]);
-      return 2;
-    }
-  }
+  if (!bench::ParseFlags("lighting_bench", argc, argv,
+                         {{"--benchmarks=", &flags.benchmarks}, {"--photos=", &flags.photos},
+                          {"--reps=", &flags.reps, 1}}))
+    return 2;
   cv::setNumThreads(1);
   testing::TempDir tmp;
   const std::vector<std::string> photos = RealPhotos(tmp.path());

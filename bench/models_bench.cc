@@ -463,19 +463,11 @@ void Dedup(const Flags& flags) {
 
 int Main(int argc, char** argv) {
   Flags flags;
-  for (int i = 1; i < argc; ++i) {
-    auto val = [&](const char* p) { return bench::FlagValue(argv[i], p); };
-    if (const char* v = val("--benchmarks=")) flags.benchmarks = v;
-    else if (const char* v = val("--models=")) flags.models = v;
-    else if (const char* v = val("--only=")) flags.only = v;
-    else if (const char* v = val("--image=")) flags.image = v;
-    else if (const char* v = val("--reps=")) flags.reps = std::max(1, std::atoi(v));
-    else if (const char* v = val("--batch=")) flags.batch = std::max(1, std::atoi(v));
-    else {
-      std::fprintf(stderr, "models_bench: unknown flag %s\n", argv[i]);
-      return 2;
-    }
-  }
+  if (!bench::ParseFlags("models_bench", argc, argv,
+                         {{"--benchmarks=", &flags.benchmarks}, {"--models=", &flags.models},
+                          {"--only=", &flags.only}, {"--image=", &flags.image},
+                          {"--reps=", &flags.reps, 1}, {"--batch=", &flags.batch, 1}}))
+    return 2;
   cv::Mat photo = cv::imread(flags.image, cv::IMREAD_COLOR);
   if (photo.empty()) {
     std::fprintf(stderr, "models_bench: cannot read %s\n", flags.image.c_str());

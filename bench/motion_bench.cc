@@ -357,22 +357,11 @@ void AudioSync(const Flags& flags) {
 
 int Main(int argc, char** argv) {
   Flags flags;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto val = [&](const char* p) -> const char* {
-      size_t n = std::strlen(p);
-      return a.compare(0, n, p) == 0 ? argv[i] + n : nullptr;
-    };
-    if (const char* v = val("--benchmarks=")) flags.benchmarks = v;
-    else if (const char* v = val("--video720=")) flags.video720 = v;
-    else if (const char* v = val("--reps=")) flags.reps = std::max(1, std::atoi(v));
-    else if (const char* v = val("--width=")) flags.width = std::max(32, std::atoi(v));
-    else if (const char* v = val("--threads=")) flags.threads = std::max(1, std::atoi(v));
-    else {
-      std::fprintf(stderr, "motion_bench: unknown flag %s\n", argv[i]);
-      return 2;
-    }
-  }
+  if (!bench::ParseFlags("motion_bench", argc, argv,
+                         {{"--benchmarks=", &flags.benchmarks}, {"--video720=", &flags.video720},
+                          {"--reps=", &flags.reps, 1}, {"--width=", &flags.width, 32},
+                          {"--threads=", &flags.threads, 1}}))
+    return 2;
   if (flags.threads > 0) cv::setNumThreads(flags.threads);
   testing::TempDir tmp;
   const std::string video480 = tmp / "480p.mp4";

@@ -143,19 +143,11 @@ void LightingPhotos(const Flags& f, const std::string& tmp) {
 
 int Main(int argc, char** argv) {
   Flags f;
-  for (int i = 1; i < argc; ++i) {
-    auto val = [&](const char* p) { return bench::FlagValue(argv[i], p); };
-    if (const char* v = val("--benchmarks=")) f.benchmarks = v;
-    else if (const char* v = val("--reps=")) f.reps = std::max(1, std::atoi(v));
-    else if (const char* v = val("--photos=")) f.photos = std::max(1, std::atoi(v));
-    else if (const char* v = val("--peers=")) f.peers = v;
-    else if (const char* v = val("--python=")) f.python = v;
-    else if (const char* v = val("--framemill=")) f.framemill = v;
-    else {
-      std::fprintf(stderr, "peers_bench: unknown flag %s\n", argv[i]);
-      return 2;
-    }
-  }
+  if (!bench::ParseFlags("peers_bench", argc, argv,
+                         {{"--benchmarks=", &f.benchmarks}, {"--reps=", &f.reps, 1},
+                          {"--photos=", &f.photos, 1}, {"--peers=", &f.peers},
+                          {"--python=", &f.python}, {"--framemill=", &f.framemill}}))
+    return 2;
   testing::TempDir tmp;
   std::printf("peers_bench: %s against %s (%s); %d rep(s), sides alternating; 2 workers / Pool(2)\n",
               f.framemill.c_str(), f.peers.c_str(), f.python.c_str(), f.reps);

@@ -23,6 +23,7 @@
 #include <opencv2/core.hpp>
 #include <sqlite3.h>
 
+#include "bench/bench_support.h"
 #include "stages/lighting_stage.h"
 #include "tests/support/test_support.h"
 
@@ -47,13 +48,7 @@ double SelfCpuSeconds() {
   return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-std::string CpuModel() {
-  std::ifstream f("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown";
-}
+using fm::bench::CpuModel;
 
 struct Measure {
   double wall_s = 0, cpu_s = 0;
@@ -131,22 +126,10 @@ Measure FramemillRun(const std::string& dir, const std::string& media, int worke
 
 int main(int argc, char** argv) {
   Flags f;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto val = [&](const char* name) -> const char* {
-      size_t n = std::strlen(name);
-      return a.compare(0, n, name) == 0 ? a.c_str() + n : nullptr;
-    };
-    if (auto v = val("--num=")) f.num = std::atoi(v);
-    else if (auto v = val("--workers=")) f.workers = std::atoi(v);
-    else if (auto v = val("--reps=")) f.reps = std::atoi(v);
-    else if (auto v = val("--max_side=")) f.max_side = std::atoi(v);
-    else if (auto v = val("--benchmarks=")) f.benchmarks = v;
-    else {
-      std::fprintf(stderr, "unknown flag %s\n", argv[i]);
-      return 2;
-    }
-  }
+  if (!fm::bench::ParseFlags("pipeline_bench", argc, argv,
+                             {{"--num=", &f.num}, {"--workers=", &f.workers}, {"--reps=", &f.reps},
+                              {"--max_side=", &f.max_side}, {"--benchmarks=", &f.benchmarks}}))
+    return 2;
   fm::testing::TempDir dir;
   const std::string media = dir / "media";
   auto files = fm::testing::MakeRealImages(media, f.num, f.max_side);

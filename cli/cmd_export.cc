@@ -113,9 +113,8 @@ int ExportWebDataset(const Env& env, JobStore& store, const Flags& f) {
 }  // namespace
 
 int CmdExport(const Flags& f) {
-  auto env = Resolve(f);
+  auto env = ResolveExisting(f);
   if (!env.ok()) return UsageError(env.status().message());
-  if (Status st = CheckStoreExists(*env); !st.ok()) return UsageError(st.message());
   if (f.format != "jsonl" && f.format != "csv" && f.format != "webdataset")
     return UsageError("--format: expected jsonl, csv or webdataset, got '" + f.format + "'");
   if (Status st = CheckStageFlag(*env, f.stage); !st.ok()) return UsageError(st.message());

@@ -10,9 +10,8 @@ namespace framemill {
 // long-lived dataset grows without bound; gc trims that history. Jobs, items and
 // results are never touched.
 int CmdGc(const Flags& f) {
-  auto env = Resolve(f);
+  auto env = ResolveExisting(f);
   if (!env.ok()) return UsageError(env.status().message());
-  if (Status st = CheckStoreExists(*env); !st.ok()) return UsageError(st.message());
   auto store = OpenStore(*env);
   if (!store.ok()) return StoreError(store.status());
   GcOptions o;

@@ -9,9 +9,8 @@
 namespace framemill {
 
 int CmdReport(const Flags& f) {
-  auto env = Resolve(f);
+  auto env = ResolveExisting(f);
   if (!env.ok()) return UsageError(env.status().message());
-  if (Status st = CheckStoreExists(*env); !st.ok()) return UsageError(st.message());
   if (f.limit < 0) return UsageError("--limit: expected 0 (every item) or more, got " + std::to_string(f.limit));
   auto store = OpenStore(*env);
   if (!store.ok()) return StoreError(store.status());

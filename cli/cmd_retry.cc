@@ -5,9 +5,8 @@
 namespace framemill {
 
 int CmdRetry(const Flags& f) {
-  auto env = Resolve(f);
+  auto env = ResolveExisting(f);
   if (!env.ok()) return UsageError(env.status().message());
-  if (Status st = CheckStoreExists(*env); !st.ok()) return UsageError(st.message());
   if (Status st = CheckStageFlag(*env, f.stage); !st.ok()) return UsageError(st.message());
   auto store = OpenStore(*env);
   if (!store.ok()) return StoreError(store.status());

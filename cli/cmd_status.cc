@@ -224,9 +224,8 @@ void PrintLastRun(const RunRecord& r, int64_t now_ms) {
 }  // namespace
 
 int CmdStatus(const Flags& f) {
-  auto env = Resolve(f);
+  auto env = ResolveExisting(f);
   if (!env.ok()) return UsageError(env.status().message());
-  if (Status st = CheckStoreExists(*env); !st.ok()) return UsageError(st.message());
   auto store = OpenStore(*env);
   if (!store.ok()) return StoreError(store.status());
   auto report = ReadStatus(**store);

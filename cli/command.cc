@@ -64,6 +64,12 @@ Status CheckStoreExists(const Env& env) {
                                  " (set by --db or FRAMEMILL_DB; `framemill enqueue` creates one)");
 }
 
+Result<Env> ResolveExisting(const Flags& f) {
+  auto env = Resolve(f);
+  if (env.ok()) FM_RETURN_IF_ERROR(CheckStoreExists(*env));
+  return env;
+}
+
 Status CheckStageFlag(const Env& env, const std::string& stage) {
   if (stage.empty() || env.registry->graph().Find(stage) != nullptr) return Status::OK();
   std::string err;

@@ -49,6 +49,8 @@ Result<std::vector<std::string>> ResolveStages(const Env& env);
 Result<std::unique_ptr<JobStore>> OpenStore(const Env& env);
 // Only `enqueue` creates a store: elsewhere a missing file is a mistyped path.
 Status CheckStoreExists(const Env& env);
+// Resolve, for a command that needs the store to exist already (CheckStoreExists).
+Result<Env> ResolveExisting(const Flags& f);
 // A `--stage S` flag must name a stage of this build; the error lists the valid ones.
 Status CheckStageFlag(const Env& env, const std::string& stage);
 

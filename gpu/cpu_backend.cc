@@ -11,6 +11,19 @@
 namespace framemill::gpu {
 namespace {
 
+// `one` over each input, on the host, in order; the host's memory running out is
+// OutOfMemory naming what was being done (the ladder's last step hands it back).
+template <class Out, class In, class Fn>
+Result<std::vector<Out>> EachOnHost(const std::vector<In>& inputs, Fn one, const char* doing) {
+  try {
+    std::vector<Out> out;
+    for (const In& in : inputs) out.push_back(one(in));
+    return out;
+  } catch (const std::bad_alloc&) {
+    return Status::OutOfMemory(std::string("host memory exhausted ") + doing);
+  }
+}
+
 class CpuBackend : public ComputeBackend {
  public:
   std::string device() const override { return "cpu"; }
@@ -68,35 +81,20 @@ class CpuBackend : public ComputeBackend {
   Result<std::vector<cv::Mat>> DenseFlowBatch(const std::vector<FlowPair>& pairs,
                                               const FlowSpec& spec) override {
     FM_RETURN_IF_ERROR(CheckFlowPairs(pairs, spec));
-    try {
-      std::vector<cv::Mat> out;
-      for (const FlowPair& p : pairs) out.push_back(DenseFlowCpu(p, spec));
-      return out;
-    } catch (const std::bad_alloc&) {
-      return Status::OutOfMemory("host memory exhausted computing optical flow");
-    }
+    return EachOnHost<cv::Mat>(pairs, [&](const FlowPair& p) { return DenseFlowCpu(p, spec); },
+                               "computing optical flow");
   }
   Result<std::vector<PatchMatchResult>> PatchMatchBatch(const std::vector<PatchMatchTask>& tasks,
                                                         const PatchMatchSpec& spec) override {
     for (const PatchMatchTask& t : tasks) FM_RETURN_IF_ERROR(CheckPatchMatchTask(t, spec));
-    try {
-      std::vector<PatchMatchResult> out;
-      for (const PatchMatchTask& t : tasks) out.push_back(PatchMatchCpu(t, spec));
-      return out;
-    } catch (const std::bad_alloc&) {
-      return Status::OutOfMemory("host memory exhausted searching patches");
-    }
+    return EachOnHost<PatchMatchResult>(
+        tasks, [&](const PatchMatchTask& t) { return PatchMatchCpu(t, spec); }, "searching patches");
   }
   Result<std::vector<cv::Mat>> HoleFillBatch(const std::vector<HoleFillTask>& tasks,
                                              const HoleFillSpec& spec) override {
     for (const HoleFillTask& t : tasks) FM_RETURN_IF_ERROR(CheckHoleFillTask(t, spec));
-    try {
-      std::vector<cv::Mat> out;
-      for (const HoleFillTask& t : tasks) out.push_back(HoleFillCpu(t, spec));
-      return out;
-    } catch (const std::bad_alloc&) {
-      return Status::OutOfMemory("host memory exhausted filling a hole");
-    }
+    return EachOnHost<cv::Mat>(tasks, [&](const HoleFillTask& t) { return HoleFillCpu(t, spec); },
+                               "filling a hole");
   }
 };
 

@@ -50,6 +50,26 @@ class OomLadder {
              int64_t guess_bytes_per_item, const SliceFn& run,
              std::vector<std::string>* device_of);
 
+  // One item through Run: `call(backend)` gives a batch of one, whose result is returned;
+  // *device gets who computed it (unchanged where nothing ran).
+  template <class T>
+  Result<T> RunOne(const std::string& op, int64_t pixels, int64_t guess_bytes,
+                   const std::function<Result<std::vector<T>>(ComputeBackend&)>& call,
+                   std::string* device) {
+    T out;
+    std::vector<std::string> device_of;
+    FM_RETURN_IF_ERROR(Run(op, 1, pixels, guess_bytes,
+                           [&](ComputeBackend& backend, size_t, size_t) -> Status {
+                             auto r = call(backend);
+                             if (!r.ok()) return r.status();
+                             out = std::move(r->front());
+                             return Status::OK();
+                           },
+                           &device_of));
+    if (!device_of.empty()) *device = device_of.front();
+    return out;
+  }
+
   const LadderStats& stats() const { return stats_; }
   // True while `op` is parked on the CPU after repeated failures.
   bool CoolingDown(const std::string& op) const;

@@ -182,16 +182,14 @@ Result<std::vector<FaceBox>> DecodeFaceDetections(const ModelManifest& m,
                                                   const std::vector<OutputTensor>& outs,
                                                   cv::Size image, BlazeFaceOptions opt) {
   auto rows = FaceRows(m, outs, &opt);
-  if (!rows.ok()) return rows.status();
-  return DecodeBlazeFace(*rows, image, opt);
+  return rows.ok() ? Result<std::vector<FaceBox>>(DecodeBlazeFace(*rows, image, opt)) : rows.status();
 }
 
 Result<std::vector<FaceBox>> DecodeFaceCandidates(const ModelManifest& m,
                                                   const std::vector<OutputTensor>& outs,
                                                   cv::Size image, BlazeFaceOptions opt) {
   auto rows = FaceRows(m, outs, &opt);
-  if (!rows.ok()) return rows.status();
-  return BlazeFaceCandidates(*rows, image, opt);
+  return rows.ok() ? Result<std::vector<FaceBox>>(BlazeFaceCandidates(*rows, image, opt)) : rows.status();
 }
 
 Result<FaceDescription> DecodeFaceDescription(const ModelManifest& m,

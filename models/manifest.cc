@@ -29,35 +29,30 @@ class FieldReader {
     return &*it;
   }
 
+  // The value at `key` as a T where `is_t` says it is one, else `def` (and a failure
+  // naming what it should be, where the key holds something else).
+  template <class T>
+  T Typed(const json& obj, const std::string& key, const std::string& path, bool required, T def,
+          bool (json::*is_t)() const noexcept, const char* not_t) {
+    const json* v = Find(obj, key, path, required);
+    if (v == nullptr) return def;
+    if (!(v->*is_t)()) return Fail(Join(path, key), not_t), def;
+    return v->get<T>();
+  }
   std::string Str(const json& obj, const std::string& key, const std::string& path,
                   bool required, std::string def = "") {
-    const json* v = Find(obj, key, path, required);
-    if (v == nullptr) return def;
-    if (!v->is_string()) return Fail(Join(path, key), "is not a string"), def;
-    return v->get<std::string>();
+    return Typed(obj, key, path, required, def, &json::is_string, "is not a string");
   }
-
   double Num(const json& obj, const std::string& key, const std::string& path, bool required,
              double def = 0) {
-    const json* v = Find(obj, key, path, required);
-    if (v == nullptr) return def;
-    if (!v->is_number()) return Fail(Join(path, key), "is not a number"), def;
-    return v->get<double>();
+    return Typed(obj, key, path, required, def, &json::is_number, "is not a number");
   }
-
   int64_t Int(const json& obj, const std::string& key, const std::string& path, bool required,
               int64_t def = 0) {
-    const json* v = Find(obj, key, path, required);
-    if (v == nullptr) return def;
-    if (!v->is_number_integer()) return Fail(Join(path, key), "is not an integer"), def;
-    return v->get<int64_t>();
+    return Typed(obj, key, path, required, def, &json::is_number_integer, "is not an integer");
   }
-
   bool Bool(const json& obj, const std::string& key, const std::string& path, bool def) {
-    const json* v = Find(obj, key, path, false);
-    if (v == nullptr) return def;
-    if (!v->is_boolean()) return Fail(Join(path, key), "is not true or false"), def;
-    return v->get<bool>();
+    return Typed(obj, key, path, false, def, &json::is_boolean, "is not true or false");
   }
 
   std::vector<int64_t> Shape(const json& obj, const std::string& key, const std::string& path,

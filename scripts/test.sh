@@ -39,6 +39,13 @@ echo "== converter tests =="
 # the same objects: the CUDA one and the CPU-only one (framemill_cpu, tests named cpu_only.*,
 # run against framemill_cpu, for the suites the device choice can change); nothing outside
 # gpu/ depends on CUDA, so one compile serves both.
+# ctest starts the tests it knows to be long first, from the times of its last run; a fresh
+# build has none, and would start the longest ones (a 40-120 s test) in numbering order, last
+# of all. tests/ctest-costs.txt is ctest's own record (name, runs, seconds) of the tests over
+# a second in a full run on the 2-core VM, given to a build that has no record of its own.
+if [ ! -f build/Testing/Temporary/CTestCostData.txt ]; then
+  install -D -m 644 tests/ctest-costs.txt build/Testing/Temporary/CTestCostData.txt
+fi
 (cd build && ctest --output-on-failure -j2 --timeout 900)
 if [ -x build/framemill_cpu ]; then
   # The CPU-only configuration itself (-DFRAMEMILL_CUDA=OFF) must configure: its binary is

@@ -71,21 +71,11 @@ template <class Out, class Task, class Spec, class Call>
 std::function<Result<Out>(const Task&, const Spec&)> OnLadder(gpu::OomLadder& ladder, std::string* device,
                                                              int64_t (*bytes)(cv::Size), Call call) {
   return [&ladder, device, bytes, call](const Task& task, const Spec& spec) -> Result<Out> {
-    Out out;
-    std::vector<std::string> device_of;
-    Status s = ladder.Run(
-        kOperation, 1, static_cast<int64_t>(task.image.total()), bytes(task.image.size()),
-        [&](gpu::ComputeBackend& backend, size_t, size_t) -> Status {
-          auto r = call(backend, task, spec);
-          if (!r.ok()) return r.status();
-          out = std::move(r->front());
-          return Status::OK();
-        },
-        &device_of);
-    if (!s.ok()) return s;
-    // The last call is the finest level's, the largest: its device is the fill's.
-    if (!device_of.empty()) *device = device_of.front();
-    return out;
+    // Each level's call sets *device; the last is the finest level's, the largest: its
+    // device is the fill's.
+    return ladder.RunOne<Out>(
+        kOperation, static_cast<int64_t>(task.image.total()), bytes(task.image.size()),
+        [&](gpu::ComputeBackend& backend) { return call(backend, task, spec); }, device);
   };
 }
 

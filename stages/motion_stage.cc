@@ -17,21 +17,9 @@ FlowFn DeviceFlow(gpu::OomLadder& ladder, std::string* device) {
   return [&ladder, device](const cv::Mat& from, const cv::Mat& to) -> Result<cv::Mat> {
     const gpu::FlowSpec spec;
     const std::vector<gpu::FlowPair> pairs = {{from, to}};
-    cv::Mat flow;
-    std::vector<std::string> device_of;
-    Status s = ladder.Run(
-        kOperation, 1, static_cast<int64_t>(from.total()),
-        gpu::DenseFlowBytesPerItem(from.size(), spec),
-        [&](gpu::ComputeBackend& backend, size_t, size_t) -> Status {
-          auto r = backend.DenseFlowBatch(pairs, spec);
-          if (!r.ok()) return r.status();
-          flow = std::move(r->front());
-          return Status::OK();
-        },
-        &device_of);
-    if (!s.ok()) return s;
-    if (!device_of.empty()) *device = device_of.front();
-    return flow;
+    return ladder.RunOne<cv::Mat>(
+        kOperation, static_cast<int64_t>(from.total()), gpu::DenseFlowBytesPerItem(from.size(), spec),
+        [&](gpu::ComputeBackend& backend) { return backend.DenseFlowBatch(pairs, spec); }, device);
   };
 }
 

@@ -8,6 +8,16 @@
 namespace framemill {
 namespace {
 
+// One field of the video limits of every stage that reads videos.
+std::vector<int64_t*> EveryVideoLimit(StageOptions* o, int64_t VideoLimits::*field) {
+  std::vector<int64_t*> out;
+  for (VideoLimits* v : {&o->lighting.video_limits, &o->model_frames.video_limits,
+                         &o->dedup.video_limits, &o->motion.video_limits,
+                         &o->audio_sync.video_limits})
+    out.push_back(&(v->*field));
+  return out;
+}
+
 // media.*: limits every stage that decodes images or videos shares, and frame sampling.
 void AddMediaRows(StageOptions* o, OptionRows* rows) {
   rows->push_back(IntRow("media.max_image_pixels", "FRAMEMILL_MAX_IMAGE_PIXELS", "",
@@ -15,19 +25,9 @@ void AddMediaRows(StageOptions* o, OptionRows* rows) {
                           &o->inpaint.limits.max_pixels},
                          1, 1'000'000'000'000));
   rows->push_back(IntRow("media.max_video_pixels", "FRAMEMILL_MAX_VIDEO_PIXELS", "",
-                         {&o->lighting.video_limits.max_pixels,
-                          &o->model_frames.video_limits.max_pixels,
-                          &o->dedup.video_limits.max_pixels,
-                          &o->motion.video_limits.max_pixels,
-                          &o->audio_sync.video_limits.max_pixels},
-                         1, int64_t{1} << 40));
+                         EveryVideoLimit(o, &VideoLimits::max_pixels), 1, int64_t{1} << 40));
   rows->push_back(IntRow("media.max_video_frames", "FRAMEMILL_MAX_VIDEO_FRAMES", "",
-                         {&o->lighting.video_limits.max_frames,
-                          &o->model_frames.video_limits.max_frames,
-                          &o->dedup.video_limits.max_frames,
-                          &o->motion.video_limits.max_frames,
-                          &o->audio_sync.video_limits.max_frames},
-                         1, int64_t{1} << 40));
+                         EveryVideoLimit(o, &VideoLimits::max_frames), 1, int64_t{1} << 40));
   rows->push_back(IntRow("media.video_sample_frames", "", "", {&o->lighting.video_frames}, 1,
                          10'000));
   rows->push_back(IntRow("media.model_frames", "FRAMEMILL_MODEL_FRAMES", "",

@@ -200,6 +200,20 @@ class SqlContext {
   std::set<std::string> stages_with_dependants_;
 };
 
+// The members of SqlContext<Db> that the parts of the store (class templates deriving from
+// it) use by their plain names: a dependent base's names need a using-declaration each.
+#define FM_SQL_CONTEXT_NAMES                   \
+  using typename SqlContext<Db>::Stmt;         \
+  using typename SqlContext<Db>::TxnKind;      \
+  using SqlContext<Db>::db_;                   \
+  using SqlContext<Db>::graph_;                \
+  using SqlContext<Db>::clock_;                \
+  using SqlContext<Db>::options_;              \
+  using SqlContext<Db>::Now;                   \
+  using SqlContext<Db>::LockGraph;             \
+  using SqlContext<Db>::Notify;                \
+  using SqlContext<Db>::HasDependants
+
 // State changes that ripple through the job graph, inside a transaction the caller opened
 // (sql_graph_moves.cc). The commands that change states derive from it.
 template <class Db>
@@ -208,10 +222,7 @@ class SqlGraphMoves : public SqlContext<Db> {
   using SqlContext<Db>::SqlContext;
 
  protected:
-  using typename SqlContext<Db>::Stmt;
-  using SqlContext<Db>::db_;
-  using SqlContext<Db>::graph_;
-  using SqlContext<Db>::Notify;
+  FM_SQL_CONTEXT_NAMES;
   // The job is done: its waiting dependants whose dependencies are all done become pending.
   Status PromoteDependants(int64_t job_id, int64_t now);
   // Every waiting job downstream of `job_id` ends as `to` with the reason.
@@ -241,12 +252,7 @@ class SqlEnqueue : public SqlGraphMoves<Db> {
   Result<EnqueueStats> Enqueue(const std::vector<NewItem>& items, const EnqueueOptions& options);
 
  private:
-  using typename SqlContext<Db>::TxnKind;
-  using SqlContext<Db>::db_;
-  using SqlContext<Db>::graph_;
-  using SqlContext<Db>::Now;
-  using SqlContext<Db>::LockGraph;
-  using SqlContext<Db>::Notify;
+  FM_SQL_CONTEXT_NAMES;
   struct KnownItem {  // an items row, as enqueue compares it
     int64_t id = 0, size = 0, mtime_ns = 0;
     std::string content_hash;
@@ -322,15 +328,7 @@ class SqlClaim : public SqlGraphMoves<Db> {
   Result<bool> WaitForWork(int64_t ms);
 
  private:
-  using typename SqlContext<Db>::Stmt;
-  using typename SqlContext<Db>::TxnKind;
-  using SqlContext<Db>::db_;
-  using SqlContext<Db>::graph_;
-  using SqlContext<Db>::clock_;
-  using SqlContext<Db>::options_;
-  using SqlContext<Db>::Now;
-  using SqlContext<Db>::LockGraph;
-  using SqlContext<Db>::Notify;
+  FM_SQL_CONTEXT_NAMES;
   using SqlGraphMoves<Db>::CascadeFailure;
   using SqlGraphMoves<Db>::PromoteDatasetJobs;
   Result<std::vector<ClaimedJob>> ClaimPg(const std::string& worker,
@@ -368,12 +366,7 @@ class SqlComplete : public SqlGraphMoves<Db> {
   Result<CompleteStats> Complete(const std::vector<FinishedJob>& batch);
 
  private:
-  using typename SqlContext<Db>::TxnKind;
-  using SqlContext<Db>::db_;
-  using SqlContext<Db>::graph_;
-  using SqlContext<Db>::Now;
-  using SqlContext<Db>::LockGraph;
-  using SqlContext<Db>::HasDependants;
+  FM_SQL_CONTEXT_NAMES;
   struct SerializedDone {  // a done outcome's JSON, made before the write lock
     std::string result, artifacts;
   };
@@ -432,9 +425,7 @@ class SqlRuns : public SqlContext<Db> {
   Status SaveTuning(const TuningRecord& record);
 
  private:
-  using typename SqlContext<Db>::TxnKind;
-  using SqlContext<Db>::db_;
-  using SqlContext<Db>::Now;
+  FM_SQL_CONTEXT_NAMES;
 };
 
 // What users ask of the store's jobs (sql_maintenance.cc): retry, garbage collection.
@@ -446,11 +437,7 @@ class SqlMaintenance : public SqlGraphMoves<Db> {
   Result<GcStats> CollectGarbage(const GcOptions& options);
 
  private:
-  using typename SqlContext<Db>::TxnKind;
-  using SqlContext<Db>::db_;
-  using SqlContext<Db>::Now;
-  using SqlContext<Db>::LockGraph;
-  using SqlContext<Db>::Notify;
+  FM_SQL_CONTEXT_NAMES;
   // Failed jobs of the stage and class go back to waiting; their ids.
   Result<std::set<int64_t>> ResetFailed(const std::string& stage, const std::string& error_class);
   // Dependants that failed only because a retried job did wait for it again.
@@ -480,12 +467,7 @@ class SqlQueries : public SqlContext<Db> {
   Result<std::optional<ExportRow>> ResultOf(int64_t item_id, const std::string& stage);
 
  private:
-  using typename SqlContext<Db>::TxnKind;
-  using SqlContext<Db>::db_;
-  using SqlContext<Db>::graph_;
-  using SqlContext<Db>::options_;
-  using SqlContext<Db>::Now;
-  using typename SqlContext<Db>::Stmt;
+  FM_SQL_CONTEXT_NAMES;
   // Every row of `sql` (its parameters bound by `bind`), each made by `row`, in one snapshot.
   template <class T>
   Result<std::vector<T>> ReadAll(const std::string& sql, const std::function<void(Stmt&)>& bind,

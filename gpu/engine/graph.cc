@@ -92,26 +92,22 @@ std::string Node::AttrString(std::string_view key, std::string_view dflt) const 
   if (it == attrs.end() || !it->is_string()) return std::string(dflt);
   return it->get<std::string>();
 }
-std::vector<int64_t> Node::AttrInts(std::string_view key) const {
+namespace {
+// A list attribute's numbers (one number counts as a list of one; empty when absent).
+template <class T>
+std::vector<T> AttrList(const nlohmann::json& attrs, std::string_view key) {
   auto it = attrs.find(std::string(key));
-  std::vector<int64_t> v;
+  std::vector<T> v;
   if (it == attrs.end()) return v;
-  if (it->is_number()) return {it->get<int64_t>()};
+  if (it->is_number()) return {it->get<T>()};
   if (!it->is_array()) return v;
   for (const auto& e : *it)
-    if (e.is_number()) v.push_back(e.get<int64_t>());
+    if (e.is_number()) v.push_back(e.get<T>());
   return v;
 }
-std::vector<float> Node::AttrFloats(std::string_view key) const {
-  auto it = attrs.find(std::string(key));
-  std::vector<float> v;
-  if (it == attrs.end()) return v;
-  if (it->is_number()) return {it->get<float>()};
-  if (!it->is_array()) return v;
-  for (const auto& e : *it)
-    if (e.is_number()) v.push_back(e.get<float>());
-  return v;
-}
+}  // namespace
+std::vector<int64_t> Node::AttrInts(std::string_view key) const { return AttrList<int64_t>(attrs, key); }
+std::vector<float> Node::AttrFloats(std::string_view key) const { return AttrList<float>(attrs, key); }
 
 bool IsSupportedOp(std::string_view op) { return SupportedOps().count(op) > 0; }
 

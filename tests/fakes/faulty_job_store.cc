@@ -10,19 +10,22 @@ bool FaultyJobStore::Take(std::atomic<int>& counter) {
   return false;
 }
 
+bool FaultyJobStore::ClaimFails() {
+  ++claim_calls;
+  return Take(fail_next_claim);
+}
+
 Result<std::vector<ClaimedJob>> FaultyJobStore::Claim(const std::string& worker,
                                                       const std::vector<std::string>& stages,
                                                       int limit, int64_t lease_ms) {
-  ++claim_calls;
-  if (Take(fail_next_claim)) return Status::IOError("injected: claim failed");
+  if (ClaimFails()) return Status::IOError("injected: claim failed");
   return JobStoreWrapper::Claim(worker, stages, limit, lease_ms);
 }
 
 Result<std::vector<ClaimedJob>> FaultyJobStore::ClaimItems(const std::string& worker,
                                                            const std::vector<std::string>& stages,
                                                            int items, int64_t lease_ms) {
-  ++claim_calls;
-  if (Take(fail_next_claim)) return Status::IOError("injected: claim failed");
+  if (ClaimFails()) return Status::IOError("injected: claim failed");
   return JobStoreWrapper::ClaimItems(worker, stages, items, lease_ms);
 }
 

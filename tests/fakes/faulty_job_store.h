@@ -49,6 +49,8 @@ class FaultyJobStore : public JobStoreWrapper {
   Result<int> Release(const std::vector<ClaimedJob>& jobs) override;
 
  private:
+  // Counts a Claim or ClaimItems call; true where it is to fail (fail_next_claim).
+  bool ClaimFails();
   // Consumes one pending injected failure from `counter`, if any.
   static bool Take(std::atomic<int>& counter);
 };

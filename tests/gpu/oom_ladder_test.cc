@@ -47,6 +47,31 @@ struct Harness {
   }
 };
 
+// A simulated device of `vram_mb` (each item costing `cost` times its bytes there), the
+// CPU, a tuner (a fixed batch where given), a manual clock and the ladder over them.
+struct Rig {
+  // `set` changes the ladder's options from their defaults.
+  explicit Rig(int64_t vram_mb, double cost = 1.0, int fixed_batch = 0,
+               void (*set)(LadderOptions&) = nullptr)
+      : sim(MakeSimBackend(vram_mb, cost)), cpu(MakeCpuBackend()),
+        tuner(Tuning(fixed_batch), nullptr),
+        ladder(sim.get(), cpu.get(), &tuner, &clock, Options(set)) {}
+  static LadderOptions Options(void (*set)(LadderOptions&)) {
+    LadderOptions lo;
+    if (set != nullptr) set(lo);
+    return lo;
+  }
+  static TunerOptions Tuning(int fixed_batch) {
+    TunerOptions to;
+    if (fixed_batch > 0) to.fixed_batch = fixed_batch;
+    return to;
+  }
+  std::unique_ptr<ComputeBackend> sim, cpu;
+  BatchTuner tuner;
+  ManualClock clock;
+  OomLadder ladder;
+};
+
 void ExpectSameAsCpu(const Harness& h) {
   for (size_t i = 0; i < h.frames.size(); ++i) {
     LumaStats ref = LumaStatsCpu(h.frames[i]);
@@ -57,68 +82,48 @@ void ExpectSameAsCpu(const Harness& h) {
 }
 
 TEST(OomLadderTest, FitsInMemoryRunsEverythingOnTheDeviceWithoutEvents) {
-  auto sim = MakeSimBackend(1024);
-  auto cpu = MakeCpuBackend();
-  BatchTuner tuner(TunerOptions{}, nullptr);
-  ManualClock clock;
-  OomLadder ladder(sim.get(), cpu.get(), &tuner, &clock, LadderOptions{});
+  Rig rig(1024);
   Harness h(Frames(20));
-  ASSERT_TRUE(h.Run(ladder).ok());
+  ASSERT_TRUE(h.Run(rig.ladder).ok());
   for (const auto& d : h.device_of) EXPECT_EQ(d, "sim:0");
-  EXPECT_EQ(ladder.stats().oom_events, 0);
+  EXPECT_EQ(rig.ladder.stats().oom_events, 0);
   ExpectSameAsCpu(h);
 }
 
 TEST(OomLadderTest, HalvesOnOutOfMemoryAndFinishesEveryItemOnTheDevice) {
   // 1 MiB holds four 320x240 frames (~246 KB each): a batch of 8 must step down.
-  auto sim = MakeSimBackend(1);
-  auto cpu = MakeCpuBackend();
-  TunerOptions to;
-  to.fixed_batch = 8;
-  BatchTuner tuner(to, nullptr);
-  ManualClock clock;
-  OomLadder ladder(sim.get(), cpu.get(), &tuner, &clock, LadderOptions{});
+  Rig rig(1, 1.0, /*fixed_batch=*/8);
   Harness h(Frames(16));
-  ASSERT_TRUE(h.Run(ladder).ok());
+  ASSERT_TRUE(h.Run(rig.ladder).ok());
   for (const auto& d : h.device_of) EXPECT_EQ(d, "sim:0");
-  EXPECT_GE(ladder.stats().oom_events, 1);
-  EXPECT_GE(ladder.stats().halvings, 1);
-  EXPECT_EQ(ladder.stats().cpu_fallback_items, 0);
+  EXPECT_GE(rig.ladder.stats().oom_events, 1);
+  EXPECT_GE(rig.ladder.stats().halvings, 1);
+  EXPECT_EQ(rig.ladder.stats().cpu_fallback_items, 0);
   ExpectSameAsCpu(h);
 }
 
 TEST(OomLadderTest, ItemsThatDoNotFitAloneRunOnTheCpu) {
   // Each frame costs 10x its bytes on this device: ~2.4 MiB, over a 2 MiB budget.
-  auto sim = MakeSimBackend(2, 10.0);
-  auto cpu = MakeCpuBackend();
-  BatchTuner tuner(TunerOptions{}, nullptr);
-  ManualClock clock;
-  LadderOptions lo;
-  lo.max_oom_streak = 100;  // no cool-down here
-  OomLadder ladder(sim.get(), cpu.get(), &tuner, &clock, lo);
+  Rig rig(2, 10.0, 0, [](LadderOptions& o) { o.max_oom_streak = 100; });  // no cool-down here
   Harness h(Frames(5));
-  ASSERT_TRUE(h.Run(ladder).ok());
+  ASSERT_TRUE(h.Run(rig.ladder).ok());
   for (const auto& d : h.device_of) EXPECT_EQ(d, "cpu");
-  EXPECT_EQ(ladder.stats().cpu_fallback_items, 5);
-  EXPECT_GE(ladder.stats().oom_events, 5);
+  EXPECT_EQ(rig.ladder.stats().cpu_fallback_items, 5);
+  EXPECT_GE(rig.ladder.stats().oom_events, 5);
   ExpectSameAsCpu(h);
 }
 
-// The last step, the CPU, running out of the host's memory: the ladder hands that back (there
+// The last step, the CPU, running out of the host's memory: the rig.ladder hands that back (there
 // is no step below), and the job it fails is retried in the "resources" class (jobs/failure.h).
 TEST(OomLadderTest, TheCpuStepOutOfHostMemoryIsReturnedAndItsJobRetried) {
-  auto sim = MakeSimBackend(2, 10.0);  // no frame fits: every item goes to the CPU step
-  auto cpu = MakeCpuBackend();
-  BatchTuner tuner(TunerOptions{}, nullptr);
-  ManualClock clock;
-  OomLadder ladder(sim.get(), cpu.get(), &tuner, &clock, LadderOptions{});
+  Rig rig(2, 10.0);  // no frame fits: every item goes to the CPU step
   Harness h(Frames(2));
   auto host_full = [&](ComputeBackend& b, size_t begin, size_t end) -> Status {
     if (!b.is_gpu()) return Status::OutOfMemory("host memory exhausted computing luminance statistics");
     return h.fn()(b, begin, end);
   };
   std::vector<std::string> device_of;
-  const Status s = ladder.Run("LIGHTING", 2, static_cast<int64_t>(h.frames[0].total()),
+  const Status s = rig.ladder.Run("LIGHTING", 2, static_cast<int64_t>(h.frames[0].total()),
                               LumaStatsBytesPerItem(h.frames[0]), host_full, &device_of);
   ASSERT_TRUE(s.IsOutOfMemory()) << s.ToString();
   const Outcome failed = Outcome::Failed(s);
@@ -127,74 +132,53 @@ TEST(OomLadderTest, TheCpuStepOutOfHostMemoryIsReturnedAndItsJobRetried) {
 }
 
 TEST(OomLadderTest, RepeatedFallbacksParkTheOperationOnTheCpuForACooldown) {
-  auto sim = MakeSimBackend(2, 10.0);
-  auto cpu = MakeCpuBackend();
-  BatchTuner tuner(TunerOptions{}, nullptr);
-  ManualClock clock;
-  LadderOptions lo;
-  lo.max_oom_streak = 2;
-  lo.cooldown_ms = 60'000;
-  OomLadder ladder(sim.get(), cpu.get(), &tuner, &clock, lo);
+  Rig rig(2, 10.0, 0, [](LadderOptions& o) {
+    o.max_oom_streak = 2;
+    o.cooldown_ms = 60'000;
+  });
   Harness h(Frames(6));
-  ASSERT_TRUE(h.Run(ladder).ok());
+  ASSERT_TRUE(h.Run(rig.ladder).ok());
   // Two single-item OOMs, then the rest went straight to the CPU without trying.
-  EXPECT_EQ(ladder.stats().cooldowns, 1);
-  EXPECT_TRUE(ladder.CoolingDown("LIGHTING"));
-  EXPECT_FALSE(ladder.CoolingDown("PREPROCESS"));
-  const int64_t ooms = ladder.stats().oom_events;
-  const int64_t fallbacks = ladder.stats().cpu_fallback_items;
+  EXPECT_EQ(rig.ladder.stats().cooldowns, 1);
+  EXPECT_TRUE(rig.ladder.CoolingDown("LIGHTING"));
+  EXPECT_FALSE(rig.ladder.CoolingDown("PREPROCESS"));
+  const int64_t ooms = rig.ladder.stats().oom_events;
+  const int64_t fallbacks = rig.ladder.stats().cpu_fallback_items;
   EXPECT_EQ(fallbacks, 6);  // 2 that did not fit + 4 parked
-  ASSERT_TRUE(h.Run(ladder).ok());
-  EXPECT_EQ(ladder.stats().oom_events, ooms) << "cooling down: the GPU is not tried";
-  EXPECT_EQ(ladder.stats().cpu_fallback_items, fallbacks + 6);
+  ASSERT_TRUE(h.Run(rig.ladder).ok());
+  EXPECT_EQ(rig.ladder.stats().oom_events, ooms) << "cooling down: the GPU is not tried";
+  EXPECT_EQ(rig.ladder.stats().cpu_fallback_items, fallbacks + 6);
   // After the cool-down the GPU is tried again.
-  clock.Advance(60'001);
-  EXPECT_FALSE(ladder.CoolingDown("LIGHTING"));
-  ASSERT_TRUE(h.Run(ladder).ok());
-  EXPECT_GT(ladder.stats().oom_events, ooms);
+  rig.clock.Advance(60'001);
+  EXPECT_FALSE(rig.ladder.CoolingDown("LIGHTING"));
+  ASSERT_TRUE(h.Run(rig.ladder).ok());
+  EXPECT_GT(rig.ladder.stats().oom_events, ooms);
   ExpectSameAsCpu(h);
 }
 
 TEST(OomLadderTest, MemoryLimitCapsADeviceThatWouldOtherwiseFit) {
-  auto sim = MakeSimBackend(1024);
-  auto cpu = MakeCpuBackend();
-  TunerOptions to;
-  to.fixed_batch = 16;
-  BatchTuner tuner(to, nullptr);
-  ManualClock clock;
-  LadderOptions lo;
-  lo.memory_limit_bytes = 1 << 20;  // as GPU_MEMORY_LIMIT_GB would, but 1 MiB
-  OomLadder ladder(sim.get(), cpu.get(), &tuner, &clock, lo);
+  // As GPU_MEMORY_LIMIT_GB would, but 1 MiB.
+  Rig rig(1024, 1.0, /*fixed_batch=*/16, [](LadderOptions& o) { o.memory_limit_bytes = 1 << 20; });
   Harness h(Frames(16));
-  ASSERT_TRUE(h.Run(ladder).ok());
-  EXPECT_GE(ladder.stats().halvings, 1);
+  ASSERT_TRUE(h.Run(rig.ladder).ok());
+  EXPECT_GE(rig.ladder.stats().halvings, 1);
   for (const auto& d : h.device_of) EXPECT_EQ(d, "sim:0");
   ExpectSameAsCpu(h);
 }
 
 TEST(OomLadderTest, CpuOnlyOperationsNeverTouchTheDevice) {
-  auto sim = MakeSimBackend(1024);
-  auto cpu = MakeCpuBackend();
-  BatchTuner tuner(TunerOptions{}, nullptr);
-  ManualClock clock;
-  LadderOptions lo;
-  lo.cpu_only_ops = {"LIGHTING"};
-  OomLadder ladder(sim.get(), cpu.get(), &tuner, &clock, lo);
+  Rig rig(1024, 1.0, 0, [](LadderOptions& o) { o.cpu_only_ops = {"LIGHTING"}; });
   Harness h(Frames(4));
-  ASSERT_TRUE(h.Run(ladder).ok());
+  ASSERT_TRUE(h.Run(rig.ladder).ok());
   for (const auto& d : h.device_of) EXPECT_EQ(d, "cpu");
 }
 
 TEST(OomLadderTest, OtherErrorsAreReturnedNotLaddered) {
-  auto sim = MakeSimBackend(1024);
-  auto cpu = MakeCpuBackend();
-  BatchTuner tuner(TunerOptions{}, nullptr);
-  ManualClock clock;
-  OomLadder ladder(sim.get(), cpu.get(), &tuner, &clock, LadderOptions{});
+  Rig rig(1024);
   Harness h(std::vector<cv::Mat>{cv::Mat(10, 10, CV_8UC1, cv::Scalar(0))});  // not BGR: InvalidArgument
-  Status s = h.Run(ladder);
+  Status s = h.Run(rig.ladder);
   EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
-  EXPECT_EQ(ladder.stats().oom_events, 0);
+  EXPECT_EQ(rig.ladder.stats().oom_events, 0);
 }
 
 }  // namespace

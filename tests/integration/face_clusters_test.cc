@@ -135,8 +135,9 @@ TEST(FaceClustersBinaryTest, RunsAfterEveryFacesJobAndNewItemsAndRetriesQueueItA
                          " WHERE j.stage = 'face_clusters'"), 1);
 }
 
-// Stands in for `faces`: 100 faces per item, 128-d, of 40 identities, so that the one
-// clustering job over 20,000 faces takes seconds and can be killed while it runs.
+// Stands in for `faces`: 100 faces per item, 128-d, of 40 identities. The kill does not
+// race the clustering (HeldClustersStage holds its outcome back until it lands), so 20
+// items (2,000 faces) serve: 200 (20,000 faces) cost this test 95 s on the 2-core VM.
 class ManyFacesStage : public Stage {
  public:
   ManyFacesStage() {
@@ -199,7 +200,7 @@ TEST(FaceClustersCrashTest, ARerunAfterAKillInTheMiddleOfClusteringLeavesExactly
   std::string err;
   ASSERT_TRUE(registry.Add(std::make_unique<ManyFacesStage>(), &err)) << err;
   FaceClustersOptions fo;
-  fo.exact_up_to = 1'000'000;  // the exact graph: seconds on 20,000 faces
+  fo.exact_up_to = 1'000'000;  // the exact graph, whatever the count
   const std::string marker = dir / "clustered";
   ASSERT_TRUE(registry.Add(std::make_unique<HeldClustersStage>(
                                std::make_unique<FaceClustersStage>(fo), marker), &err)) << err;
@@ -208,7 +209,7 @@ TEST(FaceClustersCrashTest, ARerunAfterAKillInTheMiddleOfClusteringLeavesExactly
     auto store = OpenJobStore(db, &registry.graph(), SystemClock());
     ASSERT_TRUE(store.ok());
     std::vector<NewItem> items;
-    for (int i = 0; i < 200; ++i) {
+    for (int i = 0; i < 20; ++i) {
       NewItem it;
       it.source = "/d/" + std::to_string(i) + ".png";
       it.content_hash = it.source;
@@ -250,7 +251,7 @@ TEST(FaceClustersCrashTest, ARerunAfterAKillInTheMiddleOfClusteringLeavesExactly
                          " WHERE j.stage = 'face_clusters'"), 1);
   auto r = nlohmann::json::parse(QueryRows(db, "SELECT r.result FROM results r JOIN jobs j ON"
                                                " j.id = r.job_id WHERE j.stage = 'face_clusters'")[0]);
-  EXPECT_EQ(r["faces"], 20000);
+  EXPECT_EQ(r["faces"], 2000);
   EXPECT_EQ(r["clusters"].size(), 40u);
 }
 

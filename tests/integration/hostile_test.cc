@@ -36,6 +36,17 @@ std::string Integrity(const std::string& db) {
   return rows.empty() ? "<none>" : rows[0];
 }
 
+// A last run of the store's jobs (2 workers) finishes every one of `jobs`, each done once,
+// and leaves the file intact.
+void ExpectARunFinishesAll(const std::map<std::string, std::string>& env, const std::string& cwd,
+                           const std::string& db, long long jobs) {
+  auto run = RunProcess({FRAMEMILL_BIN, "run", "--workers", "2"}, env, cwd, 300);
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM jobs WHERE state = 2"), jobs);
+  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM results"), jobs);
+  EXPECT_EQ(Integrity(db), "ok");
+}
+
 // Jobs not in a terminal state, and terminal failures without a recorded reason.
 long long Unfinished(const std::string& db) {
   return QueryInt(db, "SELECT count(*) FROM jobs WHERE state NOT IN (2,3,4)");
@@ -313,11 +324,7 @@ TEST(HostileTest, AFullDiskStopsTheRunOnceWithExit4AndARerunFinishesEverything) 
   fs::remove(small + "/filler");
   const long long done_before = QueryInt(db, "SELECT count(*) FROM jobs WHERE state = 2");
   EXPECT_LT(done_before, 300);
-  auto rerun = RunProcess({FRAMEMILL_BIN, "run", "--workers", "2"}, env, dir.path(), 300);
-  EXPECT_EQ(rerun.exit_code, 0) << rerun.err;
-  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM jobs WHERE state = 2"), 300);
-  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM results"), 300);
-  EXPECT_EQ(Integrity(db), "ok");
+  ExpectARunFinishesAll(env, dir.path(), db, 300);
 }
 
 TEST(HostileTest, SupervisorKilledWhileStatusReadsLeavesAnIntactStoreAndWorkersOwnLocks) {
@@ -379,11 +386,7 @@ TEST(HostileTest, SupervisorKilledWhileStatusReadsLeavesAnIntactStoreAndWorkersO
   status_loop.join();
   std::printf("[hostile] %d supervisor kill(s) mid-run\n", kills);
   EXPECT_TRUE(saw_worker_locks) << ReadFile("/proc/locks");
-  auto final_run = RunProcess({FRAMEMILL_BIN, "run", "--workers", "2"}, env, dir.path(), 300);
-  EXPECT_EQ(final_run.exit_code, 0) << final_run.err;
-  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM jobs WHERE state = 2"), 400);
-  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM results"), 400);
-  EXPECT_EQ(Integrity(db), "ok");
+  ExpectARunFinishesAll(env, dir.path(), db, 400);
 }
 
 // SIGHUP (the terminal or the ssh session went away) ends a run as SIGTERM does, and

@@ -150,8 +150,9 @@ TEST(PostgresCrashTest, FourMachinesKilledAtRandomAndAServerRestartLoseNothing) 
   // More attempts than the kills and the restart can spend on one job (one each, at most
   // 32), so no job can fail by chance.
   constexpr int kImages = 800, kMaxAttempts = 40, kMachines = 4, kWitness = 0;
-  PgServer* pg = Server();
-  ASSERT_NE(pg, nullptr);
+  std::string why_not;
+  std::unique_ptr<PgServer> pg = PgServer::Private(&why_not);  // restarted below: its own
+  ASSERT_NE(pg, nullptr) << why_not;
   TempDir dir;
   MakeRealImages(dir / "media", kImages, 720);
   const std::string db = pg->CreateDatabase();

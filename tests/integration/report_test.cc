@@ -18,6 +18,7 @@
 
 #include "tests/support/model_test_support.h"
 #include "tests/support/chaos.h"
+#include "tests/support/shared_fixture.h"
 #include "tests/support/test_support.h"
 
 namespace framemill::testing {
@@ -41,11 +42,13 @@ std::string BrowserMissing() {
 }
 
 // One analysed store for the suite: photos (one a group photo), and a video with speech.
+// It is made once per binary and models for all of the suite's processes (ctest runs each
+// test in its own: 25 s each before, on the 2-core VM); each test works on a copy of its
+// database, in a folder of its own, and reads the media and artifacts where they were made.
 class ReportBinaryTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = new TempDir();
-    const std::string media = *dir_ / "media";
+  static std::string MakeStore(const std::string& folder) {
+    const std::string media = folder + "/media";
     fs::create_directories(media);
     for (const char* name : {"messi5.jpg", "fruits.jpg", "Megamind.avi"})
       fs::copy_file(SampleData(name), media + "/" + name);
@@ -56,38 +59,39 @@ class ReportBinaryTest : public ::testing::Test {
     for (const char* name : {"franck_01829.jpg", "franck_02045.jpg", "franck_02159.jpg"})
       if (fs::exists(clm + "/" + name)) fs::copy_file(clm + "/" + name, media + "/" + name);
     WriteFile(media + "/broken.jpg", std::string("\xff\xd8\xff\xe0", 4) + "not really a JPEG");
-    env_ = {{"FRAMEMILL_DB", *dir_ / "fm.db"}, {"FRAMEMILL_OUT", *dir_ / "out"},
-            {"FRAMEMILL_MODELS", ModelsDir()}, {"FRAMEMILL_MAX_ATTEMPTS", "1"}, {"LOG_LEVEL", "warn"}};
-    auto enq = RunProcess({FRAMEMILL_BIN, "enqueue", media}, env_, dir_->path());
-    ASSERT_EQ(enq.exit_code, 0) << enq.err;
-    run_ = new ProcResult(RunProcess({FRAMEMILL_BIN, "run", "--workers", "2"}, env_, dir_->path(), 600));
+    const auto env = Env(folder);
+    auto enq = RunProcess({FRAMEMILL_BIN, "enqueue", media}, env, folder);
+    if (enq.exit_code != 0) return json{{"exit_code", -1}, {"err", "enqueue: " + enq.err}}.dump();
+    auto run = RunProcess({FRAMEMILL_BIN, "run", "--workers", "2"}, env, folder, 600);
+    return json{{"exit_code", run.exit_code}, {"err", run.err}}.dump();
   }
-  static void TearDownTestSuite() {
-    delete run_;
-    delete dir_;
+  static std::map<std::string, std::string> Env(const std::string& folder) {
+    return {{"FRAMEMILL_DB", folder + "/fm.db"}, {"FRAMEMILL_OUT", folder + "/out"},
+            {"FRAMEMILL_MODELS", ModelsDir()}, {"FRAMEMILL_MAX_ATTEMPTS", "1"}, {"LOG_LEVEL", "warn"}};
   }
   void SetUp() override {
     for (const char* m : {"blazeface", "faceres", "centernet", "nsfw", "movenet-multipose", "selfie", "silero-vad", "facemesh"})
       FM_REQUIRE_MODEL(m);
+    const SharedFolder store = MakeShared("report-store", std::string(FRAMEMILL_BIN) + FileKey(FRAMEMILL_BIN) + ModelsDir(), MakeStore);
+    const json run = json::parse(store.note);
     // The broken file fails its jobs; everything else finishes.
-    ASSERT_EQ(run_->exit_code, 3) << run_->err;
+    ASSERT_EQ(run["exit_code"], 3) << run["err"].get<std::string>();
+    for (const char* f : {"fm.db", "fm.db-wal", "fm.db-shm"})
+      if (fs::exists(store.path + "/" + f)) fs::copy_file(store.path + "/" + f, dir_ / f);
+    env_ = Env(store.path);
+    env_["FRAMEMILL_DB"] = dir_ / "fm.db";
   }
-  static ProcResult Fm(std::vector<std::string> args, int timeout_s = 300) {
+  ProcResult Fm(std::vector<std::string> args, int timeout_s = 300) {
     args.insert(args.begin(), FRAMEMILL_BIN);
-    return RunProcess(args, env_, dir_->path(), timeout_s);
+    return RunProcess(args, env_, dir_.path(), timeout_s);
   }
-  static int64_t ItemId(const std::string& name) {
-    return QueryInt(*dir_ / "fm.db", "SELECT id FROM items WHERE source LIKE '%/" + name + "'");
+  int64_t ItemId(const std::string& name) {
+    return QueryInt(dir_ / "fm.db", "SELECT id FROM items WHERE source LIKE '%/" + name + "'");
   }
 
-  static TempDir* dir_;
-  static std::map<std::string, std::string> env_;
-  static ProcResult* run_;
+  TempDir dir_;
+  std::map<std::string, std::string> env_;
 };
-
-TempDir* ReportBinaryTest::dir_ = nullptr;
-std::map<std::string, std::string> ReportBinaryTest::env_;
-ProcResult* ReportBinaryTest::run_ = nullptr;
 
 // What a viewer sees, page by page: every picture loads, nothing logs an error, the grid
 // has a card per item with its overlay, the group photo's faces are boxed, the video's
@@ -97,20 +101,20 @@ TEST_F(ReportBinaryTest, TheReportOpensInChromiumWithEveryPictureAndNoErrors) {
     if (Required("FRAMEMILL_REQUIRE_BROWSER")) FAIL() << why;
     GTEST_SKIP() << why;
   }
-  auto report = Fm({"report", "-o", *dir_ / "report"});
+  auto report = Fm({"report", "-o", dir_ / "report"});
   ASSERT_EQ(report.exit_code, 0) << report.err;
-  const int64_t items = QueryInt(*dir_ / "fm.db", "SELECT count(*) FROM items WHERE kind <> 0");
-  const int64_t cluster = QueryInt(*dir_ / "fm.db",
+  const int64_t items = QueryInt(dir_ / "fm.db", "SELECT count(*) FROM items WHERE kind <> 0");
+  const int64_t cluster = QueryInt(dir_ / "fm.db",
       "SELECT json_extract(r.result, '$.clusters[0].id') FROM results r JOIN jobs j ON j.id = r.job_id"
       " WHERE j.stage = 'face_clusters'");
-  const std::string root = "file://" + *dir_ / "report/";
+  const std::string root = "file://" + dir_ / "report/";
   const std::string video = "items/" + std::to_string(ItemId("Megamind.avi")) + ".html";
   const std::string group = "items/" + std::to_string(ItemId(fs::exists(kSolvay) ? "solvay.png" : "messi5.jpg")) + ".html";
   std::vector<std::string> pages = {"index.html", "grid/1.html", video, group, "clusters/index.html",
                                     "clusters/" + std::to_string(cluster) + ".html", "failures.html"};
   std::vector<std::string> argv = {"/usr/bin/env", "node", std::string(FRAMEMILL_SOURCE_DIR) + "/tests/support/browser_check.mjs",
-                                   *dir_ / "shots"};
-  fs::create_directories(*dir_ / "shots");
+                                   dir_ / "shots"};
+  fs::create_directories(dir_ / "shots");
   for (const auto& p : pages) argv.push_back(root + p);
   auto check = RunProcess(argv, {}, "", 180);
   ASSERT_EQ(check.exit_code, 0) << check.err;
@@ -126,7 +130,7 @@ TEST_F(ReportBinaryTest, TheReportOpensInChromiumWithEveryPictureAndNoErrors) {
     for (const auto& href : r["links"]) {
       const std::string h = href.get<std::string>();
       if (h.find("://") != std::string::npos || h.empty() || h[0] == '#') continue;
-      const fs::path target = (fs::path(*dir_ / "report") / page).parent_path() / h;
+      const fs::path target = (fs::path(dir_ / "report") / page).parent_path() / h;
       EXPECT_TRUE(fs::exists(target)) << page << " links to missing " << h;
     }
   }
@@ -136,12 +140,12 @@ TEST_F(ReportBinaryTest, TheReportOpensInChromiumWithEveryPictureAndNoErrors) {
   if (fs::exists(kSolvay)) {
     EXPECT_GE(by[group]["boxes"].get<int>(), 20) << "the Solvay photo's faces";
   }
-  const std::string video_page = ReadFile(*dir_ / ("report/" + video));
+  const std::string video_page = ReadFile(dir_ / ("report/" + video));
   EXPECT_NE(video_page.find("<b>Motion</b>"), std::string::npos);
   EXPECT_NE(video_page.find("<b>Audio-video sync</b>"), std::string::npos);
   EXPECT_GE(by["clusters/" + std::to_string(cluster) + ".html"]["images"].get<int>(), 2);
   EXPECT_GE(by["clusters/index.html"]["cards"].get<int>(), 1);
-  EXPECT_NE(ReadFile(*dir_ / "report/failures.html").find("broken.jpg"), std::string::npos);
+  EXPECT_NE(ReadFile(dir_ / "report/failures.html").find("broken.jpg"), std::string::npos);
   // For the README: FRAMEMILL_SCREENSHOTS=DIR keeps them (scripts/report-screenshots.sh).
   if (const char* keep = std::getenv("FRAMEMILL_SCREENSHOTS"); keep != nullptr && *keep)
     for (size_t i = 0; i < pages.size(); ++i)
@@ -155,9 +159,9 @@ TEST_F(ReportBinaryTest, TheReportOpensInChromiumWithEveryPictureAndNoErrors) {
 // read as the webdataset package reads a shard (members grouped by the basename up to
 // its first dot) with Python's tarfile; GNU tar lists them; the media are the files.
 TEST_F(ReportBinaryTest, WebDatasetShardsRoundTripToTheJsonlExport) {
-  auto jsonl = Fm({"export", "--format", "jsonl", "-o", *dir_ / "all.jsonl"});
+  auto jsonl = Fm({"export", "--format", "jsonl", "-o", dir_ / "all.jsonl"});
   ASSERT_EQ(jsonl.exit_code, 0) << jsonl.err;
-  auto wds = Fm({"export", "--format", "webdataset", "-o", *dir_ / "wds", "--shard-size", "2"});
+  auto wds = Fm({"export", "--format", "webdataset", "-o", dir_ / "wds", "--shard-size", "2"});
   ASSERT_EQ(wds.exit_code, 0) << wds.err;
   const std::string script = R"PY(
 import hashlib, io, json, os, sys, tarfile
@@ -189,13 +193,13 @@ missing = set(expect) - set(seen)
 assert not missing, missing
 print(json.dumps({"samples": samples, "exts": sorted(set(seen.values()))}))
 )PY";
-  auto check = RunProcess({"/usr/bin/python3", "-c", script, *dir_ / "wds", *dir_ / "all.jsonl"});
+  auto check = RunProcess({"/usr/bin/python3", "-c", script, dir_ / "wds", dir_ / "all.jsonl"});
   ASSERT_EQ(check.exit_code, 0) << check.err;
   json out = json::parse(check.out);
   // Every item whose file reads, the broken one included (its jobs failed; it still has media).
-  EXPECT_EQ(out["samples"], QueryInt(*dir_ / "fm.db", "SELECT count(*) FROM items WHERE kind <> 0"));
+  EXPECT_EQ(out["samples"], QueryInt(dir_ / "fm.db", "SELECT count(*) FROM items WHERE kind <> 0"));
   EXPECT_NE(out["exts"].dump().find("avi"), std::string::npos) << out.dump();
-  auto tar = RunProcess({"/bin/tar", "-tvf", *dir_ / "wds/shard-000000.tar"});
+  auto tar = RunProcess({"/bin/tar", "-tvf", dir_ / "wds/shard-000000.tar"});
   ASSERT_EQ(tar.exit_code, 0) << tar.err;
   EXPECT_EQ(std::count(tar.out.begin(), tar.out.end(), '\n'), 4) << tar.out;
 }
@@ -204,10 +208,10 @@ print(json.dumps({"samples": samples, "exts": sorted(set(seen.values()))}))
 // with both members of each of its items; the next export completes the set.
 TEST_F(ReportBinaryTest, AKilledExportLeavesOnlyWholeShards) {
   std::mt19937 rng(ChaosSeed());
-  const std::string out = *dir_ / "killed";
+  const std::string out = dir_ / "killed";
   for (int round = 0; round < 6; ++round) {
     const pid_t pid = StartProcess({FRAMEMILL_BIN, "export", "--format", "webdataset", "-o", out, "--shard-size", "1"},
-                                   env_, dir_->path(), *dir_ / "killed.log");
+                                   env_, dir_.path(), dir_ / "killed.log");
     std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(5, 80)(rng)));
     ::kill(pid, SIGKILL);
     WaitProcess(pid);
@@ -227,23 +231,23 @@ TEST_F(ReportBinaryTest, AKilledExportLeavesOnlyWholeShards) {
     EXPECT_NE(e.path().filename().string()[0], '.') << "a temporary was left: " << e.path();
     ++shards;
   }
-  EXPECT_EQ(shards, QueryInt(*dir_ / "fm.db", "SELECT count(*) FROM items WHERE kind <> 0"));
+  EXPECT_EQ(shards, QueryInt(dir_ / "fm.db", "SELECT count(*) FROM items WHERE kind <> 0"));
 }
 
 // Made while a run is going on, the report says so; made after, it does not.
 TEST_F(ReportBinaryTest, ARunInProgressShowsAsSuch) {
-  const pid_t run = StartProcess({FRAMEMILL_BIN, "run", "--forever", "--workers", "1"}, env_, dir_->path(),
-                                 *dir_ / "forever.log");
-  for (int i = 0; i < 600 && QueryInt(*dir_ / "fm.db", "SELECT count(*) FROM runs WHERE finished_at IS NULL") == 0; ++i)
+  const pid_t run = StartProcess({FRAMEMILL_BIN, "run", "--forever", "--workers", "1"}, env_, dir_.path(),
+                                 dir_ / "forever.log");
+  for (int i = 0; i < 600 && QueryInt(dir_ / "fm.db", "SELECT count(*) FROM runs WHERE finished_at IS NULL") == 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  auto during = Fm({"report", "-o", *dir_ / "live"});
+  auto during = Fm({"report", "-o", dir_ / "live"});
   ::kill(run, SIGINT);
   EXPECT_EQ(WaitProcess(run), 130);
   ASSERT_EQ(during.exit_code, 0) << during.err;
-  EXPECT_NE(ReadFile(*dir_ / "live/index.html").find("A run is in progress"), std::string::npos);
-  auto after = Fm({"report", "-o", *dir_ / "live"});
+  EXPECT_NE(ReadFile(dir_ / "live/index.html").find("A run is in progress"), std::string::npos);
+  auto after = Fm({"report", "-o", dir_ / "live"});
   ASSERT_EQ(after.exit_code, 0) << after.err;
-  EXPECT_EQ(ReadFile(*dir_ / "live/index.html").find("A run is in progress"), std::string::npos);
+  EXPECT_EQ(ReadFile(dir_ / "live/index.html").find("A run is in progress"), std::string::npos);
   EXPECT_NE(after.out.find(" 0 made"), std::string::npos) << after.out;  // every picture reused
 }
 

@@ -6,9 +6,7 @@ namespace framemill {
 namespace {
 
 TEST(RetryPolicyTest, DoublesPerAttemptWithinEqualJitterBounds) {
-  RetryPolicy p;
-  p.base_delay_ms = 1000;
-  p.max_delay_ms = 60'000;
+  const RetryPolicy p{.base_delay_ms = 1000, .max_delay_ms = 60'000};
   // attempt n: base * 2^(n-1), spread over [d/2, d).
   EXPECT_EQ(p.DelayMs(1, 0.0), 500);
   EXPECT_EQ(p.DelayMs(1, 0.999999), 999);
@@ -18,9 +16,7 @@ TEST(RetryPolicyTest, DoublesPerAttemptWithinEqualJitterBounds) {
 }
 
 TEST(RetryPolicyTest, CappedAtMaxDelayAndSafeForHugeAttemptCounts) {
-  RetryPolicy p;
-  p.base_delay_ms = 1000;
-  p.max_delay_ms = 10'000;
+  const RetryPolicy p{.base_delay_ms = 1000, .max_delay_ms = 10'000};
   EXPECT_EQ(p.DelayMs(10, 0.0), 5000);
   EXPECT_EQ(p.DelayMs(1000, 0.99), 9950);
   EXPECT_GE(p.DelayMs(0, 0.0), 0);
@@ -34,8 +30,7 @@ ClaimedJob Attempt(int attempts, int max_attempts) {
 }
 
 TEST(RetryPolicyTest, TransientFailureRetriesAfterTheBackoffWhileAttemptsRemain) {
-  RetryPolicy p;
-  p.base_delay_ms = 1000;
+  const RetryPolicy p{.base_delay_ms = 1000};
   const int64_t now = 1'700'000'000'000;
   const Outcome busy = Outcome::Failed(Status::IOError("nfs hiccup"));
   EXPECT_EQ(p.RetryAt(Attempt(1, 3), busy, now, 0.0), now + 500);
@@ -53,9 +48,7 @@ TEST(RetryPolicyTest, PermanentFailureNeverRetries) {
 }
 
 TEST(RetryPolicyTest, ServersRetryAfterIsAFloorUnderTheBackoff) {
-  RetryPolicy p;
-  p.base_delay_ms = 10;
-  p.max_delay_ms = 10;
+  const RetryPolicy p{.base_delay_ms = 10, .max_delay_ms = 10};
   const int64_t now = 5'000;
   const Outcome slow = Outcome::Failed(Status::Busy("HTTP 429"), "http_status", 60'000);
   EXPECT_EQ(p.RetryAt(Attempt(1, 3), slow, now, 0.9), now + 60'000);

@@ -112,21 +112,15 @@ TEST(ManifestTest, MissingManifestOrFilesIsNotFoundNamingTheFile) {
   ASSERT_FALSE(none.ok());
   EXPECT_TRUE(none.status().IsNotFound()) << none.status().ToString();
 
-  MakeModel(t.path(), "a", ManifestJson("a"));
-  fs::remove(t / "a/model.onnx");
-  auto no_onnx = LoadManifest(t / "a");
-  ASSERT_FALSE(no_onnx.ok());
-  EXPECT_TRUE(no_onnx.status().IsNotFound());
-  EXPECT_NE(no_onnx.status().message().find("model.onnx"), std::string::npos)
-      << no_onnx.status().message();
-
-  MakeModel(t.path(), "b", ManifestJson("b"));
-  fs::remove(t / "b/model.fmg.bin");
-  auto no_bin = LoadManifest(t / "b");
-  ASSERT_FALSE(no_bin.ok());
-  EXPECT_TRUE(no_bin.status().IsNotFound());
-  EXPECT_NE(no_bin.status().message().find("model.fmg.bin"), std::string::npos)
-      << no_bin.status().message();
+  // A model whose graph or weights file is gone: NotFound naming the file.
+  for (const auto& [name, file] : {std::pair{"a", "model.onnx"}, std::pair{"b", "model.fmg.bin"}}) {
+    MakeModel(t.path(), name, ManifestJson(name));
+    fs::remove(t / (std::string(name) + "/" + file));
+    auto missing = LoadManifest(t / name);
+    ASSERT_FALSE(missing.ok()) << file;
+    EXPECT_TRUE(missing.status().IsNotFound()) << file;
+    EXPECT_NE(missing.status().message().find(file), std::string::npos) << missing.status().message();
+  }
 }
 
 TEST(ManifestTest, MalformedJsonIsCorruptionNamingThePath) {

@@ -13,6 +13,7 @@
 #include "base/clock.h"
 #include "stages/registry.h"
 #include "storage/job_store.h"
+#include "tests/scheduler/fake_items.h"
 #include "tests/support/test_support.h"
 
 namespace framemill::testing {
@@ -63,19 +64,9 @@ class WorkerBatchTest : public ::testing::Test {
     auto s = OpenSqliteJobStore(dir_ / "jobs.db", &registry_.graph(), SystemClock());
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     store_ = std::move(s).value();
-    std::vector<NewItem> items;
-    for (int i = 0; i < kItems; ++i) {
-      NewItem it;
-      it.source = "/data/img-" + std::to_string(i) + ".png";
-      it.kind = MediaKind::kImage;
-      it.size = 100 + i;
-      it.mtime_ns = 1;
-      it.content_hash = "h" + std::to_string(i);
-      items.push_back(it);
-    }
     EnqueueOptions eo;
     eo.stages = {"wide", "narrow", "plain"};
-    auto st = store_->Enqueue(items, eo);
+    auto st = store_->Enqueue(testing::FakeImages(kItems), eo);
     ASSERT_TRUE(st.ok()) << st.status().ToString();
     ASSERT_EQ(st->jobs_added, 3 * kItems);
   }

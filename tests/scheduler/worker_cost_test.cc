@@ -18,6 +18,7 @@
 #include "scheduler/worker.h"
 #include "stages/registry.h"
 #include "storage/job_store.h"
+#include "tests/scheduler/fake_items.h"
 #include "tests/support/test_support.h"
 
 namespace framemill::testing {
@@ -71,11 +72,10 @@ class WorkerCostTest : public ::testing::Test {
   void Enqueue(JobStore& store, int n, MediaKind kind) {
     std::vector<NewItem> items;
     for (int i = 0; i < n; ++i) {
-      NewItem it;
+      NewItem it = testing::FakeImage(i);
       it.source = "/data/clip-" + std::to_string(i) + (kind == MediaKind::kVideo ? ".mp4" : ".png");
       it.kind = kind;
       it.size = 1 << 20;
-      it.content_hash = "h" + std::to_string(i);
       items.push_back(it);
     }
     EnqueueOptions eo;

@@ -23,6 +23,7 @@
 #include "stages/registry.h"
 #include "storage/job_store.h"
 #include "tests/fakes/faulty_job_store.h"
+#include "tests/scheduler/fake_items.h"
 #include "tests/support/test_support.h"
 
 namespace framemill::testing {
@@ -142,6 +143,19 @@ class WorkerTest : public ::testing::Test {
     db_ = dir_ / "jobs.db";
   }
 
+  // Some of a worker's counts, by name ("done,failed"), as one line: "done 3, failed 0".
+  static std::string Counts(const Worker& w, const std::string& names) {
+    const WorkerStats& s = w.stats();
+    const std::map<std::string, int64_t> all = {
+        {"done", s.done}, {"failed", s.failed}, {"retried", s.retried}, {"stale", s.stale},
+        {"batches", s.batches}, {"released", s.released}};
+    std::string out;
+    std::stringstream in(names);
+    for (std::string name; std::getline(in, name, ',');)
+      out += (out.empty() ? "" : ", ") + name + " " + std::to_string(all.at(name));
+    return out;
+  }
+
   // A fresh connection to the store (one per worker / heartbeat thread).
   std::unique_ptr<JobStore> Open(const Clock* clock) {
     auto s = OpenSqliteJobStore(db_, &registry_.graph(), clock, store_options_);
@@ -152,24 +166,14 @@ class WorkerTest : public ::testing::Test {
   // Enqueues items /data/img-0.png .. /data/img-(n-1).png with one probe job each.
   void EnqueueImages(JobStore& store, int n,
                      std::vector<std::string> stages = {kStage}) {
-    std::vector<NewItem> items;
-    for (int i = 0; i < n; ++i) {
-      NewItem it;
-      it.source = Source(i);
-      it.kind = MediaKind::kImage;
-      it.size = 100 + i;
-      it.mtime_ns = 1;
-      it.content_hash = "h" + std::to_string(i);
-      items.push_back(it);
-    }
     EnqueueOptions eo;
     eo.stages = stages;
     eo.max_attempts = max_attempts_;
-    auto st = store.Enqueue(items, eo);
+    auto st = store.Enqueue(testing::FakeImages(n), eo);
     ASSERT_TRUE(st.ok()) << st.status().ToString();
     ASSERT_EQ(st->jobs_added, n * static_cast<int64_t>(stages.size()));
   }
-  static std::string Source(int i) { return "/data/img-" + std::to_string(i) + ".png"; }
+  static std::string Source(int i) { return testing::FakeSource(i); }
 
   WorkerOptions Options(const std::string& id, int batch, int64_t lease_ms = 60'000) {
     WorkerOptions o;
@@ -224,9 +228,7 @@ TEST_F(WorkerTest, DrainsEveryPendingJobAndReturnsOk) {
   Status s = worker.Run();
 
   ASSERT_TRUE(s.ok()) << s.ToString();
-  EXPECT_EQ(worker.stats().done, 23);
-  EXPECT_EQ(worker.stats().failed, 0);
-  EXPECT_EQ(worker.stats().stale, 0);
+  EXPECT_EQ(Counts(worker, "done,failed,stale"), "done 23, failed 0, stale 0");
   EXPECT_EQ(worker.stats().batches, 5);  // 5+5+5+5+3
   EXPECT_EQ(JobsInState(kDone), 23);
   EXPECT_EQ(Int("SELECT count(*) FROM results"), 23);
@@ -352,9 +354,7 @@ TEST_F(WorkerTest, PermanentStageErrorFailsThatJobOnlyAndOthersAreDone) {
   Status s = worker.Run();
 
   ASSERT_TRUE(s.ok()) << s.ToString();
-  EXPECT_EQ(worker.stats().done, 7);
-  EXPECT_EQ(worker.stats().failed, 1);
-  EXPECT_EQ(worker.stats().retried, 0);
+  EXPECT_EQ(Counts(worker, "done,failed,retried"), "done 7, failed 1, retried 0");
   // Failed for good after one attempt, with the class recorded; no result.
   EXPECT_EQ(JobRow(3), "3|1|corrupt_input");
   EXPECT_EQ(Int("SELECT count(*) FROM job_errors WHERE message = 'truncated JPEG'"
@@ -376,9 +376,7 @@ TEST_F(WorkerTest, TransientStageErrorIsRetriedAfterBackoffAndThenSucceeds) {
   Status s = worker.Run();
 
   ASSERT_TRUE(s.ok()) << s.ToString();
-  EXPECT_EQ(worker.stats().retried, 1);
-  EXPECT_EQ(worker.stats().failed, 0);
-  EXPECT_EQ(worker.stats().done, 5);
+  EXPECT_EQ(Counts(worker, "retried,failed,done"), "retried 1, failed 0, done 5");
   EXPECT_EQ(JobRow(2), "2|2|");  // done on its second attempt, error cleared
   EXPECT_EQ(Int("SELECT count(*) FROM job_errors WHERE error_class = 'io_error'"
                 " AND transient = 1 AND attempt = 1"), 1);
@@ -409,9 +407,7 @@ TEST_F(WorkerTest, AStageOutOfHostMemoryIsRetriedInTheResourcesClassAndThenSucce
 
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(thrown, 2);
-  EXPECT_EQ(worker.stats().retried, 1);
-  EXPECT_EQ(worker.stats().failed, 0);
-  EXPECT_EQ(worker.stats().done, 3);
+  EXPECT_EQ(Counts(worker, "retried,failed,done"), "retried 1, failed 0, done 3");
   EXPECT_EQ(JobRow(1), "2|2|");  // done on its second attempt
   EXPECT_EQ(Int("SELECT count(*) FROM job_errors WHERE error_class = 'resources'"
                 " AND transient = 1 AND attempt = 1"), 1);
@@ -430,9 +426,7 @@ TEST_F(WorkerTest, TransientErrorOnEveryAttemptFailsTheJobAtMaxAttempts) {
   Status s = worker.Run();
 
   ASSERT_TRUE(s.ok()) << s.ToString();
-  EXPECT_EQ(worker.stats().retried, 2);
-  EXPECT_EQ(worker.stats().failed, 1);
-  EXPECT_EQ(worker.stats().done, 1);
+  EXPECT_EQ(Counts(worker, "retried,failed,done"), "retried 2, failed 1, done 1");
   EXPECT_EQ(JobRow(0), "3|3|io_error");
   EXPECT_EQ(Int("SELECT count(*) FROM jobs WHERE attempts > max_attempts"), 0);
 }

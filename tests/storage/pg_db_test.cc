@@ -40,6 +40,14 @@ PgServer* Server() {
   return s;
 }
 
+// A server of the test's own, for a test that restarts it.
+std::unique_ptr<PgServer> OwnServer() {
+  std::string why;
+  std::unique_ptr<PgServer> s = PgServer::Private(&why);
+  EXPECT_NE(s, nullptr) << why;
+  return s;
+}
+
 #define PREPARE(var, db, sql)                                        \
   auto var##_r = (db)->Prepare(sql);                                 \
   ASSERT_TRUE(var##_r.ok()) << var##_r.status().ToString();          \
@@ -159,7 +167,7 @@ TEST(PgDbTest, CopiedRowsKeepEveryByteAndABadRowFailsTheCopyCleanly) {
 // A server restart in the middle of a COPY (enqueue's writes) loses the connection: the
 // transaction reconnects and runs again, whole, and the table has each row once.
 TEST(PgDbTest, AServerRestartInTheMiddleOfACopyCostsARetry) {
-  PgServer* pg = Server();
+  std::unique_ptr<PgServer> pg = OwnServer();
   ASSERT_NE(pg, nullptr);
   auto db = Connect(pg->CreateDatabase());
   ASSERT_NE(db, nullptr);
@@ -218,7 +226,7 @@ TEST(PgDbTest, ReservedIdsAreNeverGivenToAnotherConnection) {
 // A restart cuts every connection: the next transaction reconnects (prepared statements
 // are made again) and runs, instead of failing the work it was doing.
 TEST(PgDbTest, AServerRestartCostsARetryNotTheTransaction) {
-  PgServer* pg = Server();
+  std::unique_ptr<PgServer> pg = OwnServer();
   ASSERT_NE(pg, nullptr);
   auto db = Connect(pg->CreateDatabase());
   ASSERT_NE(db, nullptr);

@@ -24,18 +24,15 @@ const Status& StatusOf(const Result<T>& r) {
 
 }  // namespace framemill::testing_util
 
-#define FM_ASSERT_OK(expr)                                                  \
+// ASSERT_TRUE or EXPECT_TRUE (`check`) that a Status or Result is OK, printing it where not.
+#define FM_CHECK_OK_(check, expr)                                           \
   do {                                                                      \
     const auto& _fm_r = (expr);                                             \
-    ASSERT_TRUE(::framemill::testing_util::StatusOf(_fm_r).ok())            \
+    check(::framemill::testing_util::StatusOf(_fm_r).ok())                  \
         << #expr << ": " << ::framemill::testing_util::StatusOf(_fm_r).ToString(); \
   } while (0)
-#define FM_EXPECT_OK(expr)                                                  \
-  do {                                                                      \
-    const auto& _fm_r = (expr);                                             \
-    EXPECT_TRUE(::framemill::testing_util::StatusOf(_fm_r).ok())            \
-        << #expr << ": " << ::framemill::testing_util::StatusOf(_fm_r).ToString(); \
-  } while (0)
+#define FM_ASSERT_OK(expr) FM_CHECK_OK_(ASSERT_TRUE, expr)
+#define FM_EXPECT_OK(expr) FM_CHECK_OK_(EXPECT_TRUE, expr)
 
 namespace framemill::testing_util {
 

@@ -7,24 +7,17 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <sstream>
 
 namespace framemill::testing {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // The newest installed server's programs (Debian: /usr/lib/postgresql/<major>/bin).
 std::string FindBindir() {
@@ -47,7 +40,7 @@ int PgServer::Pg(const std::string& program, const std::string& args, std::strin
   std::string cmd = (as_postgres_ ? "runuser -u postgres -- " : "") + bindir_ + "/" + program +
                     " " + args + " > " + out + " 2>&1";
   const int rc = std::system(cmd.c_str());
-  if (log != nullptr) *log = cmd + ":\n" + Slurp(out);
+  if (log != nullptr) *log = cmd + ":\n" + ReadFile(out);
   return rc;
 }
 
@@ -58,31 +51,85 @@ PgServer* PgServer::Shared(std::string* why) {
   if (!tried) {
     tried = true;
     std::unique_ptr<PgServer> s(new PgServer());
-    if (s->Start(&error)) server = std::move(s);
+    std::string not_there;
+    if (s->Attach(std::string(FRAMEMILL_TEST_SHARED_DIR) + "/pg", &not_there)) server = std::move(s);
+    if (server == nullptr) server = Private(&error);
   }
   if (server == nullptr && why != nullptr) *why = error;
   return server.get();
 }
 
-bool PgServer::Start(std::string* why) {
+std::unique_ptr<PgServer> PgServer::Private(std::string* why) {
+  char tmpl[] = "/tmp/fm-pg-XXXXXX";
+  if (::mkdtemp(tmpl) == nullptr) {
+    *why = "mkdtemp failed";
+    return nullptr;
+  }
+  std::unique_ptr<PgServer> s(new PgServer());
+  if (!s->Start(tmpl, why)) return nullptr;
+  return s;
+}
+
+bool PgServer::StartDetached(const std::string& dir, std::string* why) {
+  std::unique_ptr<PgServer> s(new PgServer());
+  std::string stale;
+  if (s->Attach(dir, &stale)) return true;  // already running (a previous run's, not stopped)
+  StopDetached(dir, &stale);
+  fs::create_directories(dir);
+  if (!s->Start(dir, why)) return false;
+  std::ofstream(dir + "/port") << s->port_ << "\n";
+  s->owned_ = false;
+  return true;
+}
+
+bool PgServer::StopDetached(const std::string& dir, std::string* why) {
+  PgServer s;
+  s.bindir_ = FindBindir();
+  s.as_postgres_ = ::geteuid() == 0;
+  s.dir_ = dir;
+  s.data_ = dir + "/data";
+  std::string log;
+  if (fs::exists(s.data_ + "/postmaster.pid") &&
+      s.Pg("pg_ctl", "-D " + Quote(s.data_) + " -m immediate -w stop", &log) != 0) {
+    if (why != nullptr) *why = log;
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  s.owned_ = false;
+  return !ec;
+}
+
+// A server that StartDetached left in `dir`, if it answers there.
+bool PgServer::Attach(const std::string& dir, std::string* why) {
+  std::ifstream in(dir + "/port");
+  int port = 0;
+  if (!(in >> port) || port <= 0) {
+    *why = "no server in " + dir;
+    return false;
+  }
+  bindir_ = FindBindir();
+  as_postgres_ = ::geteuid() == 0;
+  dir_ = dir;
+  data_ = dir + "/data";
+  port_ = port;
+  owned_ = false;
+  return Exec("postgres", "SELECT 1", why);
+}
+
+bool PgServer::Start(const std::string& dir, std::string* why) {
   bindir_ = FindBindir();
   if (bindir_.empty()) {
     *why = "no PostgreSQL server installed (/usr/lib/postgresql/*/bin): apt-get install postgresql";
     return false;
   }
   as_postgres_ = ::geteuid() == 0;
-  char tmpl[] = "/tmp/fm-pg-XXXXXX";
-  if (::mkdtemp(tmpl) == nullptr) {
-    *why = "mkdtemp failed";
-    return false;
-  }
-  dir_ = tmpl;
+  dir_ = dir;
   data_ = dir_ + "/data";
   if (as_postgres_ && std::system(("chown postgres " + Quote(dir_)).c_str()) != 0) {
     *why = "cannot chown " + dir_ + " to the postgres user";
     return false;
   }
-  // One initdb per machine and server version; each process copies its result.
+  // One initdb per machine and server version; each server copies its result.
   const std::string version = fs::path(bindir_).parent_path().filename().string();
   const std::string shared = "/tmp/framemill-pg-template-" + version +
                              (as_postgres_ ? "-postgres" : "-" + std::to_string(::getuid()));
@@ -123,21 +170,30 @@ bool PgServer::Start(std::string* why) {
                          " -w -t 60 -o " + Quote(opts) + " start",
            &log) == 0)
       return true;
-    *why = log + "\n" + Slurp(dir_ + "/server.log");
+    *why = log + "\n" + ReadFile(dir_ + "/server.log");
   }
   return false;
 }
 
 PgServer::~PgServer() {
+  if (!owned_) {  // the run's server: leave it as this process found it
+    for (const std::string& name : databases_)
+      Exec("postgres", "DROP DATABASE IF EXISTS " + name + " WITH (FORCE)", nullptr);
+    return;
+  }
   Pg("pg_ctl", "-D " + Quote(data_) + " -m immediate -w stop", nullptr);
   std::error_code ec;
   fs::remove_all(dir_, ec);
 }
 
 bool PgServer::Restart(std::string* why) {
+  if (!owned_) {
+    if (why) *why = "the run's shared server is not restarted: use PgServer::Private()";
+    return false;
+  }
   std::string log;
   if (Pg("pg_ctl", "-D " + Quote(data_) + " -m fast -w -t 60 restart", &log) == 0) return true;
-  if (why) *why = log + "\n" + Slurp(dir_ + "/server.log");
+  if (why) *why = log + "\n" + ReadFile(dir_ + "/server.log");
   return false;
 }
 
@@ -160,10 +216,15 @@ bool PgServer::Exec(const std::string& database, const std::string& sql, std::st
 }
 
 std::string PgServer::CreateDatabase() {
-  const std::string name = "fm_" + std::to_string(::getpid()) + "_" + std::to_string(next_db_++);
+  // Unique on a server that many processes share over a run, pids reused or not.
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  const std::string name = "fm_" + std::to_string(::getpid()) + "_" +
+                           std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(now).count()) +
+                           "_" + std::to_string(databases_.size());
   std::string why;
   if (!Exec("postgres", "CREATE DATABASE " + name, &why))
     throw std::runtime_error("CREATE DATABASE " + name + ": " + why);
+  databases_.push_back(name);
   return Uri(name);
 }
 

@@ -67,6 +67,25 @@ std::vector<std::string> Environment(const std::map<std::string, std::string>& e
   execve(a[0], a.data(), e.data());
   _exit(127);
 }
+
+// Forks `argv` with stdout to `out`, stderr to `err` (the same file, appended to, where
+// they are one), stdin from /dev/null.
+pid_t Spawn(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+            const std::string& cwd, const std::string& out, const std::string& err) {
+  auto envv = Environment(env);
+  const bool one = out == err;
+  pid_t pid = fork();
+  if (pid == 0) {
+    const int flags = O_WRONLY | O_CREAT | (one ? O_APPEND : O_TRUNC);
+    int o = open(out.c_str(), flags, 0644);
+    dup2(o, 1);
+    dup2(one ? o : open(err.c_str(), flags, 0644), 2);
+    int devnull = open("/dev/null", O_RDONLY);
+    dup2(devnull, 0);
+    Exec(argv, envv, cwd);
+  }
+  return pid;
+}
 }  // namespace
 
 ProcResult RunProcess(const std::vector<std::string>& argv,
@@ -74,17 +93,7 @@ ProcResult RunProcess(const std::vector<std::string>& argv,
                       int timeout_s) {
   TempDir tmp;
   std::string out = tmp / "out", err = tmp / "err";
-  auto envv = Environment(env);
-  pid_t pid = fork();
-  if (pid == 0) {
-    int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(o, 1);
-    dup2(e, 2);
-    int devnull = open("/dev/null", O_RDONLY);
-    dup2(devnull, 0);
-    Exec(argv, envv, cwd);
-  }
+  const pid_t pid = Spawn(argv, env, cwd, out, err);
   ProcResult r;
   int status = 0;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
@@ -108,17 +117,7 @@ ProcResult RunProcess(const std::vector<std::string>& argv,
 pid_t StartProcess(const std::vector<std::string>& argv,
                    const std::map<std::string, std::string>& env, const std::string& cwd,
                    const std::string& log) {
-  auto envv = Environment(env);
-  pid_t pid = fork();
-  if (pid == 0) {
-    int o = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    dup2(o, 1);
-    dup2(o, 2);
-    int devnull = open("/dev/null", O_RDONLY);
-    dup2(devnull, 0);
-    Exec(argv, envv, cwd);
-  }
-  return pid;
+  return Spawn(argv, env, cwd, log, log);
 }
 
 int RunInChild(const std::function<int()>& fn, int timeout_s, pid_t* child,
