@@ -9,11 +9,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
 #include "jobs/job.h"
+#include "jobs/outcome.h"
 
 namespace framemill::bench {
 
@@ -25,6 +27,16 @@ inline ClaimedJob ImageJob(const std::string& stage, const std::string& path) {
   job.source = path;
   job.kind = MediaKind::kImage;
   return job;
+}
+
+// `stage`'s outcome on the image at `path` where it is done; otherwise a line "<what> <path>:
+// <why>" and nothing.
+template <class Stage>
+std::optional<Outcome> DoneOn(Stage& stage, const std::string& path, const char* what) {
+  Outcome out = stage.Run(ImageJob(stage.spec().name, path));
+  if (out.kind == Outcome::Kind::kDone) return out;
+  std::printf("%s %s: %s\n", what, path.c_str(), out.error.ToString().c_str());
+  return std::nullopt;
 }
 
 // The value of the flag `prefix` ("--name=") in `arg`, or null when `arg` is another flag.

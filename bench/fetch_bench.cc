@@ -304,14 +304,14 @@ int Run() {
 
 int main(int argc, char** argv) {
   using framemill::FLAGS;
-  if (!framemill::bench::ParseFlags(
-          "fetch_bench", argc, argv,
-          {{"--num=", &FLAGS.num}, {"--concurrency=", &FLAGS.concurrency},
-           {"--per_host=", &FLAGS.per_host}, {"--hosts=", &FLAGS.hosts}, {"--batch=", &FLAGS.batch},
-           {"--out_dir=", &FLAGS.out_dir}, {"--data=", &FLAGS.data}},
-          "usage: fetch_bench [--num=N] [--concurrency=N] [--per_host=N] [--hosts=N] [--batch=N]"
-          " [--out_dir=DIR] [--data=DIR]\n"))
-    return 2;
+  const std::vector<framemill::bench::FlagRow> rows = {
+      {"--num=", &FLAGS.num},         {"--concurrency=", &FLAGS.concurrency},
+      {"--per_host=", &FLAGS.per_host}, {"--hosts=", &FLAGS.hosts},
+      {"--batch=", &FLAGS.batch},     {"--out_dir=", &FLAGS.out_dir},
+      {"--data=", &FLAGS.data}};
+  const char* usage = "usage: fetch_bench [--num=N] [--concurrency=N] [--per_host=N] [--hosts=N]"
+                      " [--batch=N] [--out_dir=DIR] [--data=DIR]\n";
+  if (!framemill::bench::ParseFlags("fetch_bench", argc, argv, rows, usage)) return 2;
   if (FLAGS.num <= 0 || FLAGS.batch <= 0 || FLAGS.hosts < 1 || FLAGS.hosts > 200) {
     std::fprintf(stderr, "--num, --batch must be > 0; --hosts in 1..200\n");
     return 2;

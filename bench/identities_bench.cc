@@ -89,16 +89,13 @@ std::vector<std::string> LabelledPictures(const nlohmann::json& labels, const Fl
 
 // The faces the stage keeps on one picture, as the clustering stage reads them.
 std::vector<Face> FacesOf(FacesStage& stage, const std::string& path) {
-  const Outcome out = stage.Run(bench::ImageJob("faces", path));
   std::vector<Face> faces;
-  if (out.kind != Outcome::Kind::kDone) {
-    std::printf("identities: %s: %s\n", path.c_str(), out.error.ToString().c_str());
-    return faces;
-  }
+  const std::optional<Outcome> out = bench::DoneOn(stage, path, "identities:");
+  if (!out) return faces;
   std::vector<FaceRef> refs;
-  if (Status s = ParseFacesResult(path, out.result.dump(), &refs); !s.ok()) return faces;
+  if (Status s = ParseFacesResult(path, out->result.dump(), &refs); !s.ok()) return faces;
   for (size_t i = 0; i < refs.size(); ++i)
-    faces.push_back({refs[i], "", "", out.result["faces"][i]["quality_parts"]});
+    faces.push_back({refs[i], "", "", out->result["faces"][i]["quality_parts"]});
   return faces;
 }
 

@@ -101,42 +101,39 @@ void Dnn(const Flags& flags, const models::ModelManifest& m, const cv::Mat& phot
   std::fflush(stdout);
 }
 
-void EngineCpu(const Flags& flags, const models::ModelManifest& m, const cv::Mat& photo) {
-  gpu::Tensor input = gpu::PreprocessCpu({photo}, m.preprocess);
+// `fn(engine, "fp32" or "fp16")` with the model's graph loaded on the CPU kernels in each
+// storage; a graph that does not load is a line under `what` with the error.
+template <class Fn>
+void EachStorage(const models::ModelManifest& m, const char* what, Fn fn) {
   for (auto storage : {gpu::engine::StorageType::kFloat32, gpu::engine::StorageType::kFloat16}) {
     const char* s = storage == gpu::engine::StorageType::kFloat32 ? "fp32" : "fp16";
     auto engine = gpu::engine::Engine::Load(m.graph_file, gpu::engine::MakeCpuKernels(),
                                             {.storage = storage});
-    if (!engine.ok()) {
-      std::printf("engine_cpu  %-18s %s error: %s\n", m.name.c_str(), s,
-                  engine.status().ToString().c_str());
-      continue;
-    }
-    double ms = MedianMs(std::max(1, flags.reps / 2), [&] { (void)(*engine)->Run(input); });
-    std::printf("engine_cpu  %-18s %s batch 1: %8.1f ms/image\n", m.name.c_str(), s, ms);
-    std::fflush(stdout);
+    if (engine.ok()) fn(**engine, s);
+    else std::printf("%-11s %-18s %s error: %s\n", what, m.name.c_str(), s, engine.status().ToString().c_str());
   }
 }
 
+void EngineCpu(const Flags& flags, const models::ModelManifest& m, const cv::Mat& photo) {
+  gpu::Tensor input = gpu::PreprocessCpu({photo}, m.preprocess);
+  EachStorage(m, "engine_cpu", [&](gpu::engine::Engine& engine, const char* s) {
+    double ms = MedianMs(std::max(1, flags.reps / 2), [&] { (void)engine.Run(input); });
+    std::printf("engine_cpu  %-18s %s batch 1: %8.1f ms/image\n", m.name.c_str(), s, ms);
+    std::fflush(stdout);
+  });
+}
+
 void PlanBytes(const models::ModelManifest& m) {
-  for (auto storage : {gpu::engine::StorageType::kFloat32, gpu::engine::StorageType::kFloat16}) {
-    const char* s = storage == gpu::engine::StorageType::kFloat32 ? "fp32" : "fp16";
-    auto engine = gpu::engine::Engine::Load(m.graph_file, gpu::engine::MakeCpuKernels(),
-                                            {.storage = storage});
-    if (!engine.ok()) {
-      std::printf("plan        %-18s %s error: %s\n", m.name.c_str(), s,
-                  engine.status().ToString().c_str());
-      continue;
-    }
-    int64_t b1 = (*engine)->PlanBytes(1);
-    int64_t b8 = m.batchable ? (*engine)->PlanBytes(8) : -1;
+  EachStorage(m, "plan", [&](gpu::engine::Engine& engine, const char* s) {
+    int64_t b1 = engine.PlanBytes(1);
+    int64_t b8 = m.batchable ? engine.PlanBytes(8) : -1;
     std::printf("plan        %-18s %s batch 1: %8.1f MiB", m.name.c_str(), s, b1 / 1048576.0);
     if (b8 > 0)
       std::printf("   per extra item: %7.2f MiB", (b8 - b1) / 7.0 / 1048576.0);
     else
       std::printf("   (fixed batch 1)");
     std::printf("\n");
-  }
+  });
 }
 
 // The faces stage as a worker runs it (CPU), on each photo, with each detector.
@@ -191,14 +188,11 @@ struct FoundFace {
 // Every face the detector proposes on one picture (the stage's defaults): those the verifier
 // kept and those it refused (`refused` in the result), each with its score and presence.
 std::vector<FoundFace> FacesOn(FacesStage& stage, const std::string& path) {
-  const Outcome out = stage.Run(bench::ImageJob("faces", path));
   std::vector<FoundFace> faces;
-  if (out.kind != Outcome::Kind::kDone) {
-    std::printf("faces_precision  %s: %s\n", path.c_str(), out.error.ToString().c_str());
-    return faces;
-  }
+  const std::optional<Outcome> out = bench::DoneOn(stage, path, "faces_precision ");
+  if (!out) return faces;
   for (const char* list : {"faces", "refused"}) {
-    for (const auto& f : out.result[list]) {
+    for (const auto& f : out->result[list]) {
       const auto& b = f["box"];
       faces.push_back({cv::Rect2f(b[0].get<float>(), b[1].get<float>(),
                                   b[2].get<float>() - b[0].get<float>(),

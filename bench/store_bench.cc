@@ -214,12 +214,18 @@ double Fill(JobStore& store, int64_t first, int64_t count, std::mt19937_64& rng)
   return secs;
 }
 
+// A connection to the PostgreSQL store at `path`, or the benchmark ends saying why not.
+std::unique_ptr<PgDb> PgOrFail(const std::string& path) {
+  auto pg = PgDb::Open(path);
+  if (!pg.ok()) Fail("%s", pg.status().ToString().c_str());
+  return std::move(pg).value();
+}
+
 // A direct read-only connection, for verification and counting.
 int64_t CountSql(const std::string& path, const std::string& sql) {
   if (!FLAGS.pg.empty()) {
-    auto pg = PgDb::Open(path);
-    if (!pg.ok()) Fail("%s", pg.status().ToString().c_str());
-    auto st = (*pg)->Prepare(sql);
+    auto pg = PgOrFail(path);
+    auto st = pg->Prepare(sql);
     if (!st.ok()) Fail("%s: %s", sql.c_str(), st.status().ToString().c_str());
     auto row = st->Step();
     if (!row.ok() || !*row) Fail("%s: no row", sql.c_str());
@@ -241,9 +247,8 @@ int64_t CountSql(const std::string& path, const std::string& sql) {
 
 void ExecSql(const std::string& path, const std::string& sql) {
   if (!FLAGS.pg.empty()) {
-    auto pg = PgDb::Open(path);
-    if (!pg.ok()) Fail("%s", pg.status().ToString().c_str());
-    Status s = (*pg)->Exec(sql);
+    auto pg = PgOrFail(path);
+    Status s = pg->Exec(sql);
     if (!s.ok()) Fail("%s: %s", sql.c_str(), s.ToString().c_str());
     return;
   }

@@ -23,12 +23,18 @@ OptionRows ToyRows(Toy* t) {
           TextRow("toy.name", "TOY_NAME", "", &t->name)};
 }
 
-TEST(ConfigTest, EachRowTakesTheStrongestSourceAndSaysWhich) {
-  TempDir dir;
-  std::ofstream(dir / "c.yaml") << "toy:\n  n: 3\n  name: yaml\n";
-  Toy t;
+// Inputs whose config file (--config) is `yaml`, written as c.yaml in `dir`.
+ConfigInputs WithYaml(const TempDir& dir, const std::string& yaml) {
+  std::ofstream(dir / "c.yaml") << yaml;
   ConfigInputs in;
   in.config_file_flag = dir / "c.yaml";
+  return in;
+}
+
+TEST(ConfigTest, EachRowTakesTheStrongestSourceAndSaysWhich) {
+  TempDir dir;
+  Toy t;
+  ConfigInputs in = WithYaml(dir, "toy:\n  n: 3\n  name: yaml\n");
   in.env = {{"TOY_N", "4"}};
   in.flags = {{"toy.n", "5"}};
   auto r = ResolveRows(ToyRows(&t), in);
@@ -50,11 +56,8 @@ TEST(ConfigTest, EachRowTakesTheStrongestSourceAndSaysWhich) {
 
 TEST(ConfigTest, AnUnknownKeyOrABadValueNamesItsPlace) {
   TempDir dir;
-  std::ofstream(dir / "c.yaml") << "toy:\n  m: 3\n";
   Toy t;
-  ConfigInputs in;
-  in.config_file_flag = dir / "c.yaml";
-  auto r = ResolveRows(ToyRows(&t), in);
+  auto r = ResolveRows(ToyRows(&t), WithYaml(dir, "toy:\n  m: 3\n"));
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("unknown key 'toy.m'"), std::string::npos);
   ConfigInputs bad;

@@ -52,13 +52,16 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
-    def send_body(self, code, body, ctype="image/jpeg", headers=()):
+    def start_reply(self, code, ctype="image/jpeg", headers=()):
+        """The status line and headers (Content-Type, then `headers`), ended."""
         self.send_response(code)
         self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
         for k, v in headers:
             self.send_header(k, v)
         self.end_headers()
+
+    def send_body(self, code, body, ctype="image/jpeg", headers=()):
+        self.start_reply(code, ctype, (("Content-Length", str(len(body))),) + tuple(headers))
         self.wfile.write(body)
 
     def redirect(self, location):
@@ -113,9 +116,7 @@ class Handler(BaseHTTPRequestHandler):
             when = email.utils.formatdate(time.time() + 10 * 365 * 86400, usegmt=True)
             return self.send_body(503, b"busy", "text/plain", [("Retry-After", when)])
         if head == "drip":
-            self.send_response(200)
-            self.send_header("Content-Type", "image/jpeg")
-            self.end_headers()
+            self.start_reply(200)
             self.wfile.write(read("messi5.jpg")[:64])
             while True:
                 self.wfile.write(b"\0")
@@ -125,10 +126,7 @@ class Handler(BaseHTTPRequestHandler):
             time.sleep(10)
             return self.send_body(200, read("messi5.jpg"))
         if head == "cut":
-            self.send_response(200)
-            self.send_header("Content-Type", "image/jpeg")
-            self.send_header("Content-Length", "100000")
-            self.end_headers()
+            self.start_reply(200, headers=(("Content-Length", "100000"),))
             self.wfile.write(read("messi5.jpg")[:1000])
             self.wfile.flush()
             self.close_connection = True
@@ -136,10 +134,7 @@ class Handler(BaseHTTPRequestHandler):
         if head == "big":
             return self.send_body(200, read("starry_night.jpg"))
         if head == "big-chunked":
-            self.send_response(200)
-            self.send_header("Content-Type", "image/jpeg")
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
+            self.start_reply(200, headers=(("Transfer-Encoding", "chunked"),))
             jpeg = read("messi5.jpg")
             filler = b"\0" * 65536
             sent = 0

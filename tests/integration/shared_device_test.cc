@@ -24,6 +24,12 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+// A device of a run's status as one line: its id, total memory and workers.
+std::string Seat(const json& d) {
+  return d["id"].get<std::string>() + ", " + std::to_string(d["total_mb"].get<int64_t>()) +
+         " MiB, " + std::to_string(d["workers"].get<int>()) + " workers";
+}
+
 class SharedDeviceTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -79,9 +85,7 @@ TEST_F(SharedDeviceTest, FourWorkersOnOneSimulatedDeviceGiveTheCpusResults) {
   EXPECT_EQ(sim["jobs_done"], cpu["jobs_done"]);
   ASSERT_EQ(sim["devices"].size(), 1u) << sim;
   const json& d = sim["devices"][0];
-  EXPECT_EQ(d["id"], "sim:0");
-  EXPECT_EQ(d["total_mb"], 8192);
-  EXPECT_EQ(d["workers"], 4);
+  EXPECT_EQ(Seat(d), "sim:0, 8192 MiB, 4 workers");
   EXPECT_GT(d["peak_planned_mb"].get<int64_t>(), 0);
   EXPECT_LE(d["peak_planned_mb"].get<int64_t>(), d["total_mb"].get<int64_t>());
   // The device had a batch in flight for part of the run: its busy share (the union of its
@@ -195,9 +199,7 @@ TEST_F(SharedDeviceTest, TheRunsDevicesComeFromPostgreSqlToo) {
   auto last = json::parse(RunProcess({FRAMEMILL_BIN, "status", "--json"}, env).out)["last_run"];
   ASSERT_EQ(last["devices"].size(), 1u) << last;
   const json& d = last["devices"][0];
-  EXPECT_EQ(d["id"], "sim:0");
-  EXPECT_EQ(d["total_mb"], 1);
-  EXPECT_EQ(d["workers"], 2);
+  EXPECT_EQ(Seat(d), "sim:0, 1 MiB, 2 workers");
   EXPECT_LE(d["peak_planned_mb"].get<int64_t>(), 1);
   EXPECT_EQ(d["cpu_fallbacks"], last["cpu_fallbacks"]);
   EXPECT_EQ(d["oom_events"], last["oom_events"]);

@@ -26,26 +26,44 @@ cv::Mat Photo(const char* name) {
   return cv::imread(std::string("/usr/share/doc/opencv-doc/examples/data/") + name, cv::IMREAD_COLOR);
 }
 
+// `pictures` through the model on our engine over the CPU backend (reference kernels) and
+// through cv::dnn. `engine` (where given) gets the engine's model; outputs are empty where
+// either failed (the failure is recorded).
+struct EngineAndDnn {
+  std::vector<std::vector<OutputTensor>> ours, ref;  // per picture, per output
+};
+EngineAndDnn OnEngineAndDnn(const ModelManifest& m, const std::vector<cv::Mat>& pictures,
+                            std::unique_ptr<EngineModel>* engine = nullptr) {
+  static const std::unique_ptr<gpu::ComputeBackend> cpu = gpu::MakeCpuBackend();
+  EngineAndDnn out;
+  auto ours = EngineModel::Open(m, *cpu);
+  auto dnn = DnnModel::Open(m);
+  EXPECT_TRUE(ours.ok()) << ours.status().ToString();
+  EXPECT_TRUE(dnn.ok()) << dnn.status().ToString();
+  if (!ours.ok() || !dnn.ok()) return out;
+  auto a = (*ours)->Run(pictures);
+  auto b = (*dnn)->Run(pictures);
+  EXPECT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_TRUE(b.ok()) << b.status().ToString();
+  if (a.ok() && b.ok()) out = {std::move(a).value(), std::move(b).value()};
+  if (engine != nullptr) *engine = std::move(ours).value();
+  return out;
+}
+
 TEST(EngineModelTest, CpuBackendMatchesOpenCvDnnPerImageInABatch) {
   FM_LOAD_MODEL_OR_SKIP(m, "mobilefacenet");
-  auto cpu = gpu::MakeCpuBackend();
-  auto engine = EngineModel::Open(m, *cpu);
-  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
-  auto dnn = DnnModel::Open(m);
-  ASSERT_TRUE(dnn.ok()) << dnn.status().ToString();
   std::vector<cv::Mat> faces = {Photo("messi5.jpg")(cv::Rect(206, 82, 56, 56)).clone(),
                                 Photo("basketball1.png")(cv::Rect(72, 88, 48, 48)).clone(),
                                 Photo("baboon.jpg")};
-  auto ours = (*engine)->Run(faces);
-  ASSERT_TRUE(ours.ok()) << ours.status().ToString();
-  auto ref = (*dnn)->Run(faces);
-  ASSERT_TRUE(ref.ok()) << ref.status().ToString();
-  ASSERT_EQ(ours->size(), 3u);
-  double rel = testing::RelMaxDiff(*ours, *ref);
+  std::unique_ptr<EngineModel> engine;
+  const EngineAndDnn r = OnEngineAndDnn(m, faces, &engine);
+  ASSERT_EQ(r.ours.size(), 3u);
+  ASSERT_EQ(r.ref.size(), 3u);
+  double rel = testing::RelMaxDiff(r.ours, r.ref);
   std::printf("mobilefacenet, engine on the CPU backend vs cv::dnn, batch 3: rel max diff %.2e\n", rel);
   EXPECT_LT(rel, 2e-4);
-  EXPECT_EQ((*engine)->device(), "cpu");
-  EXPECT_GT((*engine)->BatchBytesPerImage(), 0);
+  EXPECT_EQ(engine->device(), "cpu");
+  EXPECT_GT(engine->BatchBytesPerImage(), 0);
 }
 
 // nsfwjs's converted MobileNetV2 (categorize's content model): what CATEGORIZE_GPU runs on a
@@ -53,19 +71,13 @@ TEST(EngineModelTest, CpuBackendMatchesOpenCvDnnPerImageInABatch) {
 // the same photo-or-drawing verdict.
 TEST(EngineModelTest, ContentModelMatchesOpenCvDnnAndDecodesTheSame) {
   FM_LOAD_MODEL_OR_SKIP(m, "nsfw");
-  auto cpu = gpu::MakeCpuBackend();
-  auto engine = EngineModel::Open(m, *cpu);
-  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
-  auto dnn = DnnModel::Open(m);
-  ASSERT_TRUE(dnn.ok()) << dnn.status().ToString();
   std::vector<cv::Mat> pictures = {Photo("messi5.jpg"), Photo("HappyFish.jpg"), Photo("fruits.jpg")};
-  auto ours = (*engine)->Run(pictures);
-  ASSERT_TRUE(ours.ok()) << ours.status().ToString();
-  auto ref = (*dnn)->Run(pictures);
-  ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+  const EngineAndDnn r = OnEngineAndDnn(m, pictures);
+  ASSERT_EQ(r.ours.size(), pictures.size());
+  ASSERT_EQ(r.ref.size(), pictures.size());
   for (size_t i = 0; i < pictures.size(); ++i) {
-    auto a = DecodeContent(m, (*ours)[i]);
-    auto b = DecodeContent(m, (*ref)[i]);
+    auto a = DecodeContent(m, r.ours[i]);
+    auto b = DecodeContent(m, r.ref[i]);
     ASSERT_TRUE(a.ok() && b.ok()) << (a.ok() ? b.status() : a.status()).ToString();
     for (size_t k = 0; k < a->classes.size(); ++k) EXPECT_NEAR(a->classes[k], b->classes[k], 1e-3) << i;
     EXPECT_NEAR(a->photo, b->photo, 1e-3) << i;
@@ -78,19 +90,16 @@ TEST(EngineModelTest, ContentModelMatchesOpenCvDnnAndDecodesTheSame) {
 TEST(EngineModelTest, AFixedBatchGraphRunsAsOneBatchOnTheEngineAndDecodesTheSame) {
   FM_LOAD_MODEL_OR_SKIP(m, "selfie");
   ASSERT_FALSE(m.batchable);
-  auto cpu = gpu::MakeCpuBackend();
-  auto engine = EngineModel::Open(m, *cpu);
-  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
-  EXPECT_TRUE((*engine)->batched());
-  auto dnn = DnnModel::Open(m);
-  ASSERT_TRUE(dnn.ok());
   std::vector<cv::Mat> photos = {Photo("messi5.jpg"), Photo("basketball1.png")};
-  auto ours = (*engine)->Run(photos);
-  auto ref = (*dnn)->Run(photos);
-  ASSERT_TRUE(ours.ok() && ref.ok());
+  std::unique_ptr<EngineModel> engine;
+  const EngineAndDnn r = OnEngineAndDnn(m, photos, &engine);
+  ASSERT_NE(engine, nullptr);
+  EXPECT_TRUE(engine->batched());
+  ASSERT_EQ(r.ours.size(), photos.size());
+  ASSERT_EQ(r.ref.size(), photos.size());
   for (size_t i = 0; i < photos.size(); ++i) {
-    auto a = DecodeMask((*ours)[i][0], photos[i].size());
-    auto b = DecodeMask((*ref)[i][0], photos[i].size());
+    auto a = DecodeMask(r.ours[i][0], photos[i].size());
+    auto b = DecodeMask(r.ref[i][0], photos[i].size());
     ASSERT_TRUE(a.ok() && b.ok());
     const float iou = testing::MaskIoU(a->binary, b->binary);
     std::printf("selfie mask IoU, engine vs cv::dnn, image %zu: %.5f\n", i, iou);

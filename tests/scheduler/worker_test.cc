@@ -145,7 +145,9 @@ class WorkerTest : public ::testing::Test {
 
   // Some of a worker's counts, by name ("done,failed"), as one line: "done 3, failed 0".
   static std::string Counts(const Worker& w, const std::string& names) {
-    const WorkerStats& s = w.stats();
+    return Counts(w.stats(), names);
+  }
+  static std::string Counts(const WorkerStats& s, const std::string& names) {
     const std::map<std::string, int64_t> all = {
         {"done", s.done}, {"failed", s.failed}, {"retried", s.retried}, {"stale", s.stale},
         {"batches", s.batches}, {"released", s.released}};
@@ -154,6 +156,36 @@ class WorkerTest : public ::testing::Test {
     for (std::string name; std::getline(in, name, ',');)
       out += (out.empty() ? "" : ", ") + name + " " + std::to_string(all.at(name));
     return out;
+  }
+
+  // One worker, "w1", claiming `batch` jobs at a time on the real clock, run to the end.
+  struct Ran {
+    Status status;
+    WorkerStats stats;
+  };
+  // Its status and some of its counts as one line: "OK; retried 1, failed 0, done 5".
+  static std::string Summary(const Ran& r, const std::string& names) {
+    return r.status.ToString() + "; " + Counts(r.stats, names);
+  }
+  Ran RunWorker(JobStore* store, int batch) {
+    Worker worker(store, nullptr, &registry_, SystemClock(), Options("w1", batch), &stop_);
+    Status s = worker.Run();
+    return {s, worker.stats()};
+  }
+
+  // A store on the real clock with `n` images enqueued, retrying after base_ms..max_ms
+  // (waited out in real time: milliseconds).
+  std::unique_ptr<JobStore> BackoffStore(int n, int64_t base_ms, int64_t max_ms) {
+    retry_.base_delay_ms = base_ms;
+    retry_.max_delay_ms = max_ms;
+    return OpenWith(n, SystemClock());
+  }
+
+  // A store on `clock` with `n` images enqueued (nullptr where it could not be opened).
+  std::unique_ptr<JobStore> OpenWith(int n, const Clock* clock) {
+    auto store = Open(clock);
+    if (store != nullptr) EnqueueImages(*store, n);
+    return store;
   }
 
   // A fresh connection to the store (one per worker / heartbeat thread).
@@ -220,9 +252,8 @@ class WorkerTest : public ::testing::Test {
 
 TEST_F(WorkerTest, DrainsEveryPendingJobAndReturnsOk) {
   ManualClock clock;
-  auto store = Open(&clock);
+  auto store = OpenWith(23, &clock);
   ASSERT_NE(store, nullptr);
-  EnqueueImages(*store, 23);
 
   Worker worker(store.get(), nullptr, &registry_, &clock, Options("w1", 5), &stop_);
   Status s = worker.Run();
@@ -286,9 +317,8 @@ TEST_F(WorkerTest, DrainsADependentStageOnlyAfterItsDependencyIsDone) {
 TEST_F(WorkerTest, AStageThatThrowsFailsOnlyTheJobThatThrewWithTheReasonAndTheWorkerGoesOn) {
   max_attempts_ = 1;
   ManualClock clock;
-  auto store = Open(&clock);
+  auto store = OpenWith(5, &clock);
   ASSERT_NE(store, nullptr);
-  EnqueueImages(*store, 5);
   stage_->OnRun([](const ClaimedJob& job) {
     if (job.source == Source(2)) throw std::runtime_error("boom in the stage");
   });
@@ -310,9 +340,8 @@ TEST_F(WorkerTest, AStageThatThrowsFailsOnlyTheJobThatThrewWithTheReasonAndTheWo
 TEST_F(WorkerTest, WaitsForAJobInBackoffRatherThanReturningAndAStopEndsTheWait) {
   retry_.base_delay_ms = 60'000;  // far beyond the test
   retry_.max_delay_ms = 60'000;
-  auto store = Open(SystemClock());
+  auto store = OpenWith(1, SystemClock());
   ASSERT_NE(store, nullptr);
-  EnqueueImages(*store, 1);
   stage_->FailAlways(Source(0), Status::Busy("GPU busy"));
 
   Worker worker(store.get(), nullptr, &registry_, SystemClock(), Options("w1", 1), &stop_);
@@ -345,9 +374,8 @@ TEST_F(WorkerTest, ReturnsOkAtOnceWhenThereIsNothingToDo) {
 
 TEST_F(WorkerTest, PermanentStageErrorFailsThatJobOnlyAndOthersAreDone) {
   ManualClock clock;
-  auto store = Open(&clock);
+  auto store = OpenWith(8, &clock);
   ASSERT_NE(store, nullptr);
-  EnqueueImages(*store, 8);
   stage_->FailAlways(Source(3), Status::Corruption("truncated JPEG"));
 
   Worker worker(store.get(), nullptr, &registry_, &clock, Options("w1", 4), &stop_);
@@ -365,18 +393,13 @@ TEST_F(WorkerTest, PermanentStageErrorFailsThatJobOnlyAndOthersAreDone) {
 }
 
 TEST_F(WorkerTest, TransientStageErrorIsRetriedAfterBackoffAndThenSucceeds) {
-  retry_.base_delay_ms = 20;
-  retry_.max_delay_ms = 40;
-  auto store = Open(SystemClock());  // backoff is waited out in real time (~20 ms)
+  auto store = BackoffStore(5, 20, 40);
   ASSERT_NE(store, nullptr);
-  EnqueueImages(*store, 5);
   stage_->FailFirst(Source(2), Status::IOError("NFS hiccup"));
 
-  Worker worker(store.get(), nullptr, &registry_, SystemClock(), Options("w1", 5), &stop_);
-  Status s = worker.Run();
+  const Ran ran = RunWorker(store.get(), 5);
 
-  ASSERT_TRUE(s.ok()) << s.ToString();
-  EXPECT_EQ(Counts(worker, "retried,failed,done"), "retried 1, failed 0, done 5");
+  EXPECT_EQ(Summary(ran, "retried,failed,done"), "OK; retried 1, failed 0, done 5");
   EXPECT_EQ(JobRow(2), "2|2|");  // done on its second attempt, error cleared
   EXPECT_EQ(Int("SELECT count(*) FROM job_errors WHERE error_class = 'io_error'"
                 " AND transient = 1 AND attempt = 1"), 1);
@@ -388,11 +411,8 @@ TEST_F(WorkerTest, TransientStageErrorIsRetriedAfterBackoffAndThenSucceeds) {
 // retry after the backoff (class "resources", jobs/failure.h), not a permanent failure, and
 // the job finishes on its next attempt.
 TEST_F(WorkerTest, AStageOutOfHostMemoryIsRetriedInTheResourcesClassAndThenSucceeds) {
-  retry_.base_delay_ms = 20;
-  retry_.max_delay_ms = 40;
-  auto store = Open(SystemClock());  // backoff is waited out in real time (~20 ms)
+  auto store = BackoffStore(3, 20, 40);
   ASSERT_NE(store, nullptr);
-  EnqueueImages(*store, 3);
   // Twice: in the batch, and alone (the worker runs a batch that threw again job by job).
   int thrown = 0;
   stage_->OnRun([&](const ClaimedJob& job) {
@@ -401,32 +421,25 @@ TEST_F(WorkerTest, AStageOutOfHostMemoryIsRetriedInTheResourcesClassAndThenSucce
       throw std::bad_alloc();
     }
   });
-  Worker worker(store.get(), nullptr, &registry_, SystemClock(), Options("w1", 3), &stop_);
-  Status s = worker.Run();
+  const Ran ran = RunWorker(store.get(), 3);
   stage_->OnRun(nullptr);
 
-  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(Summary(ran, "retried,failed,done"), "OK; retried 1, failed 0, done 3");
   EXPECT_EQ(thrown, 2);
-  EXPECT_EQ(Counts(worker, "retried,failed,done"), "retried 1, failed 0, done 3");
   EXPECT_EQ(JobRow(1), "2|2|");  // done on its second attempt
   EXPECT_EQ(Int("SELECT count(*) FROM job_errors WHERE error_class = 'resources'"
                 " AND transient = 1 AND attempt = 1"), 1);
 }
 
 TEST_F(WorkerTest, TransientErrorOnEveryAttemptFailsTheJobAtMaxAttempts) {
-  retry_.base_delay_ms = 4;
-  retry_.max_delay_ms = 8;
   max_attempts_ = 3;
-  auto store = Open(SystemClock());
+  auto store = BackoffStore(2, 4, 8);
   ASSERT_NE(store, nullptr);
-  EnqueueImages(*store, 2);
   stage_->FailAlways(Source(0), Status::IOError("disk keeps failing"));
 
-  Worker worker(store.get(), nullptr, &registry_, SystemClock(), Options("w1", 2), &stop_);
-  Status s = worker.Run();
+  const Ran ran = RunWorker(store.get(), 2);
 
-  ASSERT_TRUE(s.ok()) << s.ToString();
-  EXPECT_EQ(Counts(worker, "retried,failed,done"), "retried 2, failed 1, done 1");
+  EXPECT_EQ(Summary(ran, "retried,failed,done"), "OK; retried 2, failed 1, done 1");
   EXPECT_EQ(JobRow(0), "3|3|io_error");
   EXPECT_EQ(Int("SELECT count(*) FROM jobs WHERE attempts > max_attempts"), 0);
 }
@@ -434,11 +447,9 @@ TEST_F(WorkerTest, TransientErrorOnEveryAttemptFailsTheJobAtMaxAttempts) {
 TEST_F(WorkerTest, FailedCommitReturnsTheErrorAndTheJobsAreFinishedOnceByAnotherWorker) {
   ManualClock clock;
   const int64_t lease = 60'000;
-  auto real_a = Open(&clock);
+  auto real_a = OpenWith(10, &clock);
   auto store_b = Open(&clock);
-  ASSERT_NE(real_a, nullptr);
-  ASSERT_NE(store_b, nullptr);
-  EnqueueImages(*real_a, 10);
+  ASSERT_TRUE(real_a != nullptr && store_b != nullptr);
   FaultyJobStore faulty_a(real_a.get());
   // The disk is full: the commit fails, and so does giving the batch back.
   faulty_a.fail_next_complete = 1;
@@ -490,11 +501,9 @@ TEST_F(WorkerTest, FailedCommitReturnsTheErrorAndTheJobsAreFinishedOnceByAnother
 
 TEST_F(WorkerTest, FailedCommitGivesTheBatchBackWithoutSpendingAnAttempt) {
   ManualClock clock;
-  auto real_a = Open(&clock);
+  auto real_a = OpenWith(10, &clock);
   auto store_b = Open(&clock);
-  ASSERT_NE(real_a, nullptr);
-  ASSERT_NE(store_b, nullptr);
-  EnqueueImages(*real_a, 10);
+  ASSERT_TRUE(real_a != nullptr && store_b != nullptr);
   FaultyJobStore faulty_a(real_a.get());
   faulty_a.fail_next_complete = 1;  // the commit fails; the small release still goes
 
@@ -668,9 +677,8 @@ TEST_F(WorkerTest, HeartbeatsKeepTheLeaseWhileAJobRunsLongerThanTheLease) {
 
 TEST_F(WorkerTest, StopMidBatchFinishesTheJobInHandReleasesTheRestAndReturnsAborted) {
   ManualClock clock;
-  auto store = Open(&clock);
+  auto store = OpenWith(15, &clock);
   ASSERT_NE(store, nullptr);
-  EnqueueImages(*store, 15);
   int seen = 0;
   stage_->OnRun([&](const ClaimedJob&) {
     if (++seen == 3) stop_ = true;  // a signal arrives while the third job runs
@@ -704,9 +712,8 @@ TEST_F(WorkerTest, StopMidBatchFinishesTheJobInHandReleasesTheRestAndReturnsAbor
 
 TEST_F(WorkerTest, StopBeforeTheFirstJobReleasesTheWholeClaimedBatch) {
   ManualClock clock;
-  auto real = Open(&clock);
+  auto real = OpenWith(6, &clock);
   ASSERT_NE(real, nullptr);
-  EnqueueImages(*real, 6);
   // The stop arrives between the claim and the first job: a Claim wrapper sets it.
   class StopOnClaim : public FaultyJobStore {
    public:
@@ -731,9 +738,8 @@ TEST_F(WorkerTest, StopBeforeTheFirstJobReleasesTheWholeClaimedBatch) {
 
 TEST_F(WorkerTest, ClaimErrorIsReturned) {
   ManualClock clock;
-  auto real = Open(&clock);
+  auto real = OpenWith(2, &clock);
   ASSERT_NE(real, nullptr);
-  EnqueueImages(*real, 2);
   FaultyJobStore store(real.get());
   store.fail_next_claim = 1;
   Worker worker(&store, nullptr, &registry_, &clock, Options("w1", 4), &stop_);

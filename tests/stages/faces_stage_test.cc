@@ -40,6 +40,12 @@ models::FaceBox BoxOf(const nlohmann::json& face) {
   return f;
 }
 
+FacesOptions Embedder(const std::string& model) {
+  FacesOptions c;
+  c.embedding_model = model;
+  return c;
+}
+
 Outcome FacesOf(const std::string& file, FacesOptions c = {}) {
   FacesStage stage(std::make_shared<models::ModelCache>(ModelsDir()), ModelStageOptions{}, c);
   return stage.Run(JobFor("faces", testing::SampleData(file), MediaKind::kImage));
@@ -48,9 +54,7 @@ Outcome FacesOf(const std::string& file, FacesOptions c = {}) {
 TEST(FacesStageTest, FindsFacesInMessiWithUnitLengthEmbeddings) {
   FM_REQUIRE_MODEL("blazeface");
   FM_REQUIRE_MODEL("mobilefacenet");
-  FacesOptions c;
-  c.embedding_model = "mobilefacenet";
-  Outcome out = FacesOf("messi5.jpg", c);
+  Outcome out = FacesOf("messi5.jpg", Embedder("mobilefacenet"));
   ASSERT_EQ(out.kind, Outcome::Kind::kDone) << out.error.ToString();
   EXPECT_EQ(out.device, "cpu");
   EXPECT_EQ(out.result["embedding_model"], "mobilefacenet");
@@ -124,9 +128,7 @@ TEST(FacesStageTest, EmbeddingIsStableUnderSmallShiftsAndTellsPeopleApart) {
 TEST(FacesStageTest, FaceresGivesA1024dEmbeddingWithAgeAndGender) {
   FM_REQUIRE_MODEL("blazeface");
   FM_REQUIRE_MODEL("faceres");
-  FacesOptions c;
-  c.embedding_model = "faceres";
-  Outcome out = FacesOf("messi5.jpg", c);
+  Outcome out = FacesOf("messi5.jpg", Embedder("faceres"));
   ASSERT_EQ(out.kind, Outcome::Kind::kDone) << out.error.ToString();
   ASSERT_GE(out.result["faces"].size(), 1u);
   const auto& f = out.result["faces"][0];

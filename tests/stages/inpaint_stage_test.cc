@@ -51,6 +51,12 @@ cv::Mat Ellipse(cv::Size size, double fx, double fy) {
   return m;
 }
 
+// `mask` written as a PNG at `path`; returns the path.
+std::string Written(const std::string& path, const cv::Mat& mask) {
+  EXPECT_TRUE(cv::imwrite(path, mask)) << path;
+  return path;
+}
+
 InpaintOptions Masks(const std::string& masks, const std::string& method = "auto") {
   InpaintOptions o;
   o.masks = masks;
@@ -147,8 +153,7 @@ TEST(InpaintStageTest, TheConfiguredMethodIsUsed) {
   testing::TempDir dir;
   const std::string fruits = SampleData("fruits.jpg");
   const cv::Mat hole = Ellipse(Decoded(fruits).size(), 0.1, 0.1);
-  const std::string path = dir / "hole.png";
-  ASSERT_TRUE(cv::imwrite(path, hole));
+  const std::string path = Written(dir / "hole.png", hole);
   for (const char* method : {"telea", "ns", "exemplar"}) {
     const Outcome o = InpaintStage(Masks(path, method), dir / "out").Run(JobFor("inpaint", fruits, MediaKind::kImage, 7));
     ExpectFilledOnlyInside(o, fruits, hole);
@@ -188,8 +193,7 @@ TEST(InpaintStageTest, AUsersOnnxNetworkFillsTheHole) {
   testing::TempDir dir;
   const std::string fruits = SampleData("fruits.jpg");
   const cv::Mat hole = Ellipse(Decoded(fruits).size(), 0.2, 0.2);
-  const std::string mask = dir / "hole.png";
-  ASSERT_TRUE(cv::imwrite(mask, hole));
+  const std::string mask = Written(dir / "hole.png", hole);
   InpaintOptions o = Masks(mask);
   o.model = GreyFillNetwork(dir.path());
   o.model_size = 64;

@@ -25,6 +25,15 @@ std::unique_ptr<SqliteDb> OpenDb(const std::string& path) {
   return db.ok() ? std::move(db).value() : nullptr;
 }
 
+// A database at `path` with every embedded migration applied; nullptr where that fails.
+std::unique_ptr<SqliteDb> MigratedDb(const std::string& path) {
+  auto db = OpenDb(path);
+  if (db == nullptr) return nullptr;
+  const Status s = Migrate(*db, EmbeddedMigrations());
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return s.ok() ? std::move(db) : nullptr;
+}
+
 TEST(EmbeddedMigrations, AreNumberedConsecutivelyFromOne) {
   const auto& ms = EmbeddedMigrations();
   ASSERT_FALSE(ms.empty());
@@ -61,10 +70,9 @@ TEST(Migrate, ReopeningAndMigratingAgainChangesNothing) {
   TempDir dir;
   const std::string path = dir.File("again.db");
   {
-    auto db = OpenDb(path);
+    auto db = MigratedDb(path);
     ASSERT_NE(db, nullptr);
-    FM_ASSERT_OK(Migrate(*db, EmbeddedMigrations()));
-    FM_ASSERT_OK(Migrate(*db, EmbeddedMigrations()));  // same connection
+    FM_ASSERT_OK(Migrate(*db, EmbeddedMigrations()));  // again, same connection
   }
   {
     auto db = OpenDb(path);  // new connection
@@ -121,9 +129,8 @@ TEST(Migrate, DatabaseFromANewerBinaryIsRefusedAsInvalidArgument) {
   TempDir dir;
   const std::string path = dir.File("future.db");
   {
-    auto db = OpenDb(path);
+    auto db = MigratedDb(path);
     ASSERT_NE(db, nullptr);
-    FM_ASSERT_OK(Migrate(*db, EmbeddedMigrations()));
     FM_ASSERT_OK(db->Exec(
         "INSERT INTO schema_version (version, name, applied_at) VALUES (999, '0999_future', 0)"));
   }

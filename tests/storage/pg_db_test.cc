@@ -40,13 +40,6 @@ PgServer* Server() {
   return s;
 }
 
-// A server of the test's own, for a test that restarts it.
-std::unique_ptr<PgServer> OwnServer() {
-  std::string why;
-  std::unique_ptr<PgServer> s = PgServer::Private(&why);
-  EXPECT_NE(s, nullptr) << why;
-  return s;
-}
 
 #define PREPARE(var, db, sql)                                        \
   auto var##_r = (db)->Prepare(sql);                                 \
@@ -57,6 +50,20 @@ std::unique_ptr<PgDb> Connect(const std::string& uri) {
   auto db = PgDb::Open(uri);
   EXPECT_TRUE(db.ok()) << db.status().ToString();
   return db.ok() ? std::move(db).value() : nullptr;
+}
+
+// A server of the test's own (the test restarts it) and a connection to a new database on
+// it; db is null where either could not be had (the reason recorded).
+struct OwnDatabase {
+  std::unique_ptr<PgServer> pg;
+  std::unique_ptr<PgDb> db;
+};
+OwnDatabase OnOwnServer() {
+  std::string why;
+  OwnDatabase out{PgServer::Private(&why), nullptr};
+  EXPECT_NE(out.pg, nullptr) << why;
+  if (out.pg != nullptr) out.db = Connect(out.pg->CreateDatabase());
+  return out;
 }
 
 // A connection to a new empty database on the test's server; null (after a failure) without one.
@@ -167,9 +174,7 @@ TEST(PgDbTest, CopiedRowsKeepEveryByteAndABadRowFailsTheCopyCleanly) {
 // A server restart in the middle of a COPY (enqueue's writes) loses the connection: the
 // transaction reconnects and runs again, whole, and the table has each row once.
 TEST(PgDbTest, AServerRestartInTheMiddleOfACopyCostsARetry) {
-  std::unique_ptr<PgServer> pg = OwnServer();
-  ASSERT_NE(pg, nullptr);
-  auto db = Connect(pg->CreateDatabase());
+  auto [pg, db] = OnOwnServer();
   ASSERT_NE(db, nullptr);
   FM_ASSERT_OK(db->Exec("CREATE TABLE c (k bigint PRIMARY KEY, s text)"));
   int runs = 0;
@@ -226,9 +231,7 @@ TEST(PgDbTest, ReservedIdsAreNeverGivenToAnotherConnection) {
 // A restart cuts every connection: the next transaction reconnects (prepared statements
 // are made again) and runs, instead of failing the work it was doing.
 TEST(PgDbTest, AServerRestartCostsARetryNotTheTransaction) {
-  std::unique_ptr<PgServer> pg = OwnServer();
-  ASSERT_NE(pg, nullptr);
-  auto db = Connect(pg->CreateDatabase());
+  auto [pg, db] = OnOwnServer();
   ASSERT_NE(db, nullptr);
   FM_ASSERT_OK(db->Exec("CREATE TABLE r (k int)"));
   auto insert = [&](int k) {

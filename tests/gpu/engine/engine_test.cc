@@ -279,14 +279,22 @@ double Ms(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-class ModelTest : public ::testing::TestWithParam<std::string> {};
+// A converted model of the store (FRAMEMILL_MODELS), by name; skipped where it is not
+// installed (a failure with FRAMEMILL_REQUIRE_MODELS=1).
+class ModelTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path(ModelsDir()) / GetParam();
+    if (!fs::exists(dir_ / "manifest.json") || !fs::exists(dir_ / "model.fmg.json")) {
+      if (RequireModels()) FAIL() << "model not installed: " << dir_;
+      GTEST_SKIP() << "model not installed in " << dir_ << " (set FRAMEMILL_MODELS)";
+    }
+  }
+  fs::path dir_;
+};
 
 TEST_P(ModelTest, MatchesOpenCvDnnInFp32AndStaysCloseInFp16) {
-  fs::path dir = fs::path(ModelsDir()) / GetParam();
-  if (!fs::exists(dir / "manifest.json") || !fs::exists(dir / "model.fmg.json")) {
-    if (RequireModels()) FAIL() << "model not installed: " << dir;
-    GTEST_SKIP() << "model not installed in " << dir << " (set FRAMEMILL_MODELS)";
-  }
+  const fs::path& dir = dir_;
   Manifest m = ReadManifest(dir);
   if (GetParam() == "isnet" && std::getenv("FRAMEMILL_SLOW_TESTS") == nullptr) {
     // 1024x1024 through the reference kernels takes ~140 s on 2 cores: too slow for the
@@ -352,11 +360,7 @@ TEST_P(ModelTest, MatchesOpenCvDnnInFp32AndStaysCloseInFp16) {
 }
 
 TEST_P(ModelTest, BatchOfFourEqualsFourSingleRuns) {
-  fs::path dir = fs::path(ModelsDir()) / GetParam();
-  if (!fs::exists(dir / "manifest.json") || !fs::exists(dir / "model.fmg.json")) {
-    if (RequireModels()) FAIL() << "model not installed: " << dir;
-    GTEST_SKIP() << "model not installed in " << dir << " (set FRAMEMILL_MODELS)";
-  }
+  const fs::path& dir = dir_;
   Manifest m = ReadManifest(dir);
   // A fixed-batch graph the engine batches (models/catalog.cc engine_batches) is held to the
   // same: each item's outputs in a batch are its own run's.

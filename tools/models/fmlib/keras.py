@@ -100,12 +100,8 @@ class _Literal:
                 self.i = m.end()
             self.expect(":")
             out[key] = self.value()
-            self.ws()
-            if self.s[self.i] == ",":
-                self.i += 1
-                continue
-            self.expect("}")
-            return out
+            if not self.more("}"):
+                return out
 
     def arr(self):
         self.expect("[")
@@ -116,12 +112,17 @@ class _Literal:
             return out
         while True:
             out.append(self.value())
-            self.ws()
-            if self.s[self.i] == ",":
-                self.i += 1
-                continue
-            self.expect("]")
-            return out
+            if not self.more("]"):
+                return out
+
+    def more(self, close):
+        """After an item: True past a comma (another item follows), False past `close`."""
+        self.ws()
+        if self.s[self.i] == ",":
+            self.i += 1
+            return True
+        self.expect(close)
+        return False
 
 
 def load_umd(text):
