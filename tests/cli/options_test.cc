@@ -111,10 +111,15 @@ TEST(OptionsTest, EverySettingReachesTheModuleItConfigures) {
   const StageOptions& s = c.stage;
   EXPECT_EQ(s.out_dir, "/o");
   EXPECT_EQ(s.models_dir, "/m");
-  EXPECT_EQ(s.lighting.limits.max_pixels, 1234);
-  EXPECT_EQ(s.inpaint.limits.max_pixels, 1234);
-  EXPECT_EQ(s.motion.video_limits.max_pixels, 5555);
-  EXPECT_EQ(s.audio_sync.video_limits.max_frames, 66);
+  // media.*: one setting feeds the limits of every stage that decodes.
+  for (const ImageLimits* l : {&s.lighting.limits, &s.inpaint.limits, &s.model_frames.limits})
+    EXPECT_EQ(l->max_pixels, 1234);
+  for (const VideoLimits* v : {&s.lighting.video_limits, &s.model_frames.video_limits,
+                               &s.dedup.video_limits, &s.motion.video_limits,
+                               &s.audio_sync.video_limits}) {
+    EXPECT_EQ(v->max_pixels, 5555);
+    EXPECT_EQ(v->max_frames, 66);
+  }
   EXPECT_EQ(s.faces.tiles.min_face_px, 20);
   EXPECT_EQ(s.faces.tiles.max_tiles, 12);
   EXPECT_DOUBLE_EQ(s.faces.min_presence, 0.2);
@@ -128,11 +133,6 @@ TEST(OptionsTest, EverySettingReachesTheModuleItConfigures) {
   EXPECT_DOUBLE_EQ(s.audio_sync.sync.max_lag_s, 2);
   EXPECT_EQ(s.audio_sync.mesh_model, "") << "audio_sync.mouth: none";
   EXPECT_EQ(s.inpaint.model, "") << "inpaint.model: none";
-  EXPECT_EQ(s.model_frames.limits.max_pixels, 1234);
-  EXPECT_EQ(s.lighting.video_limits.max_pixels, 5555);
-  EXPECT_EQ(s.model_frames.video_limits.max_pixels, 5555);
-  EXPECT_EQ(s.lighting.video_limits.max_frames, 66);
-  EXPECT_EQ(s.model_frames.video_limits.max_frames, 66);
   EXPECT_EQ(s.model_frames.video_frames, 7);
   EXPECT_DOUBLE_EQ(s.categorize.min_score, 0.5);
   EXPECT_EQ(s.faces.embedding_model, "mobilefacenet");

@@ -91,4 +91,17 @@ class ResultStore {
   std::unique_ptr<JobStore> store_;
 };
 
+// A store of `images` real photos (longest side `side`) under a temporary folder, for the
+// outputs' tests to finish jobs in and write from.
+class PhotoStoreTest : public ::testing::Test {
+ protected:
+  void MakeStore(int images, int side) {
+    paths_ = MakeRealImages(dir_ / "media", images, side);
+    rs_ = std::make_unique<ResultStore>(dir_ / "fm.db");
+  }
+  TempDir dir_;
+  std::vector<std::string> paths_;
+  std::unique_ptr<ResultStore> rs_;
+};
+
 }  // namespace framemill::testing

@@ -25,11 +25,10 @@ int Count(const std::string& text, const std::string& what) {
   return n;
 }
 
-class ReportTest : public ::testing::Test {
+class ReportTest : public PhotoStoreTest {
  protected:
   void SetUp() override {
-    paths_ = MakeRealImages(dir_ / "media", 4, 200);
-    rs_ = std::make_unique<ResultStore>(dir_ / "fm.db");
+    MakeStore(4, 200);
   }
   // Lighting on every item; two faces on the first (one in cluster 7), none elsewhere;
   // then the clusters.
@@ -70,9 +69,6 @@ class ReportTest : public ::testing::Test {
     return id;
   }
 
-  TempDir dir_;
-  std::vector<std::string> paths_;
-  std::unique_ptr<ResultStore> rs_;
 };
 
 TEST_F(ReportTest, EveryPageIsWrittenWithTheAnalysesDrawnAndPicturesAreMadeOnce) {

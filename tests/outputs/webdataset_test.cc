@@ -50,11 +50,10 @@ std::vector<std::string> Shards(const std::string& dir) {
   return out;
 }
 
-class WebDatasetTest : public ::testing::Test {
+class WebDatasetTest : public PhotoStoreTest {
  protected:
   void SetUp() override {
-    paths_ = MakeRealImages(dir_ / "media", 5, 160);
-    rs_ = std::make_unique<ResultStore>(dir_ / "fm.db");
+    MakeStore(5, 160);
     rs_->Enqueue(paths_, {"lighting", "faces"});
     int n = 0;
     rs_->Finish("lighting", [&](const ClaimedJob& j) {
@@ -84,9 +83,6 @@ class WebDatasetTest : public ::testing::Test {
     return s.ok() ? *s : WebDatasetStats{};
   }
 
-  TempDir dir_;
-  std::vector<std::string> paths_;
-  std::unique_ptr<ResultStore> rs_;
 };
 
 TEST_F(WebDatasetTest, EachItemIsItsMediaAndItsResultsUnderItsContentHash) {
