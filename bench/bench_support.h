@@ -3,10 +3,10 @@
 #pragma once
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <optional>
@@ -45,16 +45,17 @@ inline const char* FlagValue(const char* arg, const char* prefix) {
   return std::strncmp(arg, prefix, n) == 0 ? arg + n : nullptr;
 }
 
-// A flag ("--name=") and the field it sets: text, or a whole number raised to `min` where
-// it is below.
+// A flag ("--name=") and the field it sets: text, or a whole number (raised to `min` where
+// it is below; anything but a whole number is refused).
 struct FlagRow {
   const char* prefix;
   std::variant<std::string*, int*, int64_t*> field;
   int64_t min = INT64_MIN;
 };
 
-// Sets the fields of argv[1..] through `rows`. At a flag no row names: a line on stderr
-// ("<program>: unknown flag ...", then `usage` where given) and false.
+// Sets the fields of argv[1..] through `rows`. At a flag no row names, or a number field
+// given something else: a line on stderr ("<program>: unknown flag ...", then `usage`
+// where given) and false.
 inline bool ParseFlags(const char* program, int argc, char** argv,
                        const std::vector<FlagRow>& rows, const char* usage = "") {
   for (int i = 1; i < argc; ++i) {
@@ -69,9 +70,19 @@ inline bool ParseFlags(const char* program, int argc, char** argv,
       std::fprintf(stderr, "%s: unknown flag %s\n%s", program, argv[i], usage);
       return false;
     }
-    const int64_t n = std::max<int64_t>(row->min, std::atoll(v));
-    if (auto* text = std::get_if<std::string*>(&row->field)) **text = v;
-    else if (auto* small = std::get_if<int*>(&row->field)) **small = static_cast<int>(n);
+    if (auto* text = std::get_if<std::string*>(&row->field)) {
+      **text = v;
+      continue;
+    }
+    int64_t n = 0;
+    const char* end = v + std::strlen(v);
+    const auto [stop, err] = std::from_chars(v, end, n);
+    if (err != std::errc() || stop != end || *v == '\0') {
+      std::fprintf(stderr, "%s: %s expects a whole number, got '%s'\n%s", program, row->prefix, v, usage);
+      return false;
+    }
+    n = std::max(row->min, n);
+    if (auto* small = std::get_if<int*>(&row->field)) **small = static_cast<int>(n);
     else **std::get_if<int64_t*>(&row->field) = n;
   }
   return true;

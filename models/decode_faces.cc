@@ -176,20 +176,28 @@ Result<std::vector<float>> FaceRows(const ModelManifest& m, const std::vector<Ou
   return rows;
 }
 
+// The model's face rows (options as its manifest sets them) through `decode`.
+Result<std::vector<FaceBox>> DecodeRows(
+    const ModelManifest& m, const std::vector<OutputTensor>& outs, cv::Size image,
+    BlazeFaceOptions opt,
+    std::vector<FaceBox> (*decode)(const std::vector<float>&, cv::Size, const BlazeFaceOptions&)) {
+  auto rows = FaceRows(m, outs, &opt);
+  if (!rows.ok()) return rows.status();
+  return decode(*rows, image, opt);
+}
+
 }  // namespace
 
 Result<std::vector<FaceBox>> DecodeFaceDetections(const ModelManifest& m,
                                                   const std::vector<OutputTensor>& outs,
                                                   cv::Size image, BlazeFaceOptions opt) {
-  auto rows = FaceRows(m, outs, &opt);
-  return rows.ok() ? Result<std::vector<FaceBox>>(DecodeBlazeFace(*rows, image, opt)) : rows.status();
+  return DecodeRows(m, outs, image, opt, DecodeBlazeFace);
 }
 
 Result<std::vector<FaceBox>> DecodeFaceCandidates(const ModelManifest& m,
                                                   const std::vector<OutputTensor>& outs,
                                                   cv::Size image, BlazeFaceOptions opt) {
-  auto rows = FaceRows(m, outs, &opt);
-  return rows.ok() ? Result<std::vector<FaceBox>>(BlazeFaceCandidates(*rows, image, opt)) : rows.status();
+  return DecodeRows(m, outs, image, opt, BlazeFaceCandidates);
 }
 
 Result<FaceDescription> DecodeFaceDescription(const ModelManifest& m,

@@ -84,10 +84,8 @@ bool PgServer::StartDetached(const std::string& dir, std::string* why) {
 
 bool PgServer::StopDetached(const std::string& dir, std::string* why) {
   PgServer s;
-  s.bindir_ = FindBindir();
-  s.as_postgres_ = ::geteuid() == 0;
-  s.dir_ = dir;
-  s.data_ = dir + "/data";
+  s.Place(dir);
+  s.owned_ = false;
   std::string log;
   if (fs::exists(s.data_ + "/postmaster.pid") &&
       s.Pg("pg_ctl", "-D " + Quote(s.data_) + " -m immediate -w stop", &log) != 0) {
@@ -95,7 +93,6 @@ bool PgServer::StopDetached(const std::string& dir, std::string* why) {
   }
   std::error_code ec;
   fs::remove_all(dir, ec);
-  s.owned_ = false;
   return !ec;
 }
 
@@ -107,24 +104,25 @@ bool PgServer::Attach(const std::string& dir, std::string* why) {
     *why = "no server in " + dir;
     return false;
   }
-  bindir_ = FindBindir();
-  as_postgres_ = ::geteuid() == 0;
-  dir_ = dir;
-  data_ = dir + "/data";
+  Place(dir);
   port_ = port;
   owned_ = false;
   return Exec("postgres", "SELECT 1", why);
 }
 
-bool PgServer::Start(const std::string& dir, std::string* why) {
+void PgServer::Place(const std::string& dir) {
   bindir_ = FindBindir();
+  as_postgres_ = ::geteuid() == 0;
+  dir_ = dir;
+  data_ = dir + "/data";
+}
+
+bool PgServer::Start(const std::string& dir, std::string* why) {
+  Place(dir);
   if (bindir_.empty()) {
     *why = "no PostgreSQL server installed (/usr/lib/postgresql/*/bin): apt-get install postgresql";
     return false;
   }
-  as_postgres_ = ::geteuid() == 0;
-  dir_ = dir;
-  data_ = dir_ + "/data";
   if (as_postgres_ && std::system(("chown postgres " + Quote(dir_)).c_str()) != 0) {
     *why = "cannot chown " + dir_ + " to the postgres user";
     return false;

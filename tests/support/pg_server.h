@@ -49,8 +49,12 @@ class PgServer {
 
  private:
   PgServer() = default;
-  // Starts a server in `dir` (made if missing), or attaches to the one running there.
+  // The server's programs and folders for `dir` (its data in dir/data).
+  void Place(const std::string& dir);
+  // Starts a server in the existing folder `dir`.
   bool Start(const std::string& dir, std::string* why);
+  // The server StartDetached left in `dir`, where it answers; it is not stopped on
+  // destruction (only this process's databases are dropped).
   bool Attach(const std::string& dir, std::string* why);
   // Runs a PostgreSQL program from its bindir (as `postgres` when we are root).
   int Pg(const std::string& program, const std::string& args, std::string* log) const;
