@@ -24,12 +24,19 @@ namespace {
 constexpr uint64_t kMagic = 0x72656764656c6d66ULL;  // "fmledger"
 constexpr uint32_t kVersion = 2;  // 2: the busy time
 
-struct Slot {
+}  // namespace
+
+// One member's row of the shared table. Not in the anonymous namespace: DeviceLedger::Table,
+// declared in the header, holds it (GCC's -Wsubobject-linkage in a unity build).
+struct LedgerSlot {
   int32_t pid;
   int32_t working;     // 1 while this member has a batch on the device
   int64_t start_time;  // the process's start (clock ticks since boot): a reused pid differs
   int64_t planned;
 };
+
+namespace {
+using Slot = LedgerSlot;
 
 // CLOCK_MONOTONIC, the same for every process of the machine.
 int64_t MonotonicNs() {

@@ -69,15 +69,15 @@ cv::Rect FaceSquare(const FaceCrop& f, const cv::Size& picture) {
 
 }  // namespace
 
-PictureCache::PictureCache(std::string assets_dir, PathMap path_map)
+ReportPictures::ReportPictures(std::string assets_dir, PathMap path_map)
     : dir_(std::move(assets_dir)), path_map_(std::move(path_map)) {}
 
-std::string PictureCache::StillName(const ItemView& item, int64_t frame, int side) {
+std::string ReportPictures::StillName(const ItemView& item, int64_t frame, int side) {
   return "stills/" + item.content_hash + (frame >= 0 ? "-f" + std::to_string(frame) : "") + "-" +
          std::to_string(side) + ".jpg";
 }
 
-std::string PictureCache::FaceName(const ItemView& item, const FaceCrop& face) {
+std::string ReportPictures::FaceName(const ItemView& item, const FaceCrop& face) {
   char box[64];
   std::snprintf(box, sizeof box, "%d_%d_%d_%d", static_cast<int>(face.box[0]),
                 static_cast<int>(face.box[1]), static_cast<int>(face.box[2]),
@@ -85,7 +85,7 @@ std::string PictureCache::FaceName(const ItemView& item, const FaceCrop& face) {
   return "faces/" + item.content_hash + "-f" + std::to_string(face.frame) + "-" + box + ".jpg";
 }
 
-std::string PictureCache::ArtifactName(const std::string& path, int side, bool mask) {
+std::string ReportPictures::ArtifactName(const std::string& path, int side, bool mask) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return "";
   const std::string id = path + "|" + std::to_string(st.st_size) + "|" +
@@ -94,19 +94,19 @@ std::string PictureCache::ArtifactName(const std::string& path, int side, bool m
          "-" + std::to_string(side) + (mask ? ".png" : ".jpg");
 }
 
-bool PictureCache::Exists(const std::string& name) const {
+bool ReportPictures::Exists(const std::string& name) const {
   std::error_code ec;
   return fs::exists(dir_ + "/" + name, ec);
 }
 
-bool PictureCache::Have(const std::string& name) {
+bool ReportPictures::Have(const std::string& name) {
   if (!Exists(name)) return false;
   ++reused_;
   return true;
 }
 
 // Written under a temporary name and renamed: a page being viewed never shows half a file.
-Status PictureCache::Write(const std::string& name, const void* mat) {
+Status ReportPictures::Write(const std::string& name, const void* mat) {
   const std::string path = dir_ + "/" + name;
   std::error_code ec;
   fs::create_directories(fs::path(path).parent_path(), ec);
@@ -127,7 +127,7 @@ Status PictureCache::Write(const std::string& name, const void* mat) {
   return Status::OK();
 }
 
-Status PictureCache::Make(const ItemView& item, const PictureRequest& r) {
+Status ReportPictures::Make(const ItemView& item, const PictureRequest& r) {
   std::vector<int> sides;
   for (int side : r.still_sides)
     if (!Have(StillName(item, r.frame, side))) sides.push_back(side);
@@ -141,7 +141,7 @@ Status PictureCache::Make(const ItemView& item, const PictureRequest& r) {
   return first_error;
 }
 
-Status PictureCache::MakeStillsAndFaces(const ItemView& item, const PictureRequest& r,
+Status ReportPictures::MakeStillsAndFaces(const ItemView& item, const PictureRequest& r,
                                         const std::vector<int>& sides,
                                         const std::vector<FaceCrop>& faces, Status* first_error) {
   const std::string path = path_map_.ToLocal(item.is_url ? item.fetched_path : item.source);
@@ -175,7 +175,7 @@ Status PictureCache::MakeStillsAndFaces(const ItemView& item, const PictureReque
   return Status::OK();
 }
 
-Status PictureCache::MakeArtifacts(const PictureRequest& r, Status* first_error) {
+Status ReportPictures::MakeArtifacts(const PictureRequest& r, Status* first_error) {
   for (bool mask : {true, false}) {
     for (const std::string& artifact : mask ? r.masks : r.images) {
       const std::string name = ArtifactName(artifact, r.artifact_side, mask);

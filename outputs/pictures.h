@@ -37,10 +37,10 @@ struct PictureRequest {
   int artifact_side = kArtifactSide;
 };
 
-class PictureCache {
+class ReportPictures {
  public:
 
-  PictureCache(std::string assets_dir, PathMap path_map);
+  ReportPictures(std::string assets_dir, PathMap path_map);
 
   static std::string StillName(const ItemView& item, int64_t frame, int side);
   static std::string FaceName(const ItemView& item, const FaceCrop& face);

@@ -246,7 +246,7 @@ class ReportWriter {
   // The item's page and its card on the grid.
   Status Show(const ItemView& item, const Analyses& a, const Status& made) {
     const bool media_ok = MediaOk(item);
-    const bool have_still = media_ok && pictures_.Exists(PictureCache::StillName(item, a.frame, o_.thumb_side));
+    const bool have_still = media_ok && pictures_.Exists(ReportPictures::StillName(item, a.frame, o_.thumb_side));
     if (!made.ok() && media_ok) {  // a URL not fetched yet has no picture, and no problem
       ++stats_.problem_count;
       if (stats_.problems.size() < 20) stats_.problems.push_back(item.source + ": " + made.message());
@@ -254,14 +254,14 @@ class ReportWriter {
     const std::string page = std::to_string(item.id) + ".html";
     if (dup_of_.count(item.source)) {
       page_of_[item.source] = page;
-      if (have_still) thumb_of_[item.source] = "assets/" + PictureCache::StillName(item, a.frame, o_.thumb_side);
+      if (have_still) thumb_of_[item.source] = "assets/" + ReportPictures::StillName(item, a.frame, o_.thumb_side);
     }
     for (const FaceRef& f : a.all_faces) {
       const ClusterKey key{item.source, f.frame, f.index};
       auto c = cluster_index_.find(f.cluster);
       const bool noise = noise_of_.count(key) > 0;
       if ((c == cluster_index_.end() && !noise) || !crop_wanted_.count(key)) continue;
-      const std::string crop = PictureCache::FaceName(item, {f.frame, f.box});
+      const std::string crop = ReportPictures::FaceName(item, {f.frame, f.box});
       if (!pictures_.Exists(crop)) continue;
       const ClusterInfo::Member m{crop, page, BaseName(item.source), f.frame, f.quality};
       if (noise) {
@@ -300,7 +300,7 @@ class ReportWriter {
 
   // The inpainted image beside the original it was made from.
   std::string InpaintFigure(const ItemView& item, const Analyses& a, bool have_still) const {
-    const std::string name = PictureCache::ArtifactName(a.inpainted, kArtifactSide, false);
+    const std::string name = ReportPictures::ArtifactName(a.inpainted, kArtifactSide, false);
     if (a.inpainted.empty() || name.empty() || !have_still) return "";
     const json& r = a.results.at(stage_names::kInpaint);
     auto figure = [](const std::string& src, const std::string& caption) {
@@ -308,7 +308,7 @@ class ReportWriter {
              caption + "\"><figcaption class=\"small muted\">" + caption + "</figcaption></figure>";
     };
     return "<h2>Inpainted</h2><div style=\"display:flex;gap:10px\">" +
-           figure(PictureCache::StillName(item, a.frame, o_.preview_side), "original") +
+           figure(ReportPictures::StillName(item, a.frame, o_.preview_side), "original") +
            figure(name, Esc(r.value("method", std::string())) + ", hole " +
                             Num(100 * NumberOr(r, "mask_coverage", 0), 1) + "%") + "</div>";
   }
@@ -320,7 +320,7 @@ class ReportWriter {
                     std::to_string(a.all_faces.size()) + "</span><div class=\"faces\">";
     int shown = 0;
     for (const FaceRef& f : a.all_faces) {
-      const std::string crop = PictureCache::FaceName(item, {f.frame, f.box});
+      const std::string crop = ReportPictures::FaceName(item, {f.frame, f.box});
       if (!pictures_.Exists(crop) || ++shown > 60) continue;
       const std::string img = "<img src=\"../assets/" + crop + "\" alt=\"face\" style=\"border-color:" + ClusterColour(f.cluster) + "\">";
       if (f.cluster >= 0)
@@ -501,7 +501,7 @@ class ReportWriter {
 
   JobStore& store_;
   const ReportOptions& o_;
-  PictureCache pictures_;
+  ReportPictures pictures_;
   ReportStats stats_;
   int64_t now_ = 0, shown_ = 0, shown_done_ = 0, pages_ = 1;
   std::map<ClusterKey, int64_t> cluster_of_, representative_;

@@ -3,7 +3,7 @@
 // their OOM and CPU-fallback counts), paged grids of items with their analyses drawn on
 // them, a page per item, a page per identity cluster, and a page of failures with their
 // history. No script, no server, no network at view time; pictures under DIR/assets/ are
-// made once and kept (PictureCache), so regenerating the report during a run is cheap
+// made once and kept (ReportPictures), so regenerating the report during a run is cheap
 // and shows what is still running as such. Every page is written under a temporary name
 // and renamed. Not thread-safe: one report at a time per directory.
 #pragma once

@@ -236,9 +236,9 @@ std::string Picture(const ItemView& item, const Analyses& a, int side, const std
   std::string out = std::string("<div class=\"pic") + (blur ? " nsfw" : "") + "\" style=\"" + Aspect(a) + "\">";
   if (have_still) {
     out += "<img " + std::string(lazy ? "loading=\"lazy\" " : "") + "src=\"" + prefix + "assets/" +
-           PictureCache::StillName(item, a.frame, side) + "\" alt=\"" + Esc(BaseName(item.source)) + "\">";
+           ReportPictures::StillName(item, a.frame, side) + "\" alt=\"" + Esc(BaseName(item.source)) + "\">";
     if (!a.mask.empty()) {
-      const std::string mask = PictureCache::ArtifactName(a.mask, kArtifactSide, true);
+      const std::string mask = ReportPictures::ArtifactName(a.mask, kArtifactSide, true);
       if (!mask.empty())
         out += "<img " + std::string(lazy ? "loading=\"lazy\" " : "") + "src=\"" + prefix + "assets/" + mask +
                "\" alt=\"segment mask\">";

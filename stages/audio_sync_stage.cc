@@ -22,7 +22,7 @@ namespace framemill {
 
 namespace {
 
-constexpr const char* kOperation = "AUDIO_SYNC";  // AUDIO_SYNC_GPU: faces and mouths
+constexpr const char* kAudioSyncOperation = "AUDIO_SYNC";  // AUDIO_SYNC_GPU: faces and mouths
 constexpr int kMotionWidth = 160;    // whole-frame motion is measured this wide
 constexpr int kCutWidth = 160;       // cuts only: the motion analyser at half its default size
 constexpr size_t kChunk = 16;        // frames held for one face-detection run
@@ -117,7 +117,7 @@ class VisualReader {
     models::BatchOutputs heads;
     if (!to_detect.empty()) {
       auto r = models::RunModel(cache_, detector_, to_detect, ctx_.ladder, &series_.face_device,
-                                kOperation);
+                                kAudioSyncOperation);
       if (!r.ok()) return r.status();
       heads = std::move(r).value();
     }
@@ -166,7 +166,7 @@ class VisualReader {
   // Mouth opening per crop: the inner-lip gap over the distance between the corners.
   Status MeasureMouths(const std::vector<cv::Mat>& crops, const std::vector<size_t>& at) {
     if (crops.empty()) return Status::OK();
-    auto out = models::RunModel(cache_, *mesh_, crops, ctx_.ladder, &series_.mesh_device, kOperation);
+    auto out = models::RunModel(cache_, *mesh_, crops, ctx_.ladder, &series_.mesh_device, kAudioSyncOperation);
     if (!out.ok()) return out.status();
     const models::ModelManifest& m = mesh_->manifest();
     // In the model's input pixels: a mouth narrower than one of them is a degenerate mesh.
@@ -248,7 +248,7 @@ Result<Sound> HearSound(const std::string& path, const AudioSyncOptions& o, mode
     return Status::Internal("the VAD wants " + std::to_string((*vad)->sample_rate()) + " Hz");
   std::string device = "cpu";
   auto probs = (*vad)->Run(audio->samples, [&](const gpu::Tensor& windows) {
-    return models::RunModelOnTensor(cache, **encoder, windows, ctx.ladder, &device, kOperation);
+    return models::RunModelOnTensor(cache, **encoder, windows, ctx.ladder, &device, kAudioSyncOperation);
   });
   if (!probs.ok()) return probs.status();
   return Sound{std::move(audio).value(), std::move(probs).value(), (*vad)->window(), device};

@@ -11,7 +11,7 @@ namespace {
 
 using cluster::FaceRef;
 
-constexpr const char* kOperation = "FACE_CLUSTERING";
+constexpr const char* kFaceClusteringOperation = "FACE_CLUSTERING";
 
 Status ParseFaces(const nlohmann::json& faces, const std::string& item, int64_t frame,
                   std::vector<FaceRef>* out) {
@@ -175,7 +175,7 @@ Outcome FaceClustersStage::RunOne(const StageContext& ctx) const {
   });
   if (!s.ok()) return Outcome::Failed(s);
   gpu::ComputeBackend* device =
-      ctx.ladder != nullptr && ctx.ladder->OnDevice(kOperation) ? ctx.ladder->gpu() : nullptr;
+      ctx.ladder != nullptr && ctx.ladder->OnDevice(kFaceClusteringOperation) ? ctx.ladder->gpu() : nullptr;
   auto r = Cluster(std::move(faces), previous ? &*previous : nullptr, device);
   if (!r.ok()) return Outcome::Failed(r.status());
   (*r)["unreadable_results"] = unreadable;

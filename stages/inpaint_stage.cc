@@ -20,7 +20,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kOperation = "INPAINTING";
+constexpr const char* kInpaintOperation = "INPAINTING";
 constexpr const char* kMaskExtensions[] = {".png", ".bmp", ".tif", ".tiff", ".jpg", ".jpeg", ".webp"};
 
 // The mask file of `stem` in `dir`, "" when there is none; InvalidArgument when two
@@ -74,7 +74,7 @@ std::function<Result<Out>(const Task&, const Spec&)> OnLadder(gpu::OomLadder& la
     // Each level's call sets *device; the last is the finest level's, the largest: its
     // device is the fill's.
     return ladder.RunOne<Out>(
-        kOperation, static_cast<int64_t>(task.image.total()), bytes(task.image.size()),
+        kInpaintOperation, static_cast<int64_t>(task.image.total()), bytes(task.image.size()),
         [&](gpu::ComputeBackend& backend) { return call(backend, task, spec); }, device);
   };
 }
@@ -241,7 +241,7 @@ Outcome InpaintStage::RunOne(const ClaimedJob& job, const StageContext& ctx) {
     // A run with INPAINTING on a device: `auto` is the harmonic fill on every worker of it, on
     // the device where the worker has a seat there, else its CPU twin (the same pixels);
     // without a device, Telea's.
-    const bool device_op = ctx.device_ops != nullptr && ctx.device_ops->count(kOperation) > 0 &&
+    const bool device_op = ctx.device_ops != nullptr && ctx.device_ops->count(kInpaintOperation) > 0 &&
                            ctx.ladder != nullptr;
     InpaintMethod m = device_op ? InpaintMethod::kPyramid : ChooseInpaintMethod(shape);
     if (options_.method != "auto") {

@@ -9,7 +9,7 @@ namespace framemill {
 
 namespace {
 
-constexpr const char* kOperation = "MOTION";
+constexpr const char* kMotionOperation = "MOTION";
 
 // Flow on the device the ladder chose for MOTION (our pyramidal Lucas-Kanade), stepping
 // down to its CPU twin when the device runs out of memory. `device` gets who ran it.
@@ -18,7 +18,7 @@ FlowFn DeviceFlow(gpu::OomLadder& ladder, std::string* device) {
     const gpu::FlowSpec spec;
     const std::vector<gpu::FlowPair> pairs = {{from, to}};
     return ladder.RunOne<cv::Mat>(
-        kOperation, static_cast<int64_t>(from.total()), gpu::DenseFlowBytesPerItem(from.size(), spec),
+        kMotionOperation, static_cast<int64_t>(from.total()), gpu::DenseFlowBytesPerItem(from.size(), spec),
         [&](gpu::ComputeBackend& backend) { return backend.DenseFlowBatch(pairs, spec); }, device);
   };
 }
@@ -40,7 +40,7 @@ Outcome MotionStage::RunOne(const ClaimedJob& job, const StageContext& ctx) {
   VideoReader& r = **reader;
   std::string device = "cpu";
   FlowFn flow;  // DIS on the CPU, unless MOTION runs on a device
-  if (ctx.ladder != nullptr && ctx.ladder->OnDevice(kOperation)) flow = DeviceFlow(*ctx.ladder, &device);
+  if (ctx.ladder != nullptr && ctx.ladder->OnDevice(kMotionOperation)) flow = DeviceFlow(*ctx.ladder, &device);
   const std::string method =
       flow ? "lk-pyramid" : "dis-" + FlowPresetName(options_.analysis.preset);
   MotionAnalyser analyser(options_.analysis, cv::Size(r.info().width, r.info().height), r.output_size(), flow);

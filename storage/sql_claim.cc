@@ -163,17 +163,18 @@ void SqlClaim<Db>::SetItem(const Stmt& st, int col, ClaimedJob* j) const {
   j->size = st.Int(col + 4);
 }
 
-namespace {
 // SQLite's claims: both lease what a subquery picks: pending, due, of these stages, in order.
 // Literal state and `+stage` so the planner walks the partial index in order and stops after
 // LIMIT rows, instead of sorting every pending job of the stages. Binds: token, worker, lease
 // end, now (started_at), then the subquery's now and stages (twice by items), then the limit.
+// (Outside the anonymous namespace: SqlClaim's template members hold it, which GCC's
+// -Wsubobject-linkage reports in a unity build.)
 struct SqliteClaimSql {
   std::string suspect;  // a suspect (its last worker died holding it), claimed alone, first
   std::string claim;    // the claim itself, by jobs or by items
 };
 
-SqliteClaimSql SqliteClaimSqlOf(size_t stages, ClaimBy by) {
+static SqliteClaimSql SqliteClaimSqlOf(size_t stages, ClaimBy by) {
   const std::string due = "SELECT {} FROM jobs WHERE state = " S_PENDING " AND next_run_at <= ?"
                           " AND +stage IN (" + Placeholders(stages) + ")";
   const std::string lease =
@@ -192,7 +193,6 @@ SqliteClaimSql SqliteClaimSqlOf(size_t stages, ClaimBy by) {
               ? lease + select("id") + order + "?" + returning
               : lease + select("id") + " AND item_id IN (" + select("item_id") + order + "?)" + returning};
 }
-}  // namespace
 
 template <class Db>
 Result<std::vector<ClaimedJob>> SqlClaim<Db>::ClaimSqlite(const std::string& worker,

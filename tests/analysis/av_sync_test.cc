@@ -114,7 +114,9 @@ TEST(AvSyncTest, OnsetsRiseWhereASoundStartsAndTheFloorHidesNoise) {
   EXPECT_NEAR(onset.t0 + peak / onset.rate, 1.25, 1e-9);  // t0 + 1 s
   EXPECT_GT(onset.v[peak], 3.5);
   for (size_t i = 0; i < onset.v.size(); ++i)
-    if (i != peak) EXPECT_LT(onset.v[i], 0.5) << i;  // the beep's end is no onset
+    if (i != peak) {
+      EXPECT_LT(onset.v[i], 0.5) << i;  // the beep's end is no onset
+    }
 }
 
 TEST(AvSyncTest, VisualOnsetsSkipDarkeningAndCuts) {

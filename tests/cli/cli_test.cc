@@ -21,7 +21,7 @@ namespace framemill::testing {
 namespace {
 namespace fs = std::filesystem;
 
-constexpr int kImages = 8;
+constexpr int kCliImages = 8;
 
 class CliTest : public ::testing::Test {
  protected:
@@ -40,10 +40,10 @@ class CliTest : public ::testing::Test {
     return RunProcess(args, env, dir_.path(), 120);
   }
 
-  // kImages good images in dir/media.
+  // kCliImages good images in dir/media.
   std::string GoodMedia() {
     std::string media = dir_ / "media";
-    MakeRealImages(media, kImages, 160);
+    MakeRealImages(media, kCliImages, 160);
     return media;
   }
 
@@ -58,18 +58,18 @@ TEST_F(CliTest, EnqueueThenRunWithTwoWorkersFinishesEverythingAndExitsZero) {
   std::string media = GoodMedia();
   auto enq = Fm({"enqueue", media});
   ASSERT_EQ(enq.exit_code, 0) << enq.err;
-  EXPECT_NE(enq.out.find(std::to_string(kImages) + " added"), std::string::npos) << enq.out;
+  EXPECT_NE(enq.out.find(std::to_string(kCliImages) + " added"), std::string::npos) << enq.out;
 
   auto run = Fm({"run", "--workers", "2"});
   EXPECT_EQ(run.exit_code, 0) << run.err;
-  EXPECT_EQ(Int("SELECT count(*) FROM jobs WHERE state = 2"), kImages);
-  EXPECT_EQ(Int("SELECT count(*) FROM results"), kImages);
+  EXPECT_EQ(Int("SELECT count(*) FROM jobs WHERE state = 2"), kCliImages);
+  EXPECT_EQ(Int("SELECT count(*) FROM results"), kCliImages);
   EXPECT_EQ(Int("SELECT exit_code FROM runs ORDER BY id DESC LIMIT 1"), 0);
 
   // Nothing left: a second run has nothing to do and still exits 0.
   auto again = Fm({"run", "--workers", "2"});
   EXPECT_EQ(again.exit_code, 0) << again.err;
-  EXPECT_EQ(Int("SELECT count(*) FROM results"), kImages);
+  EXPECT_EQ(Int("SELECT count(*) FROM results"), kCliImages);
 }
 
 TEST_F(CliTest, StatusJsonHasItemsAndPerStageCounts) {
@@ -79,21 +79,21 @@ TEST_F(CliTest, StatusJsonHasItemsAndPerStageCounts) {
   auto before = Fm({"status", "--json"});
   ASSERT_EQ(before.exit_code, 0) << before.err;
   auto j = nlohmann::json::parse(before.out);
-  EXPECT_EQ(j["items"], kImages);
+  EXPECT_EQ(j["items"], kCliImages);
   ASSERT_TRUE(j["stages"].contains("lighting")) << before.out;
   for (const char* key : {"pending", "running", "done", "failed", "skipped"})
     EXPECT_TRUE(j["stages"]["lighting"].contains(key)) << key << " missing: " << before.out;
-  EXPECT_EQ(j["stages"]["lighting"]["pending"], kImages);
+  EXPECT_EQ(j["stages"]["lighting"]["pending"], kCliImages);
   EXPECT_EQ(j["stages"]["lighting"]["done"], 0);
 
   ASSERT_EQ(Fm({"run", "--workers", "2"}).exit_code, 0);
   auto after = Fm({"status", "--json"});
   ASSERT_EQ(after.exit_code, 0) << after.err;
   j = nlohmann::json::parse(after.out);
-  EXPECT_EQ(j["items"], kImages);
+  EXPECT_EQ(j["items"], kCliImages);
   EXPECT_EQ(j["stages"]["lighting"]["pending"], 0);
   EXPECT_EQ(j["stages"]["lighting"]["running"], 0);
-  EXPECT_EQ(j["stages"]["lighting"]["done"], kImages);
+  EXPECT_EQ(j["stages"]["lighting"]["done"], kCliImages);
   EXPECT_EQ(j["stages"]["lighting"]["failed"], 0);
   EXPECT_EQ(j["stages"]["lighting"]["skipped"], 0);
   // Time per item: the median of the jobs' own times as the store holds them (the upper
@@ -101,7 +101,7 @@ TEST_F(CliTest, StatusJsonHasItemsAndPerStageCounts) {
   ASSERT_TRUE(j["stages"]["lighting"]["ms_per_item"].contains("image")) << after.out;
   std::vector<long long> run_ms;
   for (const std::string& v : QueryRows(db_, "SELECT run_ms FROM results ORDER BY run_ms")) run_ms.push_back(std::stoll(v));
-  ASSERT_EQ(run_ms.size(), static_cast<size_t>(kImages));
+  ASSERT_EQ(run_ms.size(), static_cast<size_t>(kCliImages));
   EXPECT_EQ(j["stages"]["lighting"]["ms_per_item"]["image"].get<double>(), run_ms[run_ms.size() / 2]);
 
   // The human-readable form works too.
@@ -150,7 +150,7 @@ TEST_F(CliTest, ExportJsonlHasOneLinePerDoneJobWithTheContractKeys) {
     EXPECT_TRUE(j["artifacts"].is_array()) << line;
     items.insert(j["item"].get<std::string>());
   }
-  EXPECT_EQ(items.size(), static_cast<size_t>(kImages));
+  EXPECT_EQ(items.size(), static_cast<size_t>(kCliImages));
   // The default format is jsonl.
   EXPECT_EQ(Fm({"export"}).out, exp.out);
 }
@@ -209,7 +209,7 @@ TEST_F(CliTest, ExportCsvToAFileWritesAHeaderAndOneRowPerResult) {
     EXPECT_EQ(line.rfind(media + "/", 0), 0u) << line;
     EXPECT_NE(line.find(",lighting,cpu,"), std::string::npos) << line;
   }
-  EXPECT_EQ(rows, kImages);
+  EXPECT_EQ(rows, kCliImages);
 
   auto bad = Fm({"export", "--format", "xml"});
   EXPECT_EQ(bad.exit_code, 2);
@@ -335,7 +335,7 @@ TEST_F(CliTest, RetryFailedPutsFailedJobsBackAndAFixedFileThenSucceeds) {
   auto rerun = Fm({"run", "--workers", "2"});
   EXPECT_EQ(rerun.exit_code, 0) << rerun.err;
   EXPECT_EQ(of("state"), "2");
-  EXPECT_EQ(Int("SELECT count(*) FROM results"), kImages + 1);
+  EXPECT_EQ(Int("SELECT count(*) FROM results"), kCliImages + 1);
 }
 
 TEST_F(CliTest, UnknownSubcommandIsAUsageErrorNamingIt) {
@@ -354,7 +354,7 @@ TEST_F(CliTest, EnqueueingTheSameDirectoryTwiceAddsNothing) {
   WriteFile(media + "/README", "not media\n");
   auto first = Fm({"enqueue", media});
   ASSERT_EQ(first.exit_code, 0) << first.err;
-  EXPECT_NE(first.out.find("items: " + std::to_string(kImages) + " added"), std::string::npos)
+  EXPECT_NE(first.out.find("items: " + std::to_string(kCliImages) + " added"), std::string::npos)
       << first.out;
   EXPECT_NE(first.out.find("not an image or video"), std::string::npos) << first.out;
 
@@ -362,9 +362,9 @@ TEST_F(CliTest, EnqueueingTheSameDirectoryTwiceAddsNothing) {
   ASSERT_EQ(second.exit_code, 0) << second.err;
   EXPECT_NE(second.out.find("items: 0 added"), std::string::npos) << second.out;
   EXPECT_NE(second.out.find("jobs:  0 added"), std::string::npos) << second.out;
-  EXPECT_NE(second.out.find(std::to_string(kImages) + " unchanged"), std::string::npos)
+  EXPECT_NE(second.out.find(std::to_string(kCliImages) + " unchanged"), std::string::npos)
       << second.out;
-  EXPECT_EQ(Int("SELECT count(*) FROM jobs"), kImages);
+  EXPECT_EQ(Int("SELECT count(*) FROM jobs"), kCliImages);
 }
 
 TEST_F(CliTest, EnqueueOfAMissingSourceIsAUsageErrorAndAUrlListIsAccepted) {

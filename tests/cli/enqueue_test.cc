@@ -23,7 +23,7 @@ namespace framemill::testing {
 namespace {
 namespace fs = std::filesystem;
 
-constexpr int kImages = 6;
+constexpr int kEnqueueImages = 6;
 
 class EnqueueTest : public ::testing::Test {
  protected:
@@ -43,10 +43,10 @@ class EnqueueTest : public ::testing::Test {
     options_.stages = {"look", "still"};
   }
 
-  // kImages real photos, a real video, a text file and an empty extensionless file.
+  // kEnqueueImages real photos, a real video, a text file and an empty extensionless file.
   void MakeMediaDir() {
     media_ = dir_ / "media";
-    images_ = MakeRealImages(media_, kImages, 200);
+    images_ = MakeRealImages(media_, kEnqueueImages, 200);
     fs::create_directories(media_ + "/sub");
     fs::copy_file(SampleData("vtest.avi"), media_ + "/sub/clip.avi");
     WriteFile(media_ + "/notes.txt", "shopping list: eggs, milk\n");
@@ -101,22 +101,22 @@ TEST_F(EnqueueTest, CountsMediaAndSkipsNonMediaByReason) {
   auto r = Enqueue({media_}, &last);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
 
-  EXPECT_EQ(r->files_seen, kImages + 3);
-  EXPECT_EQ(r->media_files, kImages + 1);
+  EXPECT_EQ(r->files_seen, kEnqueueImages + 3);
+  EXPECT_EQ(r->media_files, kEnqueueImages + 1);
   EXPECT_EQ(r->skipped, (std::map<std::string, int64_t>{{"empty file", 1},
                                                         {"not an image or video", 1}}));
   EXPECT_EQ(r->skipped_example["empty file"], media_ + "/sub/EMPTY");
   EXPECT_EQ(r->skipped_example["not an image or video"], media_ + "/notes.txt");
-  EXPECT_EQ(r->stats.items_added, kImages + 1);
+  EXPECT_EQ(r->stats.items_added, kEnqueueImages + 1);
   // Two stages each; "still" does not apply to the video, so it is inserted skipped.
-  EXPECT_EQ(r->stats.jobs_added, 2 * (kImages + 1));
+  EXPECT_EQ(r->stats.jobs_added, 2 * (kEnqueueImages + 1));
   EXPECT_EQ(r->stats.jobs_not_applicable, 1);
   EXPECT_TRUE(last.done);
-  EXPECT_EQ(last.files_seen, kImages + 3);
-  EXPECT_EQ(last.to_read, kImages + 3);
-  EXPECT_EQ(last.items_written, kImages + 1);
+  EXPECT_EQ(last.files_seen, kEnqueueImages + 3);
+  EXPECT_EQ(last.to_read, kEnqueueImages + 3);
+  EXPECT_EQ(last.items_written, kEnqueueImages + 1);
 
-  EXPECT_EQ(QueryInt(db_, "SELECT count(*) FROM items"), kImages + 1);
+  EXPECT_EQ(QueryInt(db_, "SELECT count(*) FROM items"), kEnqueueImages + 1);
   EXPECT_EQ(States(media_ + "/sub/clip.avi"), "0,4");
   EXPECT_EQ(States(images_[0]), "0,0");
   EXPECT_EQ(Item(media_ + "/sub/clip.avi", "kind"), "2");
@@ -183,10 +183,10 @@ TEST_F(EnqueueTest, EnqueueingTheSameSourceAgainAddsNothingAndReadsNoFile) {
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(again->stats.items_added, 0);
   EXPECT_EQ(again->stats.items_changed, 0);
-  EXPECT_EQ(again->stats.items_unchanged, kImages + 1);
+  EXPECT_EQ(again->stats.items_unchanged, kEnqueueImages + 1);
   EXPECT_EQ(again->stats.jobs_added, 0);
   EXPECT_EQ(again->stats.jobs_requeued, 0);
-  EXPECT_EQ(again->media_files, kImages + 1);
+  EXPECT_EQ(again->media_files, kEnqueueImages + 1);
   // Known, unchanged media files (same size and mtime) are not opened again; the two
   // non-media files are not in the store, so only they are read.
   EXPECT_EQ(last.to_read, 2);
@@ -196,14 +196,14 @@ TEST_F(EnqueueTest, EnqueueingTheSameSourceAgainAddsNothingAndReadsNoFile) {
   ASSERT_TRUE(third.ok()) << third.status().ToString();
   EXPECT_EQ(third->stats.items_added, 0);
   EXPECT_EQ(third->stats.jobs_added, 0);
-  EXPECT_EQ(QueryInt(db_, "SELECT count(*) FROM items"), kImages + 1);
+  EXPECT_EQ(QueryInt(db_, "SELECT count(*) FROM items"), kEnqueueImages + 1);
 }
 
 TEST_F(EnqueueTest, NewContentRequeuesExactlyThatItemsJobs) {
   MakeMediaDir();
   ASSERT_TRUE(Enqueue({media_}).ok());
   CompleteAll();
-  ASSERT_EQ(QueryInt(db_, "SELECT count(*) FROM results"), 2 * kImages + 1);
+  ASSERT_EQ(QueryInt(db_, "SELECT count(*) FROM results"), 2 * kEnqueueImages + 1);
   const std::string old_hash = Item(images_[2], "content_hash");
 
   // Same path, other picture (different bytes), later mtime.
@@ -217,20 +217,20 @@ TEST_F(EnqueueTest, NewContentRequeuesExactlyThatItemsJobs) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->stats.items_added, 0);
   EXPECT_EQ(r->stats.items_changed, 1);
-  EXPECT_EQ(r->stats.items_unchanged, kImages);
+  EXPECT_EQ(r->stats.items_unchanged, kEnqueueImages);
   EXPECT_EQ(r->stats.jobs_requeued, 2);
   EXPECT_EQ(r->stats.jobs_added, 0);
   EXPECT_EQ(last.to_read, 3);  // the changed file and the two non-media ones
 
   EXPECT_NE(Item(images_[2], "content_hash"), old_hash);
   EXPECT_EQ(States(images_[2]), "0,0");
-  for (int i = 0; i < kImages; ++i) {
+  for (int i = 0; i < kEnqueueImages; ++i) {
     if (i == 2) continue;
     EXPECT_EQ(States(images_[i]), "2,2") << images_[i];
   }
   EXPECT_EQ(States(media_ + "/sub/clip.avi"), "2,4");
   // The old results described the old picture: gone; the others stay.
-  EXPECT_EQ(QueryInt(db_, "SELECT count(*) FROM results"), 2 * kImages - 1);
+  EXPECT_EQ(QueryInt(db_, "SELECT count(*) FROM results"), 2 * kEnqueueImages - 1);
 }
 
 TEST_F(EnqueueTest, TouchedButUnchangedFileIsNotRequeued) {
@@ -244,10 +244,10 @@ TEST_F(EnqueueTest, TouchedButUnchangedFileIsNotRequeued) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(last.to_read, 3);  // re-read, since its mtime moved...
   EXPECT_EQ(r->stats.items_changed, 0);  // ...but the hash is the same
-  EXPECT_EQ(r->stats.items_unchanged, kImages + 1);
+  EXPECT_EQ(r->stats.items_unchanged, kEnqueueImages + 1);
   EXPECT_EQ(r->stats.jobs_requeued, 0);
   EXPECT_EQ(States(images_[4]), "2,2");
-  EXPECT_EQ(QueryInt(db_, "SELECT count(*) FROM results"), 2 * kImages + 1);
+  EXPECT_EQ(QueryInt(db_, "SELECT count(*) FROM results"), 2 * kEnqueueImages + 1);
 
   // The new mtime was recorded, so the next enqueue does not read it again.
   auto again = Enqueue({media_}, &last);

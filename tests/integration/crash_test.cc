@@ -20,7 +20,7 @@
 namespace framemill::testing {
 namespace {
 
-constexpr int kImages = 600;
+constexpr int kCrashImages = 600;
 // More attempts than the kills can spend on one job, so no job can fail by chance: a
 // round interrupts a job at most three times (a killed worker, its replacement, the whole
 // run), and there are at most 12 rounds.
@@ -28,7 +28,7 @@ constexpr int kMaxAttempts = 40;
 
 TEST(CrashTest, SigkillAtRandomMomentsLosesNothingAndDoesNothingTwice) {
   TempDir dir;
-  MakeRealImages(dir / "media", kImages, 720);
+  MakeRealImages(dir / "media", kCrashImages, 720);
   const std::string db = dir / "fm.db";
   // Short leases so killed workers' jobs come back quickly.
   std::map<std::string, std::string> env = {
@@ -38,7 +38,7 @@ TEST(CrashTest, SigkillAtRandomMomentsLosesNothingAndDoesNothingTwice) {
       {"FRAMEMILL_STAGES", "lighting"}};  // the scheduler is under test, not the models
   auto enq = RunProcess({FRAMEMILL_BIN, "enqueue", dir / "media"}, env, dir.path());
   ASSERT_EQ(enq.exit_code, 0) << enq.err;
-  ASSERT_EQ(QueryInt(db, "SELECT count(*) FROM jobs"), kImages);
+  ASSERT_EQ(QueryInt(db, "SELECT count(*) FROM jobs"), kCrashImages);
 
   std::mt19937 rng(ChaosSeed());
   const std::string log = dir / "run.log";
@@ -81,8 +81,8 @@ TEST(CrashTest, SigkillAtRandomMomentsLosesNothingAndDoesNothingTwice) {
   EXPECT_EQ(final_run.exit_code, 0) << final_run.err;
 
   // Every job terminal, none lost, all done (every image is good), each once.
-  ExpectEveryJobDoneOnce(db, kImages);
-  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM items"), kImages);
+  ExpectEveryJobDoneOnce(db, kCrashImages);
+  EXPECT_EQ(QueryInt(db, "SELECT count(*) FROM items"), kCrashImages);
   EXPECT_EQ(QueryInt(db, "SELECT max(attempts) <= " + std::to_string(kMaxAttempts) + " FROM jobs"), 1);
   // The first kill interrupted `interrupted` leases: each was rescued (others may have been).
   long long rescued = QueryInt(db, "SELECT count(*) FROM job_errors WHERE error_class IN ('lease_expired', 'timeout')");
@@ -90,7 +90,7 @@ TEST(CrashTest, SigkillAtRandomMomentsLosesNothingAndDoesNothingTwice) {
   EXPECT_GE(rescued, interrupted);
   std::printf("[crash] %d whole-run kills (the first froze %lld leases), %d single-worker "
               "kills, %lld rescued leases, %lld/%d done before the final run\n",
-              whole_kills, interrupted, worker_kills, rescued, done_before, kImages);
+              whole_kills, interrupted, worker_kills, rescued, done_before, kCrashImages);
 }
 
 // A worker killed while it holds leases, on its last attempt: its jobs fail when the leases

@@ -20,12 +20,12 @@ namespace framemill::testing {
 namespace {
 namespace fs = std::filesystem;
 
-constexpr int kImages = 60;
+constexpr int kCrawlImages = 60;
 constexpr int kUrls = 2000;
 
 TEST(CrawlTest, SigkillMidCrawlThenRerunFetchesEveryUrlOnceAndStoresEachContentOnce) {
   TempDir dir;
-  auto images = MakeRealImages(dir / "served", kImages, 160);
+  auto images = MakeRealImages(dir / "served", kCrawlImages, 160);
   const std::string log = dir / "server.log";
   FaultServer server(log, {dir / "served"});
   const int port = server.port();
@@ -33,7 +33,7 @@ TEST(CrawlTest, SigkillMidCrawlThenRerunFetchesEveryUrlOnceAndStoresEachContentO
   std::string list;
   for (int i = 0; i < kUrls; ++i)
     list += "http://127.0.0.1:" + std::to_string(port) + "/img/" +
-            fs::path(images[i % kImages]).filename().string() + "?n=" + std::to_string(i) + "\n";
+            fs::path(images[i % kCrawlImages]).filename().string() + "?n=" + std::to_string(i) + "\n";
   WriteFile(dir / "urls.txt", list);
 
   const std::string db = dir / "fm.db", out = dir / "out";
@@ -98,8 +98,8 @@ TEST(CrawlTest, SigkillMidCrawlThenRerunFetchesEveryUrlOnceAndStoresEachContentO
     if (e.is_regular_file() && e.path().parent_path() != tmp) stored.insert(e.path().string());
   const long long hashes = QueryInt(db, "SELECT count(DISTINCT content_hash) FROM items");
   EXPECT_EQ(static_cast<long long>(stored.size()), hashes);
-  EXPECT_EQ(hashes, kImages);
-  EXPECT_EQ(QueryInt(db, "SELECT count(DISTINCT fetched_path) FROM items"), kImages);
+  EXPECT_EQ(hashes, kCrawlImages);
+  EXPECT_EQ(QueryInt(db, "SELECT count(DISTINCT fetched_path) FROM items"), kCrawlImages);
   std::set<std::string> served;
   for (const auto& p : images) served.insert(ReadFile(p));
   for (const auto& p : stored) EXPECT_TRUE(served.count(ReadFile(p))) << p;

@@ -18,7 +18,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string Reference() { return ReadFile(std::string(FRAMEMILL_SOURCE_DIR) + "/docs/REFERENCE.md"); }
+std::string Reference() { return ReadFile(FRAMEMILL_SOURCE_DIR "/docs/REFERENCE.md"); }
 
 std::string Help(const std::vector<std::string>& args) {
   std::vector<std::string> argv = {FRAMEMILL_BIN};

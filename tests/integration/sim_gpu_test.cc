@@ -245,7 +245,9 @@ TEST(SimGpuTest, GpuAndConfigShowEachModelsPrecisionAndWhy) {
       EXPECT_EQ(p["faceres"]["precision"], "fp16") << command << " " << setting;
       EXPECT_EQ(p["silero-vad"]["precision"], "fp32") << command << " " << setting;
       EXPECT_FALSE(p["centernet"]["why"].get<std::string>().empty()) << command;
-      if (forced) EXPECT_EQ(p["faceres"]["why"], "GPU_PRECISION=fp16");
+      if (forced) {
+        EXPECT_EQ(p["faceres"]["why"], "GPU_PRECISION=fp16");
+      }
     }
   }
 }

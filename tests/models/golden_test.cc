@@ -33,8 +33,8 @@ std::string EnvOr(const char* name, const std::string& def) {
   const char* e = std::getenv(name);
   return e && *e ? e : def;
 }
-std::string ModelsDir() { return EnvOr("FRAMEMILL_MODELS", std::string(FRAMEMILL_SOURCE_DIR) + "/.cache/models"); }
-std::string GoldenDir() { return EnvOr("FRAMEMILL_GOLDEN_DIR", std::string(FRAMEMILL_SOURCE_DIR) + "/.cache/golden"); }
+using testing::GoldenDir;
+using testing::ModelsDir;
 bool RequireModels() { return EnvOr("FRAMEMILL_REQUIRE_MODELS", "") == "1"; }
 
 json ReadJson(const fs::path& p) {
@@ -42,14 +42,7 @@ json ReadJson(const fs::path& p) {
   return json::parse(f);
 }
 
-std::vector<float> ReadF32(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  f.seekg(0, std::ios::end);
-  std::vector<float> v(static_cast<size_t>(f.tellg()) / 4);
-  f.seekg(0);
-  f.read(reinterpret_cast<char*>(v.data()), v.size() * 4);
-  return v;
-}
+using testing::ReadF32;
 
 // A reference tensor: its raw file when it has one, else inline data.
 std::vector<float> RefData(const json& t, const fs::path& dir) {

@@ -23,13 +23,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<float> ReadF32(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary | std::ios::ate);
-  std::vector<float> v(static_cast<size_t>(in.tellg()) / 4);
-  in.seekg(0);
-  in.read(reinterpret_cast<char*>(v.data()), v.size() * 4);
-  return v;
-}
+using testing::ReadF32;
 
 TEST(VoiceActivityTest, MatchesOnnxRuntimeOnTheShippedModel) {
   FM_LOAD_MODEL_OR_SKIP(man, "silero-vad");

@@ -20,13 +20,13 @@
 namespace framemill::testing {
 namespace {
 
-constexpr char kStage[] = "probe";
+constexpr char kSupervisedStage[] = "probe";
 
 // "hang" in the source: never returns. "later": fails, the server asking for a retry in
 // an hour. Anything else: done.
 class HangStage : public Stage {
  public:
-  HangStage() { spec_.name = kStage; }
+  HangStage() { spec_.name = kSupervisedStage; }
   const StageSpec& spec() const override { return spec_; }
   std::vector<Outcome> RunBatch(const std::vector<ClaimedJob>& jobs,
                                 const StageContext&) override {
@@ -56,7 +56,7 @@ class SupervisorTest : public ::testing::Test {
     db_ = dir_ / "jobs.db";
     options_.db = db_;
     options_.workers = 2;
-    options_.worker.stages = {kStage};
+    options_.worker.stages = {kSupervisedStage};
     options_.worker.batch = 4;
     options_.worker.lease_ms = 60'000;  // only the budget or the watch may end a hang
     options_.worker.poll_ms = 20;
@@ -75,7 +75,7 @@ class SupervisorTest : public ::testing::Test {
       items.push_back(it);
     }
     EnqueueOptions eo;
-    eo.stages = {kStage};
+    eo.stages = {kSupervisedStage};
     eo.max_attempts = max_attempts;
     ASSERT_TRUE((*store)->Enqueue(items, eo).ok());
   }

@@ -24,12 +24,12 @@
 namespace framemill::testing {
 namespace {
 
-constexpr char kStage[] = "timed";
+constexpr char kTimedStage[] = "timed";
 
 // A per-job stage whose every job costs `ms` on the clock; before each job it calls `hook`.
 class TimedStage : public Stage {
  public:
-  explicit TimedStage(ManualClock* clock) : clock_(clock) { spec_.name = kStage; }
+  explicit TimedStage(ManualClock* clock) : clock_(clock) { spec_.name = kTimedStage; }
   const StageSpec& spec() const override { return spec_; }
   bool RunsJobsTogether(const StageContext&) const override { return false; }
   std::vector<Outcome> RunBatch(const std::vector<ClaimedJob>& jobs, const StageContext&) override {
@@ -79,13 +79,13 @@ class WorkerCostTest : public ::testing::Test {
       items.push_back(it);
     }
     EnqueueOptions eo;
-    eo.stages = {kStage};
+    eo.stages = {kTimedStage};
     ASSERT_TRUE(store.Enqueue(items, eo).ok());
   }
   WorkerOptions Options(const std::string& id, int batch) {
     WorkerOptions o;
     o.id = id;
-    o.stages = {kStage};
+    o.stages = {kTimedStage};
     o.batch = batch;
     o.poll_ms = 20;
     o.check_files = false;

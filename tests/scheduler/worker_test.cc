@@ -30,7 +30,7 @@ namespace framemill::testing {
 namespace {
 
 constexpr int kPending = 0, kRunning = 1, kDone = 2, kFailed = 3;
-constexpr char kStage[] = "probe";
+constexpr char kProbeStage[] = "probe";
 constexpr char kAfter[] = "after";  // depends on probe
 
 // Which worker is calling the stage, so results say who produced them.
@@ -42,7 +42,7 @@ std::atomic<int64_t> g_sequence{0};
 // {"n": job id, "by": worker}, or fails as scripted per source.
 class ProbeStage : public Stage {
  public:
-  explicit ProbeStage(std::string name = kStage, std::vector<std::string> deps = {}) {
+  explicit ProbeStage(std::string name = kProbeStage, std::vector<std::string> deps = {}) {
     spec_.name = std::move(name);
     spec_.deps = std::move(deps);
   }
@@ -137,7 +137,7 @@ class WorkerTest : public ::testing::Test {
     std::string err;
     ASSERT_TRUE(registry_.Add(std::move(stage), &err)) << err;
     // A second stage that needs the first; only the dependency test enqueues it.
-    auto after = std::make_unique<ProbeStage>(kAfter, std::vector<std::string>{kStage});
+    auto after = std::make_unique<ProbeStage>(kAfter, std::vector<std::string>{kProbeStage});
     after_ = after.get();
     ASSERT_TRUE(registry_.Add(std::move(after), &err)) << err;
     db_ = dir_ / "jobs.db";
@@ -197,7 +197,7 @@ class WorkerTest : public ::testing::Test {
 
   // Enqueues items /data/img-0.png .. /data/img-(n-1).png with one probe job each.
   void EnqueueImages(JobStore& store, int n,
-                     std::vector<std::string> stages = {kStage}) {
+                     std::vector<std::string> stages = {kProbeStage}) {
     EnqueueOptions eo;
     eo.stages = stages;
     eo.max_attempts = max_attempts_;
@@ -210,7 +210,7 @@ class WorkerTest : public ::testing::Test {
   WorkerOptions Options(const std::string& id, int batch, int64_t lease_ms = 60'000) {
     WorkerOptions o;
     o.id = id;
-    o.stages = {kStage};
+    o.stages = {kProbeStage};
     o.batch = batch;
     o.lease_ms = lease_ms;
     o.poll_ms = 20;
@@ -285,12 +285,12 @@ TEST_F(WorkerTest, DrainsADependentStageOnlyAfterItsDependencyIsDone) {
   ManualClock clock;
   auto store = Open(&clock);
   ASSERT_NE(store, nullptr);
-  EnqueueImages(*store, 6, {kStage, kAfter});
+  EnqueueImages(*store, 6, {kProbeStage, kAfter});
   ASSERT_EQ(Int("SELECT count(*) FROM jobs WHERE state = 5"), 6);  // waiting
   stage_->FailAlways(Source(4), Status::Unsupported("not for this one"));
 
   WorkerOptions o = Options("w1", 4);
-  o.stages = {kStage, kAfter};
+  o.stages = {kProbeStage, kAfter};
   Worker worker(store.get(), nullptr, &registry_, &clock, o, &stop_);
   Status s = worker.Run();
 
@@ -471,7 +471,7 @@ TEST_F(WorkerTest, FailedCommitReturnsTheErrorAndTheJobsAreFinishedOnceByAnother
   // Before the lease runs out nobody else may take those four.
   t_worker = "B";
   {
-    auto early = store_b->Claim("probe-early", {kStage}, 100, lease);
+    auto early = store_b->Claim("probe-early", {kProbeStage}, 100, lease);
     ASSERT_TRUE(early.ok());
     EXPECT_EQ(early->size(), 6u);
     std::vector<ClaimedJob> give_back = *early;

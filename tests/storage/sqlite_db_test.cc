@@ -14,7 +14,7 @@ namespace {
 
 using testing_util::TempDir;
 
-std::unique_ptr<SqliteDb> OpenDb(const std::string& path, int busy_wait_ms = 2000) {
+std::unique_ptr<SqliteDb> OpenSqlite(const std::string& path, int busy_wait_ms = 2000) {
   SqliteOptions o;
   o.busy_wait_ms = busy_wait_ms;
   auto db = SqliteDb::Open(path, o);
@@ -26,7 +26,7 @@ class SqliteDbTest : public ::testing::Test {
  protected:
   void SetUp() override {
     path_ = dir_.File("t.db");
-    db_ = OpenDb(path_);
+    db_ = OpenSqlite(path_);
     ASSERT_NE(db_, nullptr);
     FM_ASSERT_OK(db_->Exec("CREATE TABLE kv (k TEXT PRIMARY KEY, v INTEGER NOT NULL)"));
   }
@@ -70,7 +70,7 @@ TEST_F(SqliteDbTest, WriterWaitsOutAnotherConnectionsWriteLockInsteadOfFailing) 
   std::promise<void> locked, b_waiting;
   std::atomic<bool> committed{false};
   std::thread holder([&] {
-    auto a = OpenDb(path_, 50);
+    auto a = OpenSqlite(path_, 50);
     ASSERT_NE(a, nullptr);
     ASSERT_TRUE(a->Exec("BEGIN IMMEDIATE").ok());
     ASSERT_TRUE(a->Exec("INSERT INTO kv VALUES ('a', 1)").ok());
@@ -82,7 +82,7 @@ TEST_F(SqliteDbTest, WriterWaitsOutAnotherConnectionsWriteLockInsteadOfFailing) 
   });
   locked.get_future().wait();
 
-  auto b = OpenDb(path_, 50);
+  auto b = OpenSqlite(path_, 50);
   ASSERT_NE(b, nullptr);
   // Sanity: a bare BEGIN IMMEDIATE on B really is refused while A holds the lock, so the
   // transaction below can only succeed by waiting.

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -37,7 +38,16 @@ inline std::string ModelsDir() {
 // The reference outputs tools/models/make_reference.sh wrote (FRAMEMILL_GOLDEN_DIR).
 inline std::string GoldenDir() {
   const char* e = std::getenv("FRAMEMILL_GOLDEN_DIR");
-  return e && *e ? e : std::string(FRAMEMILL_SOURCE_DIR) + "/.cache/golden";
+  return e != nullptr && *e != '\0' ? e : FRAMEMILL_SOURCE_DIR "/.cache/golden";
+}
+
+// A raw little-endian float32 file (the references' <i>_<k>.raw, the VAD's audio).
+inline std::vector<float> ReadF32(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  std::vector<float> v(static_cast<size_t>(in.tellg()) / 4);
+  in.seekg(0);
+  in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * 4));
+  return v;
 }
 
 // Real media Debian does not ship, fetched by tools/media/fetch_media.sh (FRAMEMILL_MEDIA_DIR).

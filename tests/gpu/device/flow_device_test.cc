@@ -13,7 +13,7 @@
 namespace framemill::gpu {
 namespace {
 
-cv::Mat Texture(cv::Size size, int seed) { return MultiScaleTexture(size, seed, 1, {2, 6, 18}); }
+cv::Mat FlowTexture(cv::Size size, int seed) { return MultiScaleTexture(size, seed, 1, {2, 6, 18}); }
 
 cv::Mat Moved(const cv::Mat& m, double dx, double dy, double zoom) {
   const cv::Point2f c(m.cols / 2.f, m.rows / 2.f);
@@ -31,7 +31,7 @@ TEST(CudaDenseFlowTest, MatchesTheCpuTwin) {
   ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
   // An odd size (pyramid levels of odd sizes), and the analysis size of the motion stage.
   for (cv::Size size : {cv::Size(333, 187), cv::Size(320, 180)}) {
-    const cv::Mat a = Texture(size, size.width);
+    const cv::Mat a = FlowTexture(size, size.width);
     const std::vector<FlowPair> pairs = {{a, Moved(a, 3.5, -1.5, 1.01)}, {a, Moved(a, -0.4, 0.2, 1.0)}};
     auto got = (*gpu)->DenseFlowBatch(pairs, FlowSpec{});
     ASSERT_TRUE(got.ok()) << got.status().ToString();
@@ -55,7 +55,7 @@ TEST(CudaDenseFlowTest, AMemoryLimitGivesOutOfMemory) {
   auto gpu = MakeCudaBackend(0);
   ASSERT_TRUE(gpu.ok());
   (*gpu)->SetMemoryLimit(1 << 20);
-  const cv::Mat a = Texture({1280, 720}, 3);
+  const cv::Mat a = FlowTexture({1280, 720}, 3);
   EXPECT_EQ((*gpu)->DenseFlowBatch({{a, a}}, FlowSpec{}).status().code(), Status::Code::kOutOfMemory);
 }
 

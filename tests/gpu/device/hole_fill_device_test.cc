@@ -14,7 +14,7 @@ namespace {
 
 // A hole of each kind the inpaint stage meets: an ellipse (a person's mask), thick
 // strokes, a box, and scattered pixels; on an image of odd size.
-HoleFillTask Task(cv::Size size, int seed, int kind) {
+HoleFillTask FillTask(cv::Size size, int seed, int kind) {
   HoleFillTask t{MultiScaleTexture(size, seed, 3, {2, 7, 23}), cv::Mat::zeros(size, CV_8U)};
   const cv::Point centre(size.width / 2, size.height / 2);
   if (kind == 0) {
@@ -41,8 +41,8 @@ TEST(CudaHoleFillTest, MatchesTheCpuTwinExactly) {
   for (int iterations : {0, 1, 16, 33}) {
     const HoleFillSpec spec{iterations};
     std::vector<HoleFillTask> tasks;
-    for (int kind = 0; kind < 4; ++kind) tasks.push_back(Task({333 + 64 * kind, 187 + 51 * kind}, kind + 1, kind));
-    tasks.push_back(Task({1, 9}, 7, 3));
+    for (int kind = 0; kind < 4; ++kind) tasks.push_back(FillTask({333 + 64 * kind, 187 + 51 * kind}, kind + 1, kind));
+    tasks.push_back(FillTask({1, 9}, 7, 3));
     tasks.back().hole.at<uint8_t>(4, 0) = 255;
     auto got = (*gpu)->HoleFillBatch(tasks, spec);
     ASSERT_TRUE(got.ok()) << got.status().ToString();
@@ -62,7 +62,7 @@ TEST(CudaHoleFillTest, AMemoryLimitGivesOutOfMemory) {
   auto gpu = MakeCudaBackend(0);
   ASSERT_TRUE(gpu.ok());
   (*gpu)->SetMemoryLimit(1 << 20);
-  const HoleFillTask t = Task({1280, 720}, 3, 0);
+  const HoleFillTask t = FillTask({1280, 720}, 3, 0);
   EXPECT_EQ((*gpu)->HoleFillBatch({t}, HoleFillSpec{}).status().code(), Status::Code::kOutOfMemory);
 }
 

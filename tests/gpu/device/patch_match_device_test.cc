@@ -12,13 +12,13 @@
 namespace framemill::gpu {
 namespace {
 
-cv::Mat Texture(cv::Size size, int seed) { return MultiScaleTexture(size, seed, 3, {2, 7, 23}); }
+cv::Mat PatchTexture(cv::Size size, int seed) { return MultiScaleTexture(size, seed, 3, {2, 7, 23}); }
 
 // A hole in the middle: active where patches touch it, sources where they do not, every
 // start the first source (the worst start there is).
-PatchMatchTask Task(cv::Size size, int seed, int r) {
+PatchMatchTask PatchTask(cv::Size size, int seed, int r) {
   PatchMatchTask t;
-  t.image = Texture(size, seed);
+  t.image = PatchTexture(size, seed);
   cv::Mat hole = cv::Mat::zeros(size, CV_8U);
   cv::ellipse(hole, cv::Point(size.width / 2, size.height / 2), cv::Size(size.width / 6, size.height / 5), 20,
               0, 360, 255, cv::FILLED);
@@ -43,8 +43,8 @@ TEST(CudaPatchMatchTest, MatchesTheCpuTwinExactly) {
     spec.iterations = iterations;
     spec.radius = iterations == 5 ? 2 : 3;
     spec.seed = 11u * iterations;
-    const std::vector<PatchMatchTask> tasks = {Task({333, 187}, 1, spec.radius),
-                                               Task({96, 211}, 2, spec.radius)};
+    const std::vector<PatchMatchTask> tasks = {PatchTask({333, 187}, 1, spec.radius),
+                                               PatchTask({96, 211}, 2, spec.radius)};
     auto got = (*gpu)->PatchMatchBatch(tasks, spec);
     ASSERT_TRUE(got.ok()) << got.status().ToString();
     ASSERT_EQ(got->size(), tasks.size());
@@ -64,7 +64,7 @@ TEST(CudaPatchMatchTest, AMemoryLimitGivesOutOfMemory) {
   auto gpu = MakeCudaBackend(0);
   ASSERT_TRUE(gpu.ok());
   (*gpu)->SetMemoryLimit(1 << 20);
-  const PatchMatchTask t = Task({1280, 720}, 3, 3);
+  const PatchMatchTask t = PatchTask({1280, 720}, 3, 3);
   EXPECT_EQ((*gpu)->PatchMatchBatch({t}, PatchMatchSpec{}).status().code(), Status::Code::kOutOfMemory);
 }
 

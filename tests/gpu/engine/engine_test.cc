@@ -23,6 +23,7 @@
 
 #include "gpu/engine/cpu_kernels.h"
 #include "gpu/ops.h"
+#include "tests/support/model_test_support.h"
 
 namespace framemill::gpu::engine {
 namespace {
@@ -211,10 +212,7 @@ TEST(EngineTest, RejectsInputOfTheWrongShape) {
 
 // ---- the converted models ----
 
-std::string ModelsDir() {
-  const char* env = std::getenv("FRAMEMILL_MODELS");
-  return env && *env ? env : std::string(FRAMEMILL_SOURCE_DIR) + "/.cache/models";
-}
+using testing::ModelsDir;
 
 bool RequireModels() {
   const char* env = std::getenv("FRAMEMILL_REQUIRE_MODELS");

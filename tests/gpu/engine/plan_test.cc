@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpu/engine/cpu_kernels.h"
+#include "tests/support/model_test_support.h"
 
 namespace framemill::gpu::engine {
 namespace {
@@ -159,10 +160,7 @@ TEST(PlanTest, ShapeErrorsNameTheNode) {
 }
 
 // Real converted models, when present.
-std::string ModelsDir() {
-  const char* env = std::getenv("FRAMEMILL_MODELS");
-  return env && *env ? env : std::string(FRAMEMILL_SOURCE_DIR) + "/.cache/models";
-}
+using testing::ModelsDir;
 
 TEST(PlanTest, ConvertedModelsPlanAtBatchOneAndFour) {
   int seen = 0;
