@@ -24,10 +24,11 @@ import { fileURLToPath } from 'node:url';
 
 const require = createRequire(import.meta.url);
 const tf = require('@tensorflow/tfjs-core');
-// The WebAssembly backend, not tfjs-backend-cpu: the same TF.js graphs, 5-10x faster on the
-// 2-core VM (centernet 4 images 62.6 -> 11 s of CPU, blazeface-tiled 82 -> 3.6 s; make_reference
-// 195 -> 40 s), and its outputs equal the CPU backend's to float rounding (centernet's heatmap
-// within 1.6e-6, its boxes within 2.5e-5 relative; 2026-11-28).
+// The WebAssembly backend, not tfjs-backend-cpu (plain JavaScript): the same TF.js graphs, on the
+// 2-core VM 5x faster for centernet (4 images: 57 -> 11 s of CPU) and 25x for blazeface-tiled
+// (83 -> 3.3 s); make_reference in a fresh clone 195 -> 44-48 s. Its outputs equal the CPU
+// backend's to float rounding (centernet's heatmap within 1.6e-6, its boxes within 2.5e-5
+// relative; 2026-11-28).
 const tfwasm = require('@tensorflow/tfjs-backend-wasm');
 const tfconv = require('@tensorflow/tfjs-converter');
 const tfl = require('@tensorflow/tfjs-layers');
