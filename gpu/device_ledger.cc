@@ -36,7 +36,6 @@ struct LedgerSlot {
 };
 
 namespace {
-using Slot = LedgerSlot;
 
 // CLOCK_MONOTONIC, the same for every process of the machine.
 int64_t MonotonicNs() {
@@ -70,7 +69,7 @@ std::optional<ProcState> ReadProc(int pid) {
   return std::nullopt;
 }
 
-bool Live(const Slot& s) {
+bool Live(const LedgerSlot& s) {
   if (s.pid <= 0) return false;
   auto p = ReadProc(s.pid);
   return p && !p->zombie && p->start_time == s.start_time;
@@ -96,7 +95,7 @@ struct DeviceLedger::Table {
   uint32_t unused;
   int64_t total;
   int64_t peak;
-  Slot slots[kMaxMembers];
+  LedgerSlot slots[kMaxMembers];
   // The device's busy time: the nanoseconds in which at least one member had a batch on it,
   // closed intervals summed, and the start of the open one (when any member is working).
   int64_t busy_ns;
@@ -104,20 +103,20 @@ struct DeviceLedger::Table {
 
   int64_t Planned() const {
     int64_t sum = 0;
-    for (const Slot& s : slots)
+    for (const LedgerSlot& s : slots)
       if (s.pid > 0) sum += s.planned;
     return sum;
   }
   int Members() const {
     return static_cast<int>(std::count_if(std::begin(slots), std::end(slots),
-                                          [](const Slot& s) { return s.pid > 0; }));
+                                          [](const LedgerSlot& s) { return s.pid > 0; }));
   }
   bool Working() const {
     return std::any_of(std::begin(slots), std::end(slots),
-                       [](const Slot& s) { return s.pid > 0 && s.working != 0; });
+                       [](const LedgerSlot& s) { return s.pid > 0 && s.working != 0; });
   }
   // Marks a member working or not, and closes the busy interval when none is left working.
-  void SetWorking(Slot& s, bool working, int64_t now) {
+  void SetWorking(LedgerSlot& s, bool working, int64_t now) {
     const bool was = Working();
     s.working = working ? 1 : 0;
     if (!was && Working()) busy_since_ns = now;
@@ -129,10 +128,10 @@ struct DeviceLedger::Table {
   // Frees the slots of processes that are gone; their device memory went with them, and a
   // batch they had on the device ended with them.
   void Reap() {
-    for (Slot& s : slots) {
+    for (LedgerSlot& s : slots) {
       if (s.pid <= 0 || Live(s)) continue;
       SetWorking(s, false, MonotonicNs());
-      s = Slot{};
+      s = LedgerSlot{};
     }
   }
 };
@@ -144,7 +143,7 @@ LedgerView DeviceLedger::ViewOf(const Table& t, const std::string& device) {
   v.total_bytes = t.total;
   v.peak_planned_bytes = t.peak;
   v.busy_ns = t.BusyNs(MonotonicNs());
-  for (const Slot& s : t.slots) {
+  for (const LedgerSlot& s : t.slots) {
     if (!Live(s)) continue;
     v.members.push_back({s.pid, s.planned});
     v.planned_bytes += s.planned;
@@ -222,7 +221,7 @@ Result<std::unique_ptr<DeviceLedger>> DeviceLedger::Join(const std::string& dir,
     for (int i = 0; i < kMaxMembers; ++i) {
       if (t->slots[i].pid > 0) continue;
       auto me = ReadProc(getpid());
-      t->slots[i] = Slot{getpid(), 0, me ? me->start_time : 0, 0};
+      t->slots[i] = LedgerSlot{getpid(), 0, me ? me->start_time : 0, 0};
       slot = i;
       break;
     }
@@ -240,7 +239,7 @@ std::unique_ptr<DeviceLedger> DeviceLedger::Private(const std::string& device,
       t->version = kVersion;
       t->total = total_bytes;
       auto me = ReadProc(getpid());
-      t->slots[0] = Slot{getpid(), 0, me ? me->start_time : 0, 0};
+      t->slots[0] = LedgerSlot{getpid(), 0, me ? me->start_time : 0, 0};
       return std::unique_ptr<DeviceLedger>(new DeviceLedger(device, fd, t, 0));
     }
   }
@@ -286,10 +285,10 @@ std::string DeviceLedger::DefaultDir() {
 DeviceLedger::~DeviceLedger() {
   {
     Locked lock(fd_, LOCK_EX);
-    Slot& s = table_->slots[slot_];
+    LedgerSlot& s = table_->slots[slot_];
     if (s.pid == getpid()) {
       table_->SetWorking(s, false, MonotonicNs());
-      s = Slot{};
+      s = LedgerSlot{};
     }
   }
   munmap(table_, sizeof(Table));
@@ -320,7 +319,7 @@ void DeviceLedger::Release(int64_t bytes) {
   bytes = std::min(bytes, mine_);
   if (bytes <= 0) return;
   Locked lock(fd_, LOCK_EX);
-  Slot& s = table_->slots[slot_];
+  LedgerSlot& s = table_->slots[slot_];
   s.planned = std::max<int64_t>(0, s.planned - bytes);
   mine_ -= bytes;
 }

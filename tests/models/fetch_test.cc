@@ -14,6 +14,7 @@
 
 #include "models/catalog.h"
 #include "models/model_store.h"
+#include "tests/support/model_test_support.h"
 #include "tests/support/test_support.h"
 
 namespace framemill::models {
@@ -62,10 +63,7 @@ bool PythonHasOnnx() {
   return r.ok() && r->exit_code == 0;
 }
 
-bool ModelsRequired() {
-  const char* v = std::getenv("FRAMEMILL_REQUIRE_MODELS");
-  return v != nullptr && std::string(v) == "1";
-}
+using testing::ModelsRequired;
 
 std::vector<std::string> Leftovers(const std::string& packages_dir) {
   std::vector<std::string> out;

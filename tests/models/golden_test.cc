@@ -29,13 +29,9 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string EnvOr(const char* name, const std::string& def) {
-  const char* e = std::getenv(name);
-  return e && *e ? e : def;
-}
 using testing::GoldenDir;
 using testing::ModelsDir;
-bool RequireModels() { return EnvOr("FRAMEMILL_REQUIRE_MODELS", "") == "1"; }
+using testing::ModelsRequired;
 
 json ReadJson(const fs::path& p) {
   std::ifstream f(p);
@@ -84,7 +80,7 @@ TEST_P(GoldenTest, MatchesReference) {
   else if (!fs::exists(in_dir / "index.json")) missing = (in_dir / "index.json").string() + " absent";
   else if (!fs::exists(ref_dir / "0.json")) missing = (ref_dir / "0.json").string() + " absent";
   if (!missing.empty()) {
-    if (RequireModels()) FAIL() << name << ": " << missing;
+    if (ModelsRequired()) FAIL() << name << ": " << missing;
     GTEST_SKIP() << name << ": " << missing;
   }
   auto model = DnnModel::Open(*man);

@@ -214,10 +214,7 @@ TEST(EngineTest, RejectsInputOfTheWrongShape) {
 
 using testing::ModelsDir;
 
-bool RequireModels() {
-  const char* env = std::getenv("FRAMEMILL_REQUIRE_MODELS");
-  return env && std::string(env) == "1";
-}
+using testing::ModelsRequired;
 
 struct Manifest {
   json j;
@@ -284,7 +281,7 @@ class ModelTest : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     dir_ = fs::path(ModelsDir()) / GetParam();
     if (!fs::exists(dir_ / "manifest.json") || !fs::exists(dir_ / "model.fmg.json")) {
-      if (RequireModels()) FAIL() << "model not installed: " << dir_;
+      if (ModelsRequired()) FAIL() << "model not installed: " << dir_;
       GTEST_SKIP() << "model not installed in " << dir_ << " (set FRAMEMILL_MODELS)";
     }
   }
