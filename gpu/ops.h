@@ -65,6 +65,9 @@ Tensor PreprocessCpu(const std::vector<cv::Mat>& images, const PreprocessSpec& s
 // IEEE 754 half <-> float, round to nearest even.
 uint16_t FloatToHalf(float f);
 float HalfToFloat(uint16_t h);
+// The same over n values, bit for bit (F16C where the CPU has it; gpu/half.cc).
+void FloatsToHalves(const float* in, uint16_t* out, size_t n);
+void HalvesToFloats(const uint16_t* in, float* out, size_t n);
 
 // The k most similar base rows to each query row by dot product (cosine for unit-norm
 // rows): the blocks of the similarity matrix behind face clustering's neighbour graph.

@@ -33,7 +33,7 @@ class In {
       tmp_.resize(static_cast<size_t>(n));
       const auto* h = static_cast<const uint16_t*>(p);
       tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, 1 << 14), [&](const auto& r) {
-        for (int64_t k = r.begin(); k < r.end(); ++k) tmp_[k] = HalfToFloat(h[k]);
+        HalvesToFloats(h + r.begin(), tmp_.data() + r.begin(), static_cast<size_t>(r.end() - r.begin()));
       });
       p_ = tmp_.data();
     }
@@ -63,7 +63,7 @@ class Out {
     if (st_ == StorageType::kFloat32) return;
     auto* h = static_cast<uint16_t*>(dst_);
     tbb::parallel_for(tbb::blocked_range<int64_t>(0, n_, 1 << 14), [&](const auto& r) {
-      for (int64_t k = r.begin(); k < r.end(); ++k) h[k] = FloatToHalf(tmp_[k]);
+      FloatsToHalves(tmp_.data() + r.begin(), h + r.begin(), static_cast<size_t>(r.end() - r.begin()));
     });
   }
 
