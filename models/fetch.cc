@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -410,21 +411,12 @@ std::vector<std::vector<std::string>> ByPackage(const std::vector<std::string>& 
 Status Convert(const std::vector<std::string>& to_convert, const ModelStore& store, const FetchOptions& o) {
   const std::vector<std::vector<std::string>> groups = ByPackage(to_convert, store);
   std::vector<Status> statuses(groups.size());
-  std::mutex mu;
-  size_t next = 0;
+  std::atomic<size_t> next{0};
   const size_t workers = std::min<size_t>(groups.size(), std::max(1u, std::thread::hardware_concurrency()));
   std::vector<std::thread> threads;
   for (size_t w = 0; w < workers; ++w)
     threads.emplace_back([&] {
-      for (;;) {
-        size_t i;
-        {
-          std::lock_guard<std::mutex> lock(mu);
-          if (next == groups.size()) return;
-          i = next++;
-        }
-        statuses[i] = ConvertGroup(groups[i], store, o);
-      }
+      for (size_t i = next++; i < groups.size(); i = next++) statuses[i] = ConvertGroup(groups[i], store, o);
     });
   for (std::thread& t : threads) t.join();
   for (const Status& st : statuses) FM_RETURN_IF_ERROR(st);

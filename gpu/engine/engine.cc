@@ -13,7 +13,7 @@ std::vector<uint8_t> ToStorage(const float* v, size_t n, StorageType st) {
     std::memcpy(out.data(), v, n * 4);
   } else {
     auto* h = reinterpret_cast<uint16_t*>(out.data());
-    for (size_t k = 0; k < n; ++k) h[k] = gpu::FloatToHalf(v[k]);
+    gpu::FloatsToHalves(v, h, n);
   }
   return out;
 }
@@ -184,7 +184,7 @@ Result<std::map<std::string, gpu::Tensor>> Engine::DownloadOutputs(const Plan& p
     } else {
       auto* h = reinterpret_cast<const uint16_t*>(raw.data());
       auto* f = reinterpret_cast<float*>(t.data.data());
-      for (int64_t k = 0; k < b.elements; ++k) f[k] = gpu::HalfToFloat(h[k]);
+      gpu::HalvesToFloats(h, f, static_cast<size_t>(b.elements));
     }
     outs[o.name] = std::move(t);
   }
