@@ -3,7 +3,7 @@
 # Skips apt entirely when everything is already there, so reruns are quick.
 set -euo pipefail
 pkgs=(
-  build-essential cmake ninja-build pkg-config ccache sqlite3
+  build-essential cmake ninja-build pkg-config ccache lld sqlite3
   libsqlite3-dev libopencv-dev libtbb-dev libyaml-cpp-dev libspdlog-dev libcli11-dev
   nlohmann-json3-dev libxxhash-dev googletest libgtest-dev libgmock-dev libbenchmark-dev
   opencv-doc opencv-data libssl-dev libcurl4-openssl-dev libhnswlib-dev
