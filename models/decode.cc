@@ -47,7 +47,7 @@ Result<nlohmann::json> DecodeOutputs(const ModelManifest& m, const std::vector<O
   }
   if (pp == "blazeface") return json_of(DecodeFaceDetections(m, outs, image));
   if (pp == "facemesh") return json_of(DecodeFaceMesh(m, outs, image));
-  if (pp == "centernet") return json_of(DecodeObjects(m, outs, image));
+  if (pp == "centernet" || pp == "yolov8") return json_of(DecodeObjects(m, outs, image));
   if (pp == "sigmoid_mask" || pp == "selfie" || pp == "isnet")
     return json_of(DecodeSegmentation(m, outs, image));
   if (pp == "movenet" || pp == "movenet_multipose" || pp == "blazepose") {

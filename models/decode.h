@@ -127,6 +127,14 @@ std::vector<Detection> FilterDetections(const std::vector<Detection>& raw, cv::S
                                         cv::Size image, const DetectionOptions& opt = {});
 const char* CocoLabel(int class_id);
 
+// ---- yolov8 (models/decode_yolo.cc; heads head_8, head_16, head_32 [1,144,g,g]: 4 sides x 16
+// distance bins, then 80 COCO class logits). Each anchor's best class at or above
+// opt.min_score; class-aware NMS at opt.iou_threshold; best first, at most
+// opt.max_detections; boxes in image pixels, mapped back through the letterbox the
+// manifest's input was made with.
+Result<std::vector<Detection>> DecodeYolo(const ModelManifest& m, const std::vector<OutputTensor>& outs,
+                                          cv::Size image, const DetectionOptions& opt);
+
 // ---- masks (selfie, isnet, blazepose segmentation)
 struct Mask {
   cv::Mat prob;     // CV_32F at the model's resolution, values as the model gives them
@@ -175,7 +183,7 @@ Result<std::vector<FaceBox>> DecodeFaceCandidates(const ModelManifest& m,
 // faceres (embedding, age, gender) or l2_normalize (mobilefacenet: embedding only).
 Result<FaceDescription> DecodeFaceDescription(const ModelManifest& m,
                                               const std::vector<OutputTensor>& outs);
-// centernet: COCO objects in image pixels, after NMS.
+// centernet or yolov8 (DecodeYolo): COCO objects in image pixels, after NMS.
 Result<std::vector<Detection>> DecodeObjects(const ModelManifest& m,
                                              const std::vector<OutputTensor>& outs,
                                              cv::Size image, const DetectionOptions& opt = {});

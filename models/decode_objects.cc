@@ -116,6 +116,7 @@ nlohmann::json ToJson(const std::vector<Detection>& dets) {
 Result<std::vector<Detection>> DecodeObjects(const ModelManifest& m,
                                              const std::vector<OutputTensor>& outs,
                                              cv::Size image, const DetectionOptions& opt) {
+  if (m.postprocess == "yolov8") return DecodeYolo(m, outs, image, opt);
   const OutputTensor* heat = Named(outs, "keypoints", [](const OutputTensor& o) {
     return o.shape.size() == 4 && LastDim(o) == 80;
   });

@@ -1,5 +1,7 @@
 #include "models/dnn_model.h"
 
+#include "models/letterbox.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -38,13 +40,14 @@ constexpr size_t kChunkInputBytes = 16 << 20;  // a forward's input, at most (on
 constexpr size_t kMaxChunk = 16;               // images per forward
 }  // namespace
 
-Result<std::vector<std::vector<OutputTensor>>> DnnModel::Run(const std::vector<cv::Mat>& bgr) {
-  if (bgr.empty()) return std::vector<std::vector<OutputTensor>>{};
-  for (size_t i = 0; i < bgr.size(); ++i) {
-    if (bgr[i].empty() || bgr[i].type() != CV_8UC3)
+Result<std::vector<std::vector<OutputTensor>>> DnnModel::Run(const std::vector<cv::Mat>& pictures) {
+  if (pictures.empty()) return std::vector<std::vector<OutputTensor>>{};
+  for (size_t i = 0; i < pictures.size(); ++i) {
+    if (pictures[i].empty() || pictures[i].type() != CV_8UC3)
       return Status::InvalidArgument("model " + manifest_.name + ": image " + std::to_string(i) +
                                      " is empty or not 8-bit BGR");
   }
+  const std::vector<cv::Mat> bgr = ModelInputImages(manifest_, pictures);
   gpu::PreprocessSpec spec = manifest_.preprocess;
   spec.type = gpu::TensorType::kFloat32;
   // In chunks: OpenCV DNN sizes its buffers for the batch it is given, and a batch's input

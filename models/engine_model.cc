@@ -1,5 +1,7 @@
 #include "models/engine_model.h"
 
+#include "models/letterbox.h"
+
 #include <cstring>
 
 #include "models/catalog.h"
@@ -60,7 +62,7 @@ Status EngineModel::RunBatch(const std::vector<cv::Mat>& images,
   gpu::PreprocessSpec spec = manifest_.preprocess;
   spec.type = engine_->storage() == gpu::engine::StorageType::kFloat16 ? gpu::TensorType::kFloat16
                                                                        : gpu::TensorType::kFloat32;
-  auto input = backend_.PreprocessBatch(images, spec);
+  auto input = backend_.PreprocessBatch(ModelInputImages(manifest_, images), spec);
   if (!input.ok()) return input.status();
   RoundIfIntegerInput(manifest_, &input.value());  // fp16 storage rounds through half anyway
   return RunInput(*input, images.size(), out);

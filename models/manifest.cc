@@ -173,7 +173,12 @@ void ReadInput(const json& input, FieldReader* r, ModelManifest* m) {
   m->tfjs_input_name = r->Str(input, "tfjs_name", "input", false);
   m->tfjs_input_layout = r->Str(input, "tfjs_layout", "input", false);
   m->tfjs_input_dtype = r->Str(input, "tfjs_dtype", "input", false);
-  if (const json* pre = r->Find(input, "preprocess", "input", true)) ReadPreprocess(*pre, r, &m->preprocess);
+  if (const json* pre = r->Find(input, "preprocess", "input", true)) {
+    ReadPreprocess(*pre, r, &m->preprocess);
+    m->letterbox_pad = static_cast<int>(r->Int(*pre, "letterbox", "input.preprocess", false, -1));
+    if (r->status().ok() && m->letterbox_pad > 255)
+      r->Fail("input.preprocess.letterbox", "is not a grey level from 0 to 255");
+  }
 }
 
 void ReadOutputs(const json& outs, FieldReader* r, ModelManifest* m) {

@@ -43,6 +43,10 @@ struct ModelManifest {
   std::vector<int64_t> input_shape;  // NCHW, -1 = batch
   bool batchable = true;
   gpu::PreprocessSpec preprocess;    // fp32 NCHW
+  // input.preprocess.letterbox: the grey a picture is letterboxed with into the input
+  // (models/letterbox.h) before `preprocess` (whose resize is then the identity); -1: none,
+  // the picture is stretched to the input.
+  int letterbox_pad = -1;
   std::string tfjs_input_name;       // the reference's placeholder ("" when absent)
   std::string tfjs_input_layout;     // "NHWC"
   std::string tfjs_input_dtype;      // "float32", "int32"

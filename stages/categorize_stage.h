@@ -1,5 +1,5 @@
 // The `categorize` stage: COCO objects in an image (or a video's sampled frames) with
-// CenterNet (operation CATEGORIZE): boxes in image pixels, labels, scores, and the
+// CenterNet or YOLOv8 (categorize.detector; operation CATEGORIZE): boxes in image pixels, labels, scores, and the
 // categories present ranked by their best score; and what curators filter on first, from
 // nsfwjs (also CATEGORIZE): `content` (photo or drawing) and `nsfw` (five classes, unsafe);
 // and per picture the `signature` the dedup stage groups near-duplicates by.
@@ -15,14 +15,14 @@ namespace framemill {
 
 class CategorizeStage : public ModelStage {
  public:
-  static constexpr const char* kModel = "centernet";
   // Photo or drawing and the NSFW classes (nsfwjs's MobileNetV2 with framemill's content probe).
   static constexpr const char* kContentModel = "nsfw";
 
   CategorizeStage(std::shared_ptr<models::ModelCache> cache, ModelStageOptions frames,
                   CategorizeOptions options);
 
-  std::vector<std::string> Models() const override { return {kModel, kContentModel}; }
+  // The detector (categorize.detector), then the content model.
+  std::vector<std::string> Models() const override { return {options_.detector, kContentModel}; }
 
  protected:
   Status Analyse(const ModelBatch& batch, const StageContext& ctx,

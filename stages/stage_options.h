@@ -52,6 +52,10 @@ struct ModelStageOptions {
 };
 
 struct CategorizeOptions {  // the categorize stage
+  // categorize.detector: the object detector, centernet (human-models, MIT) or yolov8n,
+  // yolov8s, yolov8m (Ultralytics' COCO exports, AGPL-3.0 / GPL-3.0). centernet until the
+  // YOLOv8 thresholds are measured on the labelled photos (issue 49).
+  std::string detector = "centernet";
   // categorize.min_score: objects at or above are shown (`categories`, the report). Chosen on
   // labelled pictures so that at least 9 shown labels in 10 are right (bench/README "Objects
   // worth believing").

@@ -107,6 +107,35 @@ TEST(EngineModelTest, AFixedBatchGraphRunsAsOneBatchOnTheEngineAndDecodesTheSame
   }
 }
 
+// YOLOv8n (categorize.detector yolov8n): the letterboxed input through the engine gives
+// cv::dnn's heads, and the same objects: labels equal, scores and boxes within float noise.
+TEST(EngineModelTest, YoloHeadsMatchOpenCvDnnAndDecodeToTheSameObjects) {
+  FM_LOAD_MODEL_OR_SKIP(m, "yolov8n");
+  std::vector<cv::Mat> photos = {Photo("messi5.jpg"), Photo("fruits.jpg")};
+  const EngineAndDnn r = OnEngineAndDnn(m, photos);
+  ASSERT_EQ(r.ours.size(), photos.size());
+  ASSERT_EQ(r.ref.size(), photos.size());
+  const double rel = testing::RelMaxDiff(r.ours, r.ref);
+  std::printf("yolov8n, engine on the CPU backend vs cv::dnn: rel max diff %.2e\n", rel);
+  EXPECT_LT(rel, 1e-3);
+  DetectionOptions opt;
+  opt.min_score = 0.25f;
+  opt.iou_threshold = 0.7f;
+  for (size_t i = 0; i < photos.size(); ++i) {
+    auto a = DecodeYolo(m, r.ours[i], photos[i].size(), opt);
+    auto b = DecodeYolo(m, r.ref[i], photos[i].size(), opt);
+    ASSERT_TRUE(a.ok() && b.ok()) << (a.ok() ? b.status() : a.status()).ToString();
+    ASSERT_EQ(a->size(), b->size()) << i;
+    ASSERT_FALSE(a->empty()) << i;
+    for (size_t k = 0; k < a->size(); ++k) {
+      EXPECT_EQ((*a)[k].class_id, (*b)[k].class_id) << i << " " << k;
+      EXPECT_NEAR((*a)[k].score, (*b)[k].score, 1e-3) << i << " " << k;
+      EXPECT_NEAR((*a)[k].x1, (*b)[k].x1, 0.5) << i << " " << k;
+      EXPECT_NEAR((*a)[k].y2, (*b)[k].y2, 0.5) << i << " " << k;
+    }
+  }
+}
+
 TEST(EngineModelTest, WeightsThatDoNotFitTheSimulatedDeviceAreOutOfMemory) {
   FM_LOAD_MODEL_OR_SKIP(m, "centernet");  // 8 MB of weights, 34 MiB with its activations
   auto sim = gpu::MakeSimBackend(/*vram_mb=*/4);

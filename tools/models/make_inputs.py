@@ -25,7 +25,8 @@ import cv2
 import numpy as np
 
 MODEL_ORDER = ["mobilefacenet", "blazeface", "selfie", "movenet-lightning", "movenet-multipose", "faceres",
-               "blazepose-full", "centernet", "isnet", "blazeface-tiled", "facemesh", "nsfw", "nsfw-inception"]
+               "blazepose-full", "centernet", "isnet", "blazeface-tiled", "facemesh", "nsfw", "nsfw-inception",
+               "yolov8n", "yolov8s"]
 
 # blazeface-tiled is not a model of its own: BlazeFace run on the whole frame and on the tiles
 # of the faces stage's default detector (models/face_tiles.h), written here again from that
@@ -151,7 +152,26 @@ class ImageSource:
         return img, path, None, ent
 
 
+def letterbox(img, width, height, pad):
+    """Ultralytics' LetterBox (ultralytics/data/augment.py, center=True), written from its source:
+    r = min(h'/h, w'/w); new_unpad = round(w r), round(h r); the spare split in two, top/left
+    round(d - 0.1), bottom/right round(d + 0.1); cv2.resize INTER_LINEAR on the 8-bit pixels;
+    cv2.copyMakeBorder with (pad, pad, pad). Returns (image, {scale, left, top})."""
+    h, w = img.shape[:2]
+    r = min(height / h, width / w)
+    new_w, new_h = int(round(w * r)), int(round(h * r))
+    dw, dh = (width - new_w) / 2, (height - new_h) / 2
+    if (w, h) != (new_w, new_h):
+        img = cv2.resize(img, (new_w, new_h), interpolation=cv2.INTER_LINEAR)
+    top, bottom = int(round(dh - 0.1)), int(round(dh + 0.1))
+    left, right = int(round(dw - 0.1)), int(round(dw + 0.1))
+    img = cv2.copyMakeBorder(img, top, bottom, left, right, cv2.BORDER_CONSTANT, value=(pad, pad, pad))
+    return img, {"scale": r, "left": left, "top": top}
+
+
 def preprocess(img, pp, dtype, layout):
+    if "letterbox" in pp:
+        img, _ = letterbox(img, int(pp["width"]), int(pp["height"]), int(pp["letterbox"]))
     x = img.astype(np.float32)
     x = cv2.resize(x, (int(pp["width"]), int(pp["height"])), interpolation=cv2.INTER_LINEAR)
     if pp.get("to_rgb", True):
@@ -251,6 +271,10 @@ def main():
                           "file": fname, "shape": list(t.shape), "dtype": dtype,
                           "sha256": sha256_bytes(raw),
                           "min": float(t.min()), "max": float(t.max())})
+            if "letterbox" in pp:
+                items[-1]["letterbox"] = letterbox(pixels, int(pp["width"]), int(pp["height"]),
+                                                   int(pp["letterbox"]))[1]
+                items[-1]["width"], items[-1]["height"] = pixels.shape[1], pixels.shape[0]
         index = {"model": name, "key": key, "layout": layout, "tfjs_name": inp.get("tfjs_name"),
                  "tfjs_dtype": dtype, "preprocess": pp,
                  "resize": "cv2.resize(float32 BGR, INTER_LINEAR) then to_rgb, x*scale, (x-mean)/std"

