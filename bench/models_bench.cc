@@ -289,19 +289,48 @@ std::vector<std::pair<std::string, std::set<std::string>>> CategorizeLabels(cons
   return out;
 }
 
+// One labelled picture as the categorize stage saw it.
+struct SeenPicture {
+  std::map<std::string, double> best;  // label -> best score
+  std::set<std::string> present;       // the labels it holds (none: a negative)
+};
+
+// Per threshold t (a label shown when its best object scores >= t): shown, right, precision
+// twice (over every picture, and over the pictures with objects only: what a curator sees on
+// a set of ordinary photos), recall, and the negatives' false labels apart.
+void PrintPrecisionTable(const char* tag, const std::vector<SeenPicture>& pictures, size_t labelled,
+                         size_t negatives) {
+  std::printf("categorize_precision %s %9s %7s %7s %10s %12s %8s %22s %12s\n", tag, "min score", "shown", "right",
+              "precision", "on objects", "recall", "negatives with a label", "false labels");
+  for (double t = 0.2; t < 0.951; t += 0.05) {
+    size_t shown = 0, right = 0, shown_on_objects = 0, noisy_negatives = 0, false_on_negatives = 0;
+    for (const SeenPicture& s : pictures) {
+      size_t n = 0;
+      for (const auto& [label, score] : s.best) {
+        if (score < t) continue;
+        ++n;
+        right += s.present.count(label);
+      }
+      shown += n;
+      (s.present.empty() ? false_on_negatives : shown_on_objects) += n;
+      noisy_negatives += s.present.empty() && n > 0;
+    }
+    std::printf("categorize_precision %s %9.2f %7zu %7zu %10.3f %12.3f %8.3f %15zu of %zu %12zu\n", tag, t, shown, right,
+                shown ? double(right) / double(shown) : 1.0,
+                shown_on_objects ? double(right) / double(shown_on_objects) : 1.0,
+                labelled ? double(right) / double(labelled) : 0.0, noisy_negatives, negatives, false_on_negatives);
+  }
+}
+
 // The table categorize.min_score is chosen from (issue 29): the stage's objects down to 0.05
-// on each labelled picture; a label is shown at threshold t when its best object scores >= t.
+// on each labelled picture, with `detector`.
 void CategorizePrecision(const Flags& flags, const std::string& detector) {
   auto cache = std::make_shared<models::ModelCache>(flags.models);
   CategorizeOptions all;
   all.detector = detector;
   all.floor = all.min_score = 0.05;
   CategorizeStage stage(cache, ModelStageOptions{}, all);
-  struct Seen {
-    std::map<std::string, double> best;  // label -> best score
-    std::set<std::string> present;
-  };
-  std::vector<Seen> pictures;
+  std::vector<SeenPicture> pictures;
   size_t labelled = 0, negatives = 0;
   std::vector<double> ms;
   const char* tag = detector.c_str();
@@ -313,7 +342,7 @@ void CategorizePrecision(const Flags& flags, const std::string& detector) {
       std::printf("categorize_precision %s %s: %s\n", tag, path.c_str(), out.error.ToString().c_str());
       continue;
     }
-    Seen s;
+    SeenPicture s;
     s.present = present;
     for (const auto& o : out.result["objects"]) {
       double& b = s.best[o["label"].get<std::string>()];
@@ -331,28 +360,7 @@ void CategorizePrecision(const Flags& flags, const std::string& detector) {
   std::printf("categorize_precision %s: %s, %zu pictures, %zu labelled objects, %zu negatives (nothing from COCO); "
               "the stage's median %.0f ms a picture (detector and content model, one thread)\n",
               tag, flags.labels.c_str(), pictures.size(), labelled, negatives, ms.empty() ? 0.0 : ms[ms.size() / 2]);
-  // Precision twice: over every picture, and over the pictures with objects only (what a
-  // curator sees on a set of ordinary photos); the negatives' false labels apart.
-  std::printf("categorize_precision %s %9s %7s %7s %10s %12s %8s %22s %12s\n", tag, "min score", "shown", "right",
-              "precision", "on objects", "recall", "negatives with a label", "false labels");
-  for (double t = 0.2; t < 0.951; t += 0.05) {
-    size_t shown = 0, right = 0, shown_on_objects = 0, noisy_negatives = 0, false_on_negatives = 0;
-    for (const Seen& s : pictures) {
-      size_t n = 0;
-      for (const auto& [label, score] : s.best) {
-        if (score < t) continue;
-        ++n;
-        right += s.present.count(label);
-      }
-      shown += n;
-      (s.present.empty() ? false_on_negatives : shown_on_objects) += n;
-      noisy_negatives += s.present.empty() && n > 0;
-    }
-    std::printf("categorize_precision %s %9.2f %7zu %7zu %10.3f %12.3f %8.3f %15zu of %zu %12zu\n", tag, t, shown, right,
-                shown ? double(right) / double(shown) : 1.0,
-                shown_on_objects ? double(right) / double(shown_on_objects) : 1.0,
-                labelled ? double(right) / double(labelled) : 0.0, noisy_negatives, negatives, false_on_negatives);
-  }
+  PrintPrecisionTable(tag, pictures, labelled, negatives);
 }
 
 // The categorize results of the bench's pictures, as the store would hand them to dedup.

@@ -63,7 +63,7 @@ Result<std::vector<Detection>> DecodeYolo(const ModelManifest& m, const std::vec
   const cv::Size input = InputSize(m);
   std::vector<Detection> raw;
   for (const char* name : {"head_8", "head_16", "head_32"}) {
-    const OutputTensor* t = Named(outs, name, [](const OutputTensor&) { return false; });
+    const OutputTensor* t = Find(outs, [&](const OutputTensor& o) { return o.name == name; });
     if (t == nullptr || t->shape.size() != 4 || t->shape[1] != kChannels || t->shape[2] <= 0 ||
         t->data.size() != static_cast<size_t>(t->Elements()))
       return Bad(m, std::string("needs head ") + name + " [1,144,h,w]");
@@ -78,12 +78,14 @@ Result<std::vector<Detection>> DecodeYolo(const ModelManifest& m, const std::vec
     rects.emplace_back(d.x1 + shift, d.y1, d.x2 - d.x1, d.y2 - d.y1);
     scores.push_back(d.score);
   }
-  const LetterboxGeometry g = m.letterbox_pad >= 0 ? LetterboxOf(image, input)
-                                                   : LetterboxGeometry{};
-  const float sx = m.letterbox_pad >= 0 ? static_cast<float>(g.scale)
-                                        : static_cast<float>(input.width) / image.width;
-  const float sy = m.letterbox_pad >= 0 ? static_cast<float>(g.scale)
-                                        : static_cast<float>(input.height) / image.height;
+  // Input pixels to the picture's: back through the letterbox, or the stretch where none.
+  LetterboxGeometry g;
+  float sx = static_cast<float>(input.width) / image.width;
+  float sy = static_cast<float>(input.height) / image.height;
+  if (m.letterbox_pad >= 0) {
+    g = LetterboxOf(image, input);
+    sx = sy = static_cast<float>(g.scale);
+  }
   std::vector<Detection> out;
   for (int i : Nms(rects, scores, opt.iou_threshold, opt.min_score, opt.max_detections)) {
     Detection d = raw[i];

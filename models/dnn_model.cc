@@ -1,7 +1,5 @@
 #include "models/dnn_model.h"
 
-#include "models/letterbox.h"
-
 #include <algorithm>
 #include <cmath>
 
@@ -9,6 +7,7 @@
 #include <filesystem>
 
 #include "gpu/ops.h"
+#include "models/letterbox.h"
 
 namespace framemill::models {
 

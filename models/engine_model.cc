@@ -1,10 +1,9 @@
 #include "models/engine_model.h"
 
-#include "models/letterbox.h"
-
 #include <cstring>
 
 #include "models/catalog.h"
+#include "models/letterbox.h"
 
 namespace framemill::models {
 
