@@ -8,6 +8,7 @@
 
 #include "cli/command.h"
 #include "outputs/report.h"
+#include "outputs/unsafe.h"
 
 namespace framemill {
 namespace {
@@ -68,6 +69,19 @@ void ExportFlags(CLI::App* s, Flags& f) {
       ->check(CLI::PositiveNumber);
   s->add_flag("--unique", f.unique, "leave out the items dedup found to be copies of another (each group's "
               "representative stays)");
+  // The filters: an item is written only when it passes all that are given.
+  s->add_option("--label", f.labels, "only items categorize shows any of these labels in (COCO's names, "
+                "comma-separated: dog,cat)");
+  s->add_option("--no-label", f.no_labels, "only items categorize shows none of these labels in");
+  s->add_option("--content", f.content, "only photos or only drawings (categorize's content type)")
+      ->check(CLI::IsMember({"photo", "drawing"}));
+  char at[32];
+  std::snprintf(at, sizeof at, "%.2f", UnsafeOptions{}.threshold);
+  auto* safe = s->add_flag("--safe", f.safe, std::string("only items categorize finds safe (nsfw.unsafe below "
+                           "nsfw.unsafe_threshold, default ") + at + ")");
+  s->add_flag("--unsafe", f.unsafe, "only items categorize finds unsafe")->excludes(safe);
+  s->add_option("--faces", f.faces, "only items with at least N faces (N) or N to M (N-M); a video: the "
+                "most in one sampled frame");
 }
 
 void ReportFlags(CLI::App* s, Flags& f) {
@@ -75,10 +89,10 @@ void ReportFlags(CLI::App* s, Flags& f) {
   s->add_option("-o,--output", f.output, "the report's directory (default ./framemill-report)");
   s->add_option("--limit", f.limit, "pages and pictures for the first N items only (default: all)");
   char at[32];
-  std::snprintf(at, sizeof at, "%.2f", ReportOptions{}.nsfw_blur);
+  std::snprintf(at, sizeof at, "%.2f", UnsafeOptions{}.threshold);
   s->add_flag("--show-nsfw", f.show_nsfw,
-              std::string("do not blur pictures categorize finds unsafe (nsfw.unsafe >= ") + at +
-                  ", measured: bench/README \"NSFW threshold\")");
+              std::string("do not blur pictures categorize finds unsafe (nsfw.unsafe >= "
+                          "nsfw.unsafe_threshold, default ") + at + ", measured: bench/README \"NSFW threshold\")");
 }
 
 void GcFlags(CLI::App* s, Flags& f) {

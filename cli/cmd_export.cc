@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "base/json_text.h"
+#include "models/decode.h"
+#include "outputs/export_filter.h"
 #include "outputs/result_json.h"
 #include "outputs/webdataset.h"
 
@@ -20,6 +22,40 @@ std::string CsvField(const std::string& s) {
   std::string out = "\"";
   for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
   return out + "\"";
+}
+
+// "dog,cat" as labels, each one of COCO's 80 as categorize names them.
+Status ParseLabels(const std::string& flag, const std::string& text, std::vector<std::string>* out) {
+  std::set<std::string> coco;
+  for (int id = 0; id < 80; ++id) coco.insert(models::CocoLabel(id));
+  size_t begin = 0;
+  while (begin <= text.size()) {
+    size_t end = text.find(',', begin);
+    if (end == std::string::npos) end = text.size();
+    std::string label = text.substr(begin, end - begin);
+    while (!label.empty() && label.front() == ' ') label.erase(0, 1);
+    while (!label.empty() && label.back() == ' ') label.pop_back();
+    if (!coco.count(label))
+      return Status::InvalidArgument(flag + ": '" + label + "' is not one of COCO's 80 labels as "
+                                     "categorize names them (person, dog, cat, sports ball, ...; "
+                                     "docs/REFERENCE.md lists them)");
+    out->push_back(label);
+    begin = end + 1;
+  }
+  return Status::OK();
+}
+
+// The filters the flags give, checked.
+Result<ExportFilter> FilterOf(const Env& env, const Flags& f) {
+  ExportFilter filter;
+  if (!f.labels.empty()) FM_RETURN_IF_ERROR(ParseLabels("--label", f.labels, &filter.labels));
+  if (!f.no_labels.empty()) FM_RETURN_IF_ERROR(ParseLabels("--no-label", f.no_labels, &filter.no_labels));
+  filter.content = f.content;
+  if (f.safe) filter.safety = ExportFilter::Safety::kSafe;
+  if (f.unsafe) filter.safety = ExportFilter::Safety::kUnsafe;
+  if (!f.faces.empty()) FM_RETURN_IF_ERROR(ParseFaceCount(f.faces, &filter));
+  filter.unsafe = env.config.unsafe;
+  return filter;
 }
 
 }  // namespace
@@ -68,7 +104,7 @@ class ExportSink {
 
 namespace {
 
-int ExportWebDataset(const Env& env, JobStore& store, const Flags& f) {
+int ExportWebDataset(const Env& env, JobStore& store, const Flags& f, ItemSelection selection) {
   if (f.output.empty() || f.output == "-")
     return UsageError("--format webdataset writes shards into a directory: give it with -o DIR");
   if (!f.stage.empty())
@@ -78,11 +114,7 @@ int ExportWebDataset(const Env& env, JobStore& store, const Flags& f) {
   o.dir = f.output;
   o.shard_size = f.shard_size;
   o.path_map = env.config.paths;
-  if (f.unique) {
-    auto members = DuplicateMembers(store);
-    if (!members.ok()) return StoreError(members.status());
-    o.leave_out = std::move(members).value();
-  }
+  o.selection = std::move(selection);
   auto stats = WriteWebDataset(store, o);
   if (!stats.ok()) {
     if (stats.status().IsInvalidArgument()) return UsageError(stats.status().message());
@@ -118,23 +150,21 @@ int CmdExport(const Flags& f) {
   if (f.format != "jsonl" && f.format != "csv" && f.format != "webdataset")
     return UsageError("--format: expected jsonl, csv or webdataset, got '" + f.format + "'");
   if (Status st = CheckStageFlag(*env, f.stage); !st.ok()) return UsageError(st.message());
+  auto filter = FilterOf(*env, f);
+  if (!filter.ok()) return UsageError(filter.status().message());
   auto store = OpenStore(*env);
   if (!store.ok()) return StoreError(store.status());
-  if (f.format == "webdataset") return ExportWebDataset(*env, **store, f);
+  auto selection = ItemSelection::Make(**store, *filter, f.unique);
+  if (!selection.ok()) return StoreError(selection.status());
+  if (f.format == "webdataset") return ExportWebDataset(*env, **store, f, std::move(selection).value());
   ExportSink out(f.output);
   if (Status st = out.Open(); !st.ok()) return UsageError(st.message());
   Status written = f.format == "csv" ? out.Write("item,stage,device,attempts,result,artifacts\n")
                                      : Status::OK();
-  std::set<std::string> copies;  // --unique: dedup's group members, left out
-  if (f.unique) {
-    auto members = DuplicateMembers(**store);
-    if (!members.ok()) return StoreError(members.status());
-    copies = std::move(members).value();
-  }
   int64_t n = 0;
   Status s = written;
   if (s.ok()) s = (*store)->ForEachResult(f.stage, [&](const ExportRow& r) -> Status {
-    if (copies.count(r.source)) return Status::OK();
+    if (!selection->Keeps(r.source)) return Status::OK();
     ++n;
     if (f.format == "csv") {
       return out.Write(CsvField(r.source) + ',' + r.stage + ',' + r.device + ',' +

@@ -37,6 +37,8 @@ nlohmann::json EntryJson(const models::ModelStore& store, const models::ModelEnt
   o["operation"] = e.installed ? m.operation : (e.spec ? e.spec->operation : "");
   o["package"] = e.installed ? m.package : (e.spec ? e.spec->package : "");
   o["version"] = e.installed ? m.package_version : (pkg ? pkg->version : "");
+  o["licence"] = e.spec ? e.spec->licence : nullptr;  // a model framemill does not list: unknown
+  o["licence_note"] = e.spec ? e.spec->licence_note : nullptr;
   o["stale"] = e.stale;
   o["bytes"] = e.bytes;
   o["dir"] = store.ModelDir(e.name);
@@ -53,26 +55,37 @@ nlohmann::json EntryJson(const models::ModelStore& store, const models::ModelEnt
   return o;
 }
 
-// The table: a row per model, then the problems and stale conversions found.
+// The table: a row per model, then the problems and stale conversions found, then the
+// licences' notes.
 void PrintModels(const std::vector<models::ModelEntry>& entries) {
-  std::printf("%-18s %-9s %-17s %-15s %-20s %10s\n", "model", "installed", "task", "operation",
-              "input", "size");
-  std::vector<std::string> notes;
+  const char* row = "%-18s %-9s %-22s %-20s %10s  %-9s %s\n";
+  std::printf(row, "model", "installed", "task", "input", "size", "licence", "package");
+  std::vector<std::string> notes, licence_notes;
   for (const auto& e : entries) {
     const char* state = e.installed ? (e.stale ? "stale" : "yes") : (e.problem.ok() ? "no" : "broken");
     std::string task = e.installed ? e.manifest.task : (e.spec ? e.spec->task : "");
-    std::string op = e.installed ? e.manifest.operation : (e.spec ? e.spec->operation : "");
     std::string input = e.installed ? e.manifest.input_name + " " + ShapeText(e.manifest.input_shape) : "-";
+    std::string package = e.installed ? e.manifest.package + "@" + e.manifest.package_version : "-";
+    if (!e.installed && e.spec != nullptr) {
+      const models::PackageSpec* pkg = models::FindPackage(e.spec->package);
+      package = e.spec->package + (pkg ? "@" + pkg->version : "");
+    }
     char size[32] = "-";
     if (e.bytes > 0) std::snprintf(size, sizeof size, "%.1f MB", e.bytes / 1e6);
-    std::printf("%-18s %-9s %-17s %-15s %-20s %10s\n", e.name.c_str(), state, task.c_str(),
-                op.c_str(), input.c_str(), size);
+    std::printf(row, e.name.c_str(), state, task.c_str(), input.c_str(), size,
+                e.spec ? e.spec->licence.c_str() : "unknown", package.c_str());
     if (!e.problem.ok()) notes.push_back(e.name + ": " + e.problem.ToString());
     if (e.stale)
       notes.push_back(e.name + ": converted from " + e.manifest.package + "@" +
                       e.manifest.package_version + ", not the pinned version");
+    if (e.spec != nullptr && !e.spec->licence_note.empty())
+      licence_notes.push_back(e.name + ": " + e.spec->licence + ", " + e.spec->licence_note);
   }
   for (const auto& n : notes) std::printf("  %s\n", n.c_str());
+  std::printf("\nLicences are the models' own, not framemill's (Apache-2.0); NOTICE lists them.\n");
+  for (const auto& n : licence_notes) std::printf("  %s\n", n.c_str());
+  std::printf("The default settings run MIT and ISC models only; categorize.detector: yolov8n|s|m "
+              "and segment.model: isnet run (A)GPL-3.0 ones.\n");
 }
 
 int ModelsList(const Settings& c, bool json) {

@@ -17,7 +17,8 @@ int CmdReport(const Flags& f) {
   ReportOptions o;
   o.dir = f.output.empty() ? "framemill-report" : f.output;
   o.limit = f.limit;
-  if (f.show_nsfw) o.nsfw_blur = 2;  // above any probability: never
+  o.unsafe = env->config.unsafe;
+  o.blur_unsafe = !f.show_nsfw;
   o.path_map = env->config.paths;
   const auto t0 = std::chrono::steady_clock::now();
   auto stats = WriteReport(**store, o);

@@ -29,6 +29,10 @@ struct Flags {
   int64_t limit = 0;                   // report
   bool show_nsfw = false;              // report: no picture blurred
   bool unique = false;                 // export: leave out dedup's copies
+  // export's filters (outputs/export_filter.h): --label, --no-label, --content, --safe,
+  // --unsafe, --faces
+  std::string labels, no_labels, content, faces;
+  bool safe = false, unsafe = false;
   std::vector<std::string> sources;
   // models / infer
   std::string models_action;  // "list" | "fetch"

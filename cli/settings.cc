@@ -20,6 +20,7 @@ OptionRows SettingRows(Settings* s) {
   AddEnqueueRows(&s->enqueue, &rows);
   AddStageRows(&s->stage, &rows);
   rows.push_back(IntRow("fetch.batch", "FRAMEMILL_FETCH_BATCH", "", {&s->fetch_batch}, 1, 4096));
+  rows.push_back(NumberRow("nsfw.unsafe_threshold", "FRAMEMILL_UNSAFE_THRESHOLD", &s->unsafe.threshold, 0, 1));
   gpu::AddGpuRows(&s->run.gpu, &rows);
   return rows;
 }

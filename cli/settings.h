@@ -10,6 +10,7 @@
 
 #include "base/path_map.h"
 #include "configs/config.h"
+#include "outputs/unsafe.h"
 #include "scheduler/supervisor.h"
 #include "stages/stage_options.h"
 #include "storage/job_store.h"
@@ -27,6 +28,7 @@ struct Settings {
   StageOptions stage;    // out (out_dir), models (models_dir), every stage's settings
   RunOptions run;        // db, workers, the workers' run.* settings, gpu.*
   EnqueueOptions enqueue;  // enqueue.priority, run.max_attempts
+  UnsafeOptions unsafe;    // nsfw.unsafe_threshold: the report's blur and export --safe/--unsafe
 
   std::string config_file;  // empty: none
   std::vector<Provenance> provenance;  // every setting's value and where it came from

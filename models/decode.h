@@ -184,6 +184,11 @@ Result<std::vector<FaceBox>> DecodeFaceCandidates(const ModelManifest& m,
 Result<FaceDescription> DecodeFaceDescription(const ModelManifest& m,
                                               const std::vector<OutputTensor>& outs);
 // centernet or yolov8 (DecodeYolo): COCO objects in image pixels, after NMS.
+// The detector's own NMS overlap and room (DetectionDefaults), down to `min_score`:
+// CenterNet human's 0.4 class-agnostic overlap and 20 objects; YOLOv8 Ultralytics' own 0.7
+// class-aware overlap (the one its published mAP is measured at) and 100, since it finds many
+// more objects a picture (a crowd).
+DetectionOptions DetectionDefaults(const ModelManifest& m, float min_score);
 Result<std::vector<Detection>> DecodeObjects(const ModelManifest& m,
                                              const std::vector<OutputTensor>& outs,
                                              cv::Size image, const DetectionOptions& opt = {});

@@ -113,6 +113,17 @@ nlohmann::json ToJson(const std::vector<Detection>& dets) {
   return {{"detections", a}};
 }
 
+DetectionOptions DetectionDefaults(const ModelManifest& m, float min_score) {
+  DetectionOptions opt;
+  opt.min_score = min_score;
+  opt.max_detections = 20;
+  if (m.postprocess == "yolov8") {
+    opt.iou_threshold = 0.7f;
+    opt.max_detections = 100;
+  }
+  return opt;
+}
+
 Result<std::vector<Detection>> DecodeObjects(const ModelManifest& m,
                                              const std::vector<OutputTensor>& outs,
                                              cv::Size image, const DetectionOptions& opt) {

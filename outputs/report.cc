@@ -17,6 +17,7 @@
 #include "outputs/pictures.h"
 #include "outputs/report_html.h"
 #include "outputs/report_item.h"
+#include "outputs/report_labels.h"
 #include "outputs/report_overview.h"
 #include "outputs/report_panels.h"
 
@@ -61,6 +62,7 @@ class ReportWriter {
     FM_RETURN_IF_ERROR(WriteClusters());
     FM_RETURN_IF_ERROR(WriteFailures());
     FM_RETURN_IF_ERROR(WriteDuplicates());
+    FM_RETURN_IF_ERROR(WritePage(o_.dir + "/labels.html", labels_.Html(shown_, now_), &stats_.total_bytes));
     FM_RETURN_IF_ERROR(WriteIndex());
     RemoveStalePages(o_.dir + "/items", written_items_);
     RemoveStalePages(o_.dir + "/grid", written_grid_);
@@ -71,6 +73,8 @@ class ReportWriter {
   }
 
  private:
+  const UnsafeOptions* Blur() const { return o_.blur_unsafe ? &o_.unsafe : nullptr; }
+
   // The dedup result: each group's representative and members, by item.
   Status LoadDuplicates() {
     return store_.ForEachResult(stage_names::kDedup, [&](const ExportRow& row) -> Status {
@@ -273,8 +277,12 @@ class ReportWriter {
       info.members.push_back(m);
     }
     FM_RETURN_IF_ERROR(WriteItemPage(item, a, have_still, made));
+    if (auto c = a.results.find(stage_names::kCategorize); c != a.results.end())
+      labels_.Add(c->second, BaseName(item.source), page,
+                  have_still ? "assets/" + ReportPictures::StillName(item, a.frame, o_.thumb_side) : "",
+                  Blur() != nullptr && IsUnsafe(UnsafeScore(c->second), *Blur()));
     grid_ += "<a class=\"card\" href=\"../items/" + page + "\">" +
-             Picture(item, a, o_.thumb_side, "../", have_still, true, o_.nsfw_blur) + "<div class=\"meta\"><div class=\"name\" title=\"" +
+             Picture(item, a, o_.thumb_side, "../", have_still, true, Blur()) + "<div class=\"meta\"><div class=\"name\" title=\"" +
              Esc(item.source) + "\">" + Esc(BaseName(item.source)) + "</div><div>" + Chips(item, true) +
              "</div><div class=\"small muted\">" + CardLine(item, a) + DupNote(item) + "</div></div></a>";
     if (++in_grid_ == o_.page_size) FM_RETURN_IF_ERROR(FlushGrid(false));
@@ -337,7 +345,7 @@ class ReportWriter {
       << "<div class=\"muted small\">" << Esc(item.source) << " · " << MediaKindName(item.kind) << " · key "
       << Esc(item.content_hash) << "</div><div style=\"margin:8px 0\">" << Chips(item) << "</div>";
     if (!made.ok()) s << "<div class=\"banner\">Some pictures could not be made: " << Esc(made.message()) << "</div>";
-    s << "<div class=\"two\"><div>" << Picture(item, a, o_.preview_side, "../", have_still, false, o_.nsfw_blur);
+    s << "<div class=\"two\"><div>" << Picture(item, a, o_.preview_side, "../", have_still, false, Blur());
     if (item.kind == MediaKind::kVideo) s << "<div class=\"small muted\">frame " << a.frame << "</div>";
     s << "<div class=\"legend small\"><span><i style=\"background:#fdb022\"></i>objects</span>"
       << "<span><i style=\"background:#32d583\"></i>pose</span><span><i style=\"background:#00a0c8\"></i>segment mask</span>"
@@ -534,6 +542,7 @@ class ReportWriter {
   std::vector<DupGroup> dup_groups_;
   std::map<std::string, size_t> dup_of_;                       // item -> its group
   std::map<std::string, std::string> page_of_, thumb_of_;      // grouped items' page and thumbnail
+  LabelIndex labels_;                                          // labels.html
 };
 
 }  // namespace

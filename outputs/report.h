@@ -14,6 +14,7 @@
 
 #include "base/path_map.h"
 #include "base/status.h"
+#include "outputs/unsafe.h"
 #include "storage/job_store.h"
 
 namespace framemill {
@@ -25,12 +26,10 @@ struct ReportOptions {
   int thumb_side = 320;          // the grid's pictures
   int preview_side = 800;        // the item page's
   int max_faces_per_cluster = 120;
-  // Pictures whose categorize `nsfw.unsafe` (porn + hentai) is at least this are blurred in
-  // the grid and on their page (report --show-nsfw: never). 0.9, measured on every ordinary
-  // picture Debian ships (bench/README "NSFW threshold", bench/nsfw_threshold.sh): of 1,157,
-  // 4 reach 0.5 (a retina micrograph 0.87, apple.jpg 0.61), none 0.9; the smallest step of
-  // 0.05 that marks none. Recall cannot be measured here: no labelled NSFW pictures.
-  double nsfw_blur = 0.9;
+  // Pictures categorize finds unsafe (outputs/unsafe.h, the threshold export shares) are
+  // blurred in the grid and on their page; report --show-nsfw: none.
+  UnsafeOptions unsafe;
+  bool blur_unsafe = true;
   PathMap path_map;              // where the store's canonical paths are on this machine
   int64_t now_ms = 0;            // the report's time (0: now)
 };

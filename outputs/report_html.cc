@@ -160,7 +160,7 @@ std::string Header(const std::string& title, const std::string& prefix, int64_t 
          "assets/style.css\"></head><body><header><b>framemill</b><a href=\"" + prefix +
          "index.html\">Overview</a><a href=\"" + prefix + "grid/1.html\">Items</a><a href=\"" + prefix +
          "clusters/index.html\">Identity clusters</a><a href=\"" + prefix +
-         "duplicates.html\">Duplicates</a><a href=\"" + prefix + "failures.html\">Failures</a><span class=\"when\">made " + Time(now_ms) + "</span></header><main>";
+         "labels.html\">Labels</a><a href=\"" + prefix + "duplicates.html\">Duplicates</a><a href=\"" + prefix + "failures.html\">Failures</a><span class=\"when\">made " + Time(now_ms) + "</span></header><main>";
 }
 
 std::string Pager(int64_t page, int64_t pages) {

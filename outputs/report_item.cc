@@ -225,14 +225,11 @@ std::string Aspect(const Analyses& a) {
 
 }  // namespace
 
-double Unsafe(const Analyses& a) {
-  auto it = a.results.find(stage_names::kCategorize);
-  return it == a.results.end() ? 0.0 : NumberOr(it->second.value("nsfw", json::object()), "unsafe", 0);
-}
-
 std::string Picture(const ItemView& item, const Analyses& a, int side, const std::string& prefix,
-                    bool have_still, bool lazy, double nsfw_blur) {
-  const bool blur = Unsafe(a) >= nsfw_blur;
+                    bool have_still, bool lazy, const UnsafeOptions* unsafe) {
+  auto categorize = a.results.find(stage_names::kCategorize);
+  const bool blur = unsafe != nullptr && categorize != a.results.end() &&
+                    IsUnsafe(UnsafeScore(categorize->second), *unsafe);
   std::string out = std::string("<div class=\"pic") + (blur ? " nsfw" : "") + "\" style=\"" + Aspect(a) + "\">";
   if (have_still) {
     out += "<img " + std::string(lazy ? "loading=\"lazy\" " : "") + "src=\"" + prefix + "assets/" +
@@ -254,8 +251,13 @@ std::string CardLine(const ItemView& item, const Analyses& a) {
   std::vector<std::string> bits;
   if (auto it = a.results.find(stage_names::kCategorize); it != a.results.end()) {
     if (it->second.value("content", json::object()).value("type", std::string()) == "drawing") bits.push_back("drawing");
+    // The shown labels, best first: three, then how many more.
     const json& c = it->second.value("categories", json::array());
-    if (c.is_array() && !c.empty() && c[0].is_object()) bits.push_back(Esc(c[0].value("label", std::string())));
+    std::string labels;
+    for (size_t i = 0; c.is_array() && i < c.size() && i < 3; ++i)
+      if (c[i].is_object()) labels += (labels.empty() ? "" : ", ") + Esc(c[i].value("label", std::string()));
+    if (c.is_array() && c.size() > 3) labels += " +" + std::to_string(c.size() - 3);
+    if (!labels.empty()) bits.push_back(labels);
   }
   if (!a.all_faces.empty()) bits.push_back(std::to_string(a.faces.size()) + " face(s)");
   if (auto it = a.results.find(stage_names::kLighting); it != a.results.end())

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "outputs/unsafe.h"
 #include "storage/job_store.h"
 
 namespace framemill::report {
@@ -49,12 +50,10 @@ std::string OverlaySvg(const ItemView& item, const Analyses& a);
 // Every stage as a chip (the item page); `compact`: done and skipped counted, the rest
 // (failed, running, waiting their turn) named (the grid's cards).
 std::string Chips(const ItemView& item, bool compact = false);
-// categorize's unsafe score (0 when there is none).
-double Unsafe(const Analyses& a);
-// The still with its overlays (blurred when Unsafe >= nsfw_blur); `prefix` leads from the
-// page to the report's root.
+// The still with its overlays, blurred when categorize finds it unsafe by `blur` (nullptr:
+// never, report --show-nsfw); `prefix` leads from the page to the report's root.
 std::string Picture(const ItemView& item, const Analyses& a, int side, const std::string& prefix,
-                    bool have_still, bool lazy, double nsfw_blur);
+                    bool have_still, bool lazy, const UnsafeOptions* blur);
 // One figure or two a card can show in a line.
 std::string CardLine(const ItemView& item, const Analyses& a);
 

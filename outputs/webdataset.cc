@@ -190,7 +190,7 @@ Result<WebDatasetStats> WriteWebDataset(JobStore& store, const WebDatasetOptions
   int64_t in_shard = 0;
   std::string media;
   Status walked = store.ForEachItem([&](const ItemView& item) -> Status {
-    if (item.kind == MediaKind::kDataset || options.leave_out.count(item.source)) return Status::OK();
+    if (item.kind == MediaKind::kDataset || !options.selection.Keeps(item.source)) return Status::OK();
     if (item.is_url && item.fetched_path.empty()) {
       stats.left_out.push_back(item.source + ": not fetched yet");
       return Status::OK();

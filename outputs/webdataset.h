@@ -13,6 +13,7 @@
 
 #include "base/path_map.h"
 #include "base/status.h"
+#include "outputs/export_filter.h"
 #include "storage/job_store.h"
 
 namespace framemill {
@@ -21,7 +22,7 @@ struct WebDatasetOptions {
   std::string dir;            // created if missing
   int64_t shard_size = 1000;  // items per shard
   PathMap path_map;           // where the store's canonical paths are on this machine
-  std::set<std::string> leave_out;  // items not written (export --unique: DuplicateMembers, result_json.h)
+  ItemSelection selection;    // the items written (export's filters and --unique): default all
 };
 
 struct WebDatasetStats {

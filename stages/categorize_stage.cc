@@ -95,15 +95,8 @@ Status CategorizeStage::Analyse(const ModelBatch& batch, const StageContext& ctx
   models::ModelRunner& runner = *batch.runners.front();
   auto outs = RunOnFrames(runner, batch, ctx, device);
   if (!outs.ok()) return outs.status();
-  models::DetectionOptions opt;
-  opt.min_score = static_cast<float>(std::min(options_.floor, options_.min_score));
-  opt.max_detections = 20;
-  if (runner.manifest().postprocess == "yolov8") {
-    // Ultralytics' own NMS overlap (the one its published mAP is measured at), and room for a
-    // crowd: YOLOv8 finds many more objects a picture than CenterNet's 20.
-    opt.iou_threshold = 0.7f;
-    opt.max_detections = 100;
-  }
+  const models::DetectionOptions opt = models::DetectionDefaults(
+      runner.manifest(), static_cast<float>(std::min(options_.floor, options_.min_score)));
   models::ModelRunner& content = *batch.runners[1];
   std::string content_device;
   auto couts = RunOnFrames(content, batch, ctx, &content_device);

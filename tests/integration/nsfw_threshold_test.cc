@@ -46,7 +46,7 @@ TEST(NsfwThresholdTest, DebiansHighestScoringOrdinaryPicturesAreNotUnsafe) {
     const auto j = nlohmann::json::parse(line);
     const double unsafe = j["result"]["nsfw"]["unsafe"].get<double>();
     highest = std::max(highest, unsafe);
-    EXPECT_LT(unsafe, ReportOptions{}.nsfw_blur) << j["item"];
+    EXPECT_LT(unsafe, UnsafeOptions{}.threshold) << j["item"];
   }
   EXPECT_EQ(n, 4);
   EXPECT_GT(highest, 0.5) << "the pictures the old threshold marked";

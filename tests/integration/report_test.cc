@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <map>
 #include <random>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -111,7 +113,7 @@ TEST_F(ReportBinaryTest, TheReportOpensInChromiumWithEveryPictureAndNoErrors) {
   const std::string video = "items/" + std::to_string(ItemId("Megamind.avi")) + ".html";
   const std::string group = "items/" + std::to_string(ItemId(fs::exists(kSolvay) ? "solvay.png" : "messi5.jpg")) + ".html";
   std::vector<std::string> pages = {"index.html", "grid/1.html", video, group, "clusters/index.html",
-                                    "clusters/" + std::to_string(cluster) + ".html", "failures.html"};
+                                    "clusters/" + std::to_string(cluster) + ".html", "failures.html", "labels.html"};
   std::vector<std::string> argv = {"/usr/bin/env", "node", std::string(FRAMEMILL_SOURCE_DIR) + "/tests/support/browser_check.mjs",
                                    dir_ / "shots"};
   fs::create_directories(dir_ / "shots");
@@ -146,6 +148,21 @@ TEST_F(ReportBinaryTest, TheReportOpensInChromiumWithEveryPictureAndNoErrors) {
   EXPECT_GE(by["clusters/" + std::to_string(cluster) + ".html"]["images"].get<int>(), 2);
   EXPECT_GE(by["clusters/index.html"]["cards"].get<int>(), 1);
   EXPECT_NE(ReadFile(dir_ / "report/failures.html").find("broken.jpg"), std::string::npos);
+  // The labels page: every label categorize shows, each with its items' thumbnails.
+  std::set<std::string> labels;
+  auto categorize = Fm({"export", "--stage", "categorize"});
+  ASSERT_EQ(categorize.exit_code, 0) << categorize.err;
+  std::istringstream rows(categorize.out);
+  for (std::string line; std::getline(rows, line);) {
+    const json row = json::parse(line);
+    for (const auto& c : row["result"]["categories"]) labels.insert(c["label"].get<std::string>());
+  }
+  ASSERT_FALSE(labels.empty()) << "messi5.jpg's ball at least";
+  const std::string labels_page = ReadFile(dir_ / "report/labels.html");
+  for (const std::string& l : labels)
+    EXPECT_NE(labels_page.find("<h2 id=\"" + l + "\">"), std::string::npos) << l;
+  EXPECT_GE(by["labels.html"]["cards"].get<size_t>(), labels.size());
+  EXPECT_GE(by["labels.html"]["images"].get<size_t>(), labels.size());
   // For the README: FRAMEMILL_SCREENSHOTS=DIR keeps them (scripts/report-screenshots.sh).
   if (const char* keep = std::getenv("FRAMEMILL_SCREENSHOTS"); keep != nullptr && *keep)
     for (size_t i = 0; i < pages.size(); ++i)

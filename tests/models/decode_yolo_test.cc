@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cmath>
+#include <map>
 #include <set>
 #include <tuple>
 
@@ -11,6 +12,7 @@
 #include <fstream>
 
 #include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
 
 #include "models/decode.h"
 #include "models/dnn_model.h"
@@ -186,16 +188,20 @@ TEST_P(YoloGoldenTest, SameObjectsAsOnnxRuntimeOnTheUncutGraph) {
 
 INSTANTIATE_TEST_SUITE_P(Models, YoloGoldenTest, ::testing::Values("yolov8n", "yolov8s"));
 
+// The categorize stage with YOLOv8n as its detector (categorize.detector: yolov8n).
+CategorizeStage YoloNanoStage() {
+  CategorizeOptions options;
+  options.detector = "yolov8n";
+  return CategorizeStage(std::make_shared<models::ModelCache>(testing::ModelsDir()), ModelStageOptions{}, options);
+}
+
 // The real YOLOv8n through the categorize stage: messi5.jpg's footballer and ball (CenterNet
 // at 0.6 shows the ball only), fruits.jpg's oranges (CenterNet shows none), and boxes in the
 // picture's own pixels.
 TEST(CategorizeYoloTest, ShowsTheFootballerAndTheBallAndTheFruit) {
   FM_REQUIRE_MODEL("yolov8n");
   FM_REQUIRE_MODEL("nsfw");
-  auto pool = std::make_shared<models::ModelCache>(testing::ModelsDir());
-  CategorizeOptions options;
-  options.detector = "yolov8n";
-  CategorizeStage stage(pool, ModelStageOptions{}, options);
+  CategorizeStage stage = YoloNanoStage();
   for (const auto& [file, w, h, want] : std::vector<std::tuple<std::string, int, int, std::set<std::string>>>{
            {"messi5.jpg", 548, 342, {"person", "sports ball"}}, {"fruits.jpg", 512, 480, {"orange"}}}) {
     Outcome out = stage.Run(testing::JobFor("categorize", testing::SampleData(file), MediaKind::kImage));
@@ -211,6 +217,50 @@ TEST(CategorizeYoloTest, ShowsTheFootballerAndTheBallAndTheFruit) {
       EXPECT_LE(b[3].get<double>(), h);
     }
   }
+}
+
+// Pictures as collections hold them: tiny, a thin strip, large, one-channel, 16-bit and with
+// alpha are analysed (converted as for the other models: 16-bit scaled to 8, alpha dropped),
+// the converted ones showing what their 8-bit original shows; a file that is not a picture
+// fails its own job with the reason.
+TEST(CategorizeYoloTest, OddPicturesAreAnalysedAndAnUnreadableOneFailsItsOwnJob) {
+  FM_REQUIRE_MODEL("yolov8n");
+  FM_REQUIRE_MODEL("nsfw");
+  CategorizeStage stage = YoloNanoStage();
+  testing::TempDir dir;
+  const cv::Mat messi = cv::imread(testing::SampleData("messi5.jpg"), cv::IMREAD_COLOR);
+  cv::Mat deep, alpha, gray, large;
+  messi.convertTo(deep, CV_16UC3, 257.0);
+  cv::cvtColor(messi, alpha, cv::COLOR_BGR2BGRA);
+  cv::cvtColor(messi, gray, cv::COLOR_BGR2GRAY);
+  cv::resize(messi, large, cv::Size(4000, 2496), 0, 0, cv::INTER_LINEAR);
+  const std::vector<std::pair<std::string, cv::Mat>> pictures = {
+      {"messi.png", messi}, {"deep.png", deep}, {"alpha.png", alpha}, {"gray.png", gray},
+      {"large.jpg", large}, {"tiny.png", cv::Mat(1, 1, CV_8UC3, cv::Scalar(40, 90, 200))},
+      {"strip.png", cv::Mat(3, 1500, CV_8UC3, cv::Scalar(128, 128, 128))}};
+  std::map<std::string, std::set<std::string>> shown;
+  for (const auto& [name, picture] : pictures) {
+    ASSERT_TRUE(cv::imwrite(dir / name, picture)) << name;
+    Outcome out = stage.Run(testing::JobFor("categorize", dir / name, MediaKind::kImage));
+    ASSERT_EQ(out.kind, Outcome::Kind::kDone) << name << ": " << out.error.ToString();
+    for (const auto& c : out.result["categories"]) shown[name].insert(c["label"].get<std::string>());
+    for (const auto& o : out.result["objects"]) {
+      const auto& b = o["box"];
+      EXPECT_GE(b[0].get<double>(), 0) << name << ": " << o.dump();
+      EXPECT_LE(b[2].get<double>(), picture.cols) << name << ": " << o.dump();
+      EXPECT_LE(b[3].get<double>(), picture.rows) << name << ": " << o.dump();
+    }
+  }
+  EXPECT_TRUE(shown["messi.png"].count("person")) << "the footballer";
+  EXPECT_EQ(shown["deep.png"], shown["messi.png"]) << "16-bit: the same picture";
+  EXPECT_EQ(shown["alpha.png"], shown["messi.png"]) << "an opaque alpha channel changes nothing";
+  EXPECT_TRUE(shown["gray.png"].count("person"));
+  EXPECT_TRUE(shown["large.jpg"].count("person"));
+  EXPECT_TRUE(shown["tiny.png"].empty());
+  testing::WriteFile(dir / "broken.jpg", std::string("\xff\xd8\xff\xe0", 4) + "not really a JPEG");
+  Outcome broken = stage.Run(testing::JobFor("categorize", dir / "broken.jpg", MediaKind::kImage));
+  EXPECT_EQ(broken.kind, Outcome::Kind::kFailed);
+  EXPECT_FALSE(broken.error.message().empty());
 }
 
 }  // namespace

@@ -182,6 +182,32 @@ TEST(CatalogTest, EveryModelComesFromAPinnedPackageThatListsIt) {
             "imgly-background-removal-data-1.4.5.tgz");
 }
 
+// Every model's licence is known, and README.md's table and NOTICE name it beside the model
+// (what a user reads before `models fetch`; the CONTRACT's `models list` prints it).
+TEST(CatalogTest, EveryModelHasALicenceThatTheReadmeAndNoticeShow) {
+  const std::set<std::string> known = {"MIT", "ISC", "AGPL-3.0", "GPL-3.0"};
+  std::string readme = ReadFile(std::string(FRAMEMILL_SOURCE_DIR) + "/README.md");
+  const size_t table = readme.find("| model | npm package | licence |");
+  ASSERT_NE(table, std::string::npos) << "README.md's licence table";
+  readme = readme.substr(table);
+  const std::string notice = ReadFile(std::string(FRAMEMILL_SOURCE_DIR) + "/NOTICE");
+  ASSERT_FALSE(notice.empty());
+  auto row_of = [](const std::string& text, const std::string& needle) {
+    const size_t at = text.find(needle);
+    if (at == std::string::npos) return std::string();
+    const size_t begin = text.rfind('\n', at) + 1;
+    return text.substr(begin, text.find('\n', at) - begin);
+  };
+  for (const ModelSpec& m : CatalogModels()) {
+    EXPECT_TRUE(known.count(m.licence)) << m.name << ": '" << m.licence << "'";
+    const std::string row = row_of(readme, "`" + m.name + "`");
+    EXPECT_NE(row.find("| " + m.licence + " |"), std::string::npos) << m.name << " in README.md: " << row;
+    const std::string notice_row = row_of(notice, m.name + (m.name == "yolov8m" ? " |" : ""));
+    EXPECT_NE(notice_row.find(m.licence), std::string::npos) << m.name << " in NOTICE: " << notice_row;
+  }
+  for (const PackageSpec& p : PinnedPackages()) EXPECT_TRUE(known.count(p.licence)) << p.name;
+}
+
 TEST(ModelStoreTest, MissingDirectoryListsTheCatalogWithNothingInstalled) {
   TempDir t;
   ModelStore store(t / "does-not-exist");

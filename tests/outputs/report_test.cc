@@ -149,7 +149,7 @@ TEST_F(ReportTest, ContentAndNsfwAreShownAndUnsafePicturesBlurred) {
   EXPECT_EQ(item.find("umbrella"), item.rfind("umbrella")) << "drawn over the picture: " << item;  // only in the raw result
   ReportOptions o;
   o.dir = dir_ / "report";
-  o.nsfw_blur = 2;  // report --show-nsfw
+  o.blur_unsafe = false;  // report --show-nsfw
   ASSERT_TRUE(WriteReport(rs_->store(), o).ok());
   EXPECT_EQ(Count(Page("grid/1.html"), "class=\"pic nsfw\""), 0);
 }
