@@ -51,8 +51,11 @@ class FmgWriter {
     j_["nodes"].push_back({{"op", op}, {"name", op + "_" + std::to_string(j_["nodes"].size())},
                            {"inputs", in}, {"outputs", out}, {"attrs", attrs}});
   }
+  // A folder of its own per graph written (the caller removes it).
   std::string Write(const std::string& tag) {
-    fs::path dir = fs::temp_directory_path() / ("fmg_engine_test_" + tag + "_" + std::to_string(::getpid()));
+    static int written = 0;
+    fs::path dir = fs::temp_directory_path() /
+                   ("fmg_engine_test_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(written++));
     fs::create_directories(dir);
     std::ofstream(dir / "model.fmg.json") << j_.dump();
     std::ofstream b(dir / "model.fmg.bin", std::ios::binary);
@@ -106,6 +109,12 @@ struct TinyNet {
     w.Node("Softmax", {"z"}, {"y"}, {{"axis", 1}});
     path = w.Write("tiny");
   }
+  ~TinyNet() {
+    std::error_code ec;
+    fs::remove_all(fs::path(path).parent_path(), ec);
+  }
+  TinyNet(const TinyNet&) = delete;
+  TinyNet& operator=(const TinyNet&) = delete;
   // The same function written out directly.
   std::vector<float> Expected(const std::vector<float>& x, int n) const {
     std::vector<float> y;
