@@ -7,6 +7,12 @@
 
 namespace framemill::report {
 
+std::string LabelAnchor(const std::string& label) {
+  std::string out = label;
+  std::replace(out.begin(), out.end(), ' ', '-');
+  return Esc(out);
+}
+
 void LabelIndex::Add(const nlohmann::json& categorize, const std::string& name, const std::string& page,
                      const std::string& thumb, bool blurred) {
   const auto categories = categorize.find("categories");
@@ -34,11 +40,11 @@ std::string LabelIndex::Html(int64_t items, int64_t now_ms) const {
   if (order.empty()) p << "<div class=\"muted\">No labels: categorize has no results, or showed no object.</div>";
   p << "<table><tr><th>label</th><th>items</th><th>best score</th></tr>";
   for (const auto& [name, l] : order)
-    p << "<tr><td><a href=\"#" << Esc(name) << "\">" << Esc(name) << "</a></td><td>" << Int(l->items)
+    p << "<tr><td><a href=\"#" << LabelAnchor(name) << "\">" << Esc(name) << "</a></td><td>" << Int(l->items)
       << "</td><td>" << Num(l->best, 2) << "</td></tr>";
   p << "</table>";
   for (const auto& [name, l] : order) {
-    p << "<h2 id=\"" << Esc(name) << "\">" << Esc(name) << " <span class=\"muted small\">" << Int(l->items)
+    p << "<h2 id=\"" << LabelAnchor(name) << "\">" << Esc(name) << " <span class=\"muted small\">" << Int(l->items)
       << " item(s)</span></h2><div class=\"grid\">";
     for (const Example& e : l->examples) {
       const std::string img = e.thumb.empty() ? "<div class=\"none\">no picture</div>"

@@ -14,6 +14,10 @@
 
 namespace framemill::report {
 
+// A label's section on the page: its name with '-' for ' ' ("sports-ball"), since an HTML id
+// holds no space.
+std::string LabelAnchor(const std::string& label);
+
 class LabelIndex {
  public:
   static constexpr size_t kExamples = 12;  // thumbnails per label

@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "outputs/report_labels.h"
 #include "tests/support/model_test_support.h"
 #include "tests/support/chaos.h"
 #include "tests/support/shared_fixture.h"
@@ -160,7 +161,7 @@ TEST_F(ReportBinaryTest, TheReportOpensInChromiumWithEveryPictureAndNoErrors) {
   ASSERT_FALSE(labels.empty()) << "messi5.jpg's ball at least";
   const std::string labels_page = ReadFile(dir_ / "report/labels.html");
   for (const std::string& l : labels)
-    EXPECT_NE(labels_page.find("<h2 id=\"" + l + "\">"), std::string::npos) << l;
+    EXPECT_NE(labels_page.find("<h2 id=\"" + report::LabelAnchor(l) + "\">"), std::string::npos) << l;
   EXPECT_GE(by["labels.html"]["cards"].get<size_t>(), labels.size());
   EXPECT_GE(by["labels.html"]["images"].get<size_t>(), labels.size());
   // For the README: FRAMEMILL_SCREENSHOTS=DIR keeps them (scripts/report-screenshots.sh).

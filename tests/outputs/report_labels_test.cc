@@ -39,6 +39,15 @@ TEST(LabelIndexTest, EveryLabelWithItsItemsMostFrequentFirst) {
   EXPECT_EQ(html.find("c.jpg"), std::string::npos);
 }
 
+TEST(LabelIndexTest, ALabelOfTwoWordsHasAnAnchorWithoutASpace) {
+  LabelIndex index;
+  index.Add(Categories({{"sports ball", 0.8}}), "a.jpg", "1.html", "", false);
+  const std::string html = index.Html(1, 0);
+  EXPECT_EQ(LabelAnchor("sports ball"), "sports-ball");
+  EXPECT_NE(html.find("<a href=\"#sports-ball\">sports ball</a>"), std::string::npos) << html;
+  EXPECT_NE(html.find("<h2 id=\"sports-ball\">sports ball "), std::string::npos) << html;
+}
+
 TEST(LabelIndexTest, ALabelShowsItsFirstExamplesOnlyAndNoLabelsSaysSo) {
   LabelIndex index;
   for (int i = 0; i < 40; ++i)
