@@ -113,7 +113,13 @@ TEST_F(AudioSyncStageTest, ADeclaredOffsetIsReportedAndPartOfWhatAPlayerShows) {
 
 TEST_F(AudioSyncStageTest, MegamindsEstimateMovesWithTheShiftOfItsSound) {
   // The base: Megamind's own sound re-encoded the same way, unshifted.
-  const std::string base = Shifted(dir_, testing::SampleData("Megamind.avi"), 0, "avi");
+  // Its first 6.5 s (issue 48: shorter clips, the same assertions). Measured on the 2-core VM
+  // (2026-11-29): the whole 11.2 s clip moved by -397.7, -205.1, +120.0 and +300.0 ms for the
+  // four shifts in 23.4 s; its first 6.5 s by -408.3, -202.1, +120.0 and +300.0 ms in 15.8 s,
+  // each within 9 ms of its shift (the bound is 42).
+  const std::string first = dir_ / "megamind-first.avi";
+  Ffmpeg({"-i", testing::SampleData("Megamind.avi"), "-t", "6.5", "-c", "copy", first});
+  const std::string base = Shifted(dir_, first, 0, "avi");
   const Outcome o0 = Run(base);
   ASSERT_EQ(o0.kind, Outcome::Kind::kDone) << o0.error.ToString();
   std::printf("[audio_sync] Megamind: %s\n", o0.result.dump().c_str());
