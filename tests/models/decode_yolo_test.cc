@@ -93,9 +93,7 @@ TEST(DecodeYoloTest, AnAnchorsBinsGiveItsBoxInImagePixelsThroughTheLetterbox) {
   // head_16, cell (row 12, col 20): centre (20.5, 12.5) cells = (328, 200) input pixels;
   // sides 3, 2, 5, 4 cells = 48, 32, 80, 64 px.
   SetAnchor(&heads[1], 12, 20, 16, 2.f, {3, 2, 5, 4});
-  models::DetectionOptions opt;
-  opt.min_score = 0.25f;
-  opt.iou_threshold = 0.7f;
+  const models::DetectionOptions opt = models::DetectionDefaults(YoloManifest(), 0.25f);  // NMS at 0.7
   auto dets = models::DecodeYolo(YoloManifest(), heads, {1280, 720}, opt);
   ASSERT_TRUE(dets.ok()) << dets.status().ToString();
   ASSERT_EQ(dets->size(), 1u);
@@ -115,9 +113,7 @@ TEST(DecodeYoloTest, NmsIsPerClassAndDropsWeakAnchors) {
   SetAnchor(&heads[0], 40, 41, 0, 1.f, {5, 4, 3, 4});  // the same box, weaker: suppressed
   SetAnchor(&heads[0], 40, 42, 2, 0.5f, {6, 4, 2, 4});  // the same box, a car: kept
   SetAnchor(&heads[2], 5, 5, 15, -3.f, {1, 1, 1, 1});  // a cat at 0.047: under the floor
-  models::DetectionOptions opt;
-  opt.min_score = 0.1f;
-  opt.iou_threshold = 0.7f;
+  const models::DetectionOptions opt = models::DetectionDefaults(YoloManifest(), 0.1f);  // NMS at 0.7
   auto dets = models::DecodeYolo(YoloManifest(), heads, {640, 640}, opt);
   ASSERT_TRUE(dets.ok()) << dets.status().ToString();
   ASSERT_EQ(dets->size(), 2u);
