@@ -37,7 +37,7 @@ nlohmann::json EntryJson(const models::ModelStore& store, const models::ModelEnt
   o["operation"] = e.installed ? m.operation : (e.spec ? e.spec->operation : "");
   o["package"] = e.installed ? m.package : (e.spec ? e.spec->package : "");
   o["version"] = e.installed ? m.package_version : (pkg ? pkg->version : "");
-  o["licence"] = e.spec ? e.spec->licence : nullptr;  // a model framemill does not list: unknown
+  o["licence"] = e.spec ? models::ModelLicence(*e.spec) : nullptr;  // a model framemill does not list: unknown
   o["licence_note"] = e.spec ? e.spec->licence_note : nullptr;
   o["stale"] = e.stale;
   o["bytes"] = e.bytes;
@@ -73,13 +73,13 @@ void PrintModels(const std::vector<models::ModelEntry>& entries) {
     char size[32] = "-";
     if (e.bytes > 0) std::snprintf(size, sizeof size, "%.1f MB", e.bytes / 1e6);
     std::printf(row, e.name.c_str(), state, task.c_str(), input.c_str(), size,
-                e.spec ? e.spec->licence.c_str() : "unknown", package.c_str());
+                e.spec ? models::ModelLicence(*e.spec).c_str() : "unknown", package.c_str());
     if (!e.problem.ok()) notes.push_back(e.name + ": " + e.problem.ToString());
     if (e.stale)
       notes.push_back(e.name + ": converted from " + e.manifest.package + "@" +
                       e.manifest.package_version + ", not the pinned version");
     if (e.spec != nullptr && !e.spec->licence_note.empty())
-      licence_notes.push_back(e.name + ": " + e.spec->licence + ", " + e.spec->licence_note);
+      licence_notes.push_back(e.name + ": " + models::ModelLicence(*e.spec) + ", " + e.spec->licence_note);
   }
   for (const auto& n : notes) std::printf("  %s\n", n.c_str());
   std::printf("\nLicences are the models' own, not framemill's (Apache-2.0); NOTICE lists them.\n");

