@@ -120,9 +120,10 @@ Result<ItemSelection> ItemSelection::Make(ResultReader& results, const ExportFil
     const auto it = m.find(item);
     return it == m.end() ? nullptr : &it->second;
   };
-  for (const auto* m : {&categorize, &faces})
-    for (const auto& [item, result] : *m)
-      if (Passes(filter, find(categorize, item), find(faces, item))) s.passing_->insert(item);
+  // An item passes only with a result of each stage a filter reads: the first such stage's
+  // items are every candidate.
+  for (const auto& [item, result] : filter.UsesCategorize() ? categorize : faces)
+    if (Passes(filter, find(categorize, item), find(faces, item))) s.passing_->insert(item);
   return s;
 }
 

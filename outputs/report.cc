@@ -280,7 +280,7 @@ class ReportWriter {
     if (auto c = a.results.find(stage_names::kCategorize); c != a.results.end())
       labels_.Add(c->second, BaseName(item.source), page,
                   have_still ? "assets/" + ReportPictures::StillName(item, a.frame, o_.thumb_side) : "",
-                  Blur() != nullptr && IsUnsafe(UnsafeScore(c->second), *Blur()));
+                  Blurred(a, Blur()));
     grid_ += "<a class=\"card\" href=\"../items/" + page + "\">" +
              Picture(item, a, o_.thumb_side, "../", have_still, true, Blur()) + "<div class=\"meta\"><div class=\"name\" title=\"" +
              Esc(item.source) + "\">" + Esc(BaseName(item.source)) + "</div><div>" + Chips(item, true) +

@@ -225,11 +225,15 @@ std::string Aspect(const Analyses& a) {
 
 }  // namespace
 
+bool Blurred(const Analyses& a, const UnsafeOptions* unsafe) {
+  auto categorize = a.results.find(stage_names::kCategorize);
+  return unsafe != nullptr && categorize != a.results.end() &&
+         IsUnsafe(UnsafeScore(categorize->second), *unsafe);
+}
+
 std::string Picture(const ItemView& item, const Analyses& a, int side, const std::string& prefix,
                     bool have_still, bool lazy, const UnsafeOptions* unsafe) {
-  auto categorize = a.results.find(stage_names::kCategorize);
-  const bool blur = unsafe != nullptr && categorize != a.results.end() &&
-                    IsUnsafe(UnsafeScore(categorize->second), *unsafe);
+  const bool blur = Blurred(a, unsafe);
   std::string out = std::string("<div class=\"pic") + (blur ? " nsfw" : "") + "\" style=\"" + Aspect(a) + "\">";
   if (have_still) {
     out += "<img " + std::string(lazy ? "loading=\"lazy\" " : "") + "src=\"" + prefix + "assets/" +

@@ -50,8 +50,11 @@ std::string OverlaySvg(const ItemView& item, const Analyses& a);
 // Every stage as a chip (the item page); `compact`: done and skipped counted, the rest
 // (failed, running, waiting their turn) named (the grid's cards).
 std::string Chips(const ItemView& item, bool compact = false);
-// The still with its overlays, blurred when categorize finds it unsafe by `blur` (nullptr:
-// never, report --show-nsfw); `prefix` leads from the page to the report's root.
+// Whether the item's pictures are blurred: categorize finds it unsafe by `unsafe` (nullptr:
+// never, report --show-nsfw).
+bool Blurred(const Analyses& a, const UnsafeOptions* unsafe);
+// The still with its overlays, blurred as Blurred says; `prefix` leads from the page to the
+// report's root.
 std::string Picture(const ItemView& item, const Analyses& a, int side, const std::string& prefix,
                     bool have_still, bool lazy, const UnsafeOptions* blur);
 // One figure or two a card can show in a line.
