@@ -58,14 +58,20 @@ int64_t FaceCount(const nlohmann::json& faces) {
   return -1;
 }
 
-// Each item's done result of `stage`, parsed.
-Status ReadResults(ResultReader& results, const char* stage, std::map<std::string, nlohmann::json>* out) {
+// Each item's done result of `stage`, parsed, with only the keys the filters read: a whole
+// result holds every object, or every face's embedding, which a large store cannot keep for
+// all its items at once.
+Status ReadResults(ResultReader& results, const char* stage, std::initializer_list<const char*> keys,
+                   std::map<std::string, nlohmann::json>* out) {
   return results.ForEachResult(stage, [&](const ExportRow& r) {
     auto j = nlohmann::json::parse(r.result_json, nullptr, false);
     if (j.is_discarded() || !j.is_object())
       return Status::Corruption(std::string("the ") + stage + " result of " + r.source +
                                 " is not readable: rerun " + stage);
-    (*out)[r.source] = std::move(j);
+    nlohmann::json kept = nlohmann::json::object();
+    for (const char* key : keys)
+      if (auto it = j.find(key); it != j.end()) kept[key] = std::move(*it);
+    (*out)[r.source] = std::move(kept);
     return Status::OK();
   });
 }
@@ -113,8 +119,10 @@ Result<ItemSelection> ItemSelection::Make(ResultReader& results, const ExportFil
   }
   if (!filter.UsesCategorize() && !filter.UsesFaces()) return s;
   std::map<std::string, nlohmann::json> categorize, faces;
-  if (filter.UsesCategorize()) FM_RETURN_IF_ERROR(ReadResults(results, stage_names::kCategorize, &categorize));
-  if (filter.UsesFaces()) FM_RETURN_IF_ERROR(ReadResults(results, stage_names::kFaces, &faces));
+  if (filter.UsesCategorize())
+    FM_RETURN_IF_ERROR(ReadResults(results, stage_names::kCategorize, {"categories", "content", "nsfw"}, &categorize));
+  if (filter.UsesFaces())
+    FM_RETURN_IF_ERROR(ReadResults(results, stage_names::kFaces, {"count", "max_faces"}, &faces));
   s.passing_.emplace();
   auto find = [](const std::map<std::string, nlohmann::json>& m, const std::string& item) {
     const auto it = m.find(item);
