@@ -113,6 +113,23 @@ OptionRow NumberRow(std::string key, std::string env, double* field, double lo, 
   return r;
 }
 
+OptionRow AutoNumberRow(std::string key, std::string env, std::optional<double>* field, double lo,
+                        double hi) {
+  OptionRow r{std::move(key), std::move(env), "", nullptr, nullptr};
+  r.set = [=](const std::string& v, const std::string& where) -> Status {
+    if (Lower(Trim(v)) == "auto") {
+      field->reset();
+      return Status::OK();
+    }
+    auto d = ParseDouble(v, lo, hi, where);
+    if (!d.ok()) return Bad(where, v, "auto or a number from " + FormatNumber(lo) + " to " + FormatNumber(hi));
+    *field = *d;
+    return Status::OK();
+  };
+  r.get = [=] { return *field ? FormatNumber(**field) : std::string("auto"); };
+  return r;
+}
+
 OptionRow BoolRow(std::string key, std::string env, bool* field) {
   OptionRow r{std::move(key), std::move(env), "", nullptr, nullptr};
   r.set = [=](const std::string& v, const std::string& where) -> Status {

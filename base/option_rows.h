@@ -11,6 +11,7 @@
 #include <functional>
 #include <initializer_list>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,6 +38,9 @@ OptionRow IntRow(std::string key, std::string env, std::string flag,
 OptionRow IntRow(std::string key, std::string env, std::string flag,
                  std::vector<int64_t*> fields, int64_t lo, int64_t hi);
 OptionRow NumberRow(std::string key, std::string env, double* field, double lo, double hi);
+// A number within [lo, hi], or `auto` (the field left empty): its consumer then chooses.
+OptionRow AutoNumberRow(std::string key, std::string env, std::optional<double>* field, double lo,
+                        double hi);
 OptionRow BoolRow(std::string key, std::string env, bool* field);
 // Non-empty text (trimmed).
 OptionRow TextRow(std::string key, std::string env, std::string flag, std::string* field);

@@ -26,6 +26,9 @@
 //               objects are shown (recall), and the negatives that show any label; for each
 //               detector --detectors names (centernet, yolov8n, yolov8s, yolov8m; default
 //               centernet) with its CPU ms a picture; --labels=CSV reads another labelled set
+//               (tests/data/categorize_photos.csv: then the table again for each of its sets,
+//               ordinary photos and cut-outs); and the ten most frequent labels' precision and
+//               recall at 0.3 to 0.9 by 0.05
 //   faces_precision  (not by default) the faces stage with its defaults on the pictures of
 //               bench/data/faces_negatives.txt (no human face: every face is false) and on
 //               Solvay 1927 against ViSP's boxes: per score threshold, false faces, recall
@@ -264,27 +267,35 @@ void FacesPrecision(const Flags& flags) {
   }
 }
 
-// tests/data/categorize_labels.csv: each picture with the COCO labels present in it.
-std::vector<std::pair<std::string, std::set<std::string>>> CategorizeLabels(const std::string& csv) {
+// One labelled picture of tests/data/categorize_labels.csv or categorize_photos.csv.
+struct LabelledPicture {
+  std::string path;
+  std::set<std::string> present;  // the COCO labels it holds (none: a negative)
+  std::string set;                // its set, the optional third column ("photo", "cut-out")
+};
+
+// `path,label;label[,set]` lines; `#` starts a comment. A relative path is under
+// FRAMEMILL_MEDIA_DIR (tools/media/fetch_photos.sh).
+std::vector<LabelledPicture> CategorizeLabels(const std::string& csv) {
   std::ifstream in(csv);
-  std::vector<std::pair<std::string, std::set<std::string>>> out;
+  std::vector<LabelledPicture> out;
   for (std::string line; std::getline(in, line);) {
     if (line.empty() || line[0] == '#') continue;
-    const size_t comma = line.find(',');
-    std::set<std::string> present;
-    std::string rest = line.substr(comma + 1);
-    for (size_t at = 0; at < rest.size();) {
-      const size_t semi = std::min(rest.find(';', at), rest.size());
-      if (semi > at) present.insert(rest.substr(at, semi - at));
-      at = semi + 1;
-    }
-    // A relative path is under FRAMEMILL_MEDIA_DIR (tools/media/fetch_photos.sh).
-    std::string path = line.substr(0, comma);
-    if (!path.empty() && path[0] != '/') {
+    LabelledPicture p;
+    std::stringstream fields(line);
+    std::string labels;
+    std::getline(fields, p.path, ',');
+    std::getline(fields, labels, ',');
+    if (!std::getline(fields, p.set, ',') || p.set.empty()) p.set = "all";
+    std::stringstream each(labels);
+    for (std::string label; std::getline(each, label, ';');)
+      if (!label.empty()) p.present.insert(label);
+    if (!p.path.empty() && p.path[0] != '/') {
       const char* media = std::getenv("FRAMEMILL_MEDIA_DIR");
-      path = std::string(media != nullptr && *media != '\0' ? media : FRAMEMILL_SOURCE_DIR "/.cache/media") + "/" + path;
+      p.path = std::string(media != nullptr && *media != '\0' ? media : FRAMEMILL_SOURCE_DIR "/.cache/media") + "/" +
+               p.path;
     }
-    out.push_back({path, present});
+    out.push_back(std::move(p));
   }
   return out;
 }
@@ -293,27 +304,35 @@ std::vector<std::pair<std::string, std::set<std::string>>> CategorizeLabels(cons
 struct SeenPicture {
   std::map<std::string, double> best;  // label -> best score
   std::set<std::string> present;       // the labels it holds (none: a negative)
+  std::string set;
 };
 
 // Per threshold t (a label shown when its best object scores >= t): shown, right, precision
 // twice (over every picture, and over the pictures with objects only: what a curator sees on
-// a set of ordinary photos), recall, and the negatives' false labels apart.
-void PrintPrecisionTable(const char* tag, const std::vector<SeenPicture>& pictures, size_t labelled,
-                         size_t negatives) {
+// a set of ordinary photos), recall, and the negatives' false labels apart. `title` names the
+// pictures counted (every one, or one set).
+void PrintPrecisionTable(const char* tag, const std::string& title, const std::vector<const SeenPicture*>& pictures) {
+  size_t labelled = 0, negatives = 0;
+  for (const SeenPicture* s : pictures) {
+    labelled += s->present.size();
+    negatives += s->present.empty();
+  }
+  std::printf("categorize_precision %s %s: %zu pictures, %zu labelled objects, %zu negatives\n", tag, title.c_str(),
+              pictures.size(), labelled, negatives);
   std::printf("categorize_precision %s %9s %7s %7s %10s %12s %8s %22s %12s\n", tag, "min score", "shown", "right",
               "precision", "on objects", "recall", "negatives with a label", "false labels");
   for (double t = 0.2; t < 0.951; t += 0.05) {
     size_t shown = 0, right = 0, shown_on_objects = 0, noisy_negatives = 0, false_on_negatives = 0;
-    for (const SeenPicture& s : pictures) {
+    for (const SeenPicture* s : pictures) {
       size_t n = 0;
-      for (const auto& [label, score] : s.best) {
+      for (const auto& [label, score] : s->best) {
         if (score < t) continue;
         ++n;
-        right += s.present.count(label);
+        right += s->present.count(label);
       }
       shown += n;
-      (s.present.empty() ? false_on_negatives : shown_on_objects) += n;
-      noisy_negatives += s.present.empty() && n > 0;
+      (s->present.empty() ? false_on_negatives : shown_on_objects) += n;
+      noisy_negatives += s->present.empty() && n > 0;
     }
     std::printf("categorize_precision %s %9.2f %7zu %7zu %10.3f %12.3f %8.3f %15zu of %zu %12zu\n", tag, t, shown, right,
                 shown ? double(right) / double(shown) : 1.0,
@@ -322,45 +341,81 @@ void PrintPrecisionTable(const char* tag, const std::vector<SeenPicture>& pictur
   }
 }
 
-// The table categorize.min_score is chosen from (issue 29): the stage's objects down to 0.05
-// on each labelled picture, with `detector`.
+// The ten labels most often labelled, each at thresholds 0.3 to 0.9 by 0.05: the pictures
+// that hold it, those that show it, those right, precision and recall. A label shown on a
+// picture that does not hold it is a false one, negatives included.
+void PrintClassTable(const char* tag, const std::vector<const SeenPicture*>& pictures) {
+  std::map<std::string, size_t> count;
+  for (const SeenPicture* s : pictures)
+    for (const std::string& label : s->present) ++count[label];
+  std::vector<std::pair<size_t, std::string>> frequent;
+  for (const auto& [label, n] : count) frequent.push_back({n, label});
+  std::sort(frequent.begin(), frequent.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  frequent.resize(std::min<size_t>(frequent.size(), 10));
+  std::printf("categorize_class %s %-14s %8s %9s %7s %7s %10s %8s\n", tag, "label", "pictures", "min score", "shown",
+              "right", "precision", "recall");
+  for (const auto& [n, label] : frequent) {
+    for (double t = 0.3; t < 0.951; t += 0.05) {
+      size_t shown = 0, right = 0;
+      for (const SeenPicture* s : pictures) {
+        const auto it = s->best.find(label);
+        if (it == s->best.end() || it->second < t) continue;
+        ++shown;
+        right += s->present.count(label);
+      }
+      std::printf("categorize_class %s %-14s %8zu %9.2f %7zu %7zu %10.3f %8.3f\n", tag, label.c_str(), n, t, shown, right,
+                  shown ? double(right) / double(shown) : 1.0, double(right) / double(n));
+    }
+  }
+}
+
+// The categorize stage as a worker runs it (CPU, every object down to 0.05 kept), once on each
+// labelled picture, with `detector`: a line for each label it shows at 0.2 or more, the
+// precision table for every picture and for each set, the ten most frequent labels' table.
 void CategorizePrecision(const Flags& flags, const std::string& detector) {
   auto cache = std::make_shared<models::ModelCache>(flags.models);
   CategorizeOptions all;
   all.detector = detector;
-  all.floor = all.min_score = 0.05;
+  all.min_score = all.floor = 0.05;
   CategorizeStage stage(cache, ModelStageOptions{}, all);
   std::vector<SeenPicture> pictures;
-  size_t labelled = 0, negatives = 0;
   std::vector<double> ms;
   const char* tag = detector.c_str();
-  for (const auto& [path, present] : CategorizeLabels(flags.labels)) {
+  for (const LabelledPicture& p : CategorizeLabels(flags.labels)) {
     const double t0 = NowMs();
-    const Outcome out = stage.Run(bench::ImageJob("categorize", path));
+    const Outcome out = stage.Run(bench::ImageJob("categorize", p.path));
     ms.push_back(NowMs() - t0);
     if (out.kind != Outcome::Kind::kDone) {
-      std::printf("categorize_precision %s %s: %s\n", tag, path.c_str(), out.error.ToString().c_str());
+      std::printf("categorize_precision %s %s: %s\n", tag, p.path.c_str(), out.error.ToString().c_str());
       continue;
     }
-    SeenPicture s;
-    s.present = present;
+    SeenPicture s{{}, p.present, p.set};
     for (const auto& o : out.result["objects"]) {
       double& b = s.best[o["label"].get<std::string>()];
       b = std::max(b, o["score"].get<double>());
     }
-    labelled += present.size();
-    negatives += present.empty();
     for (const auto& [label, score] : s.best)
       if (score >= 0.2)
-        std::printf("categorize_precision %s %-5s %-14s %.3f  %s\n", tag, present.count(label) ? "right" : "wrong",
-                    label.c_str(), score, std::filesystem::path(path).filename().c_str());
+        std::printf("categorize_precision %s %-5s %-14s %.3f  %s\n", tag, p.present.count(label) ? "right" : "wrong",
+                    label.c_str(), score, std::filesystem::path(p.path).filename().c_str());
     pictures.push_back(std::move(s));
   }
   std::sort(ms.begin(), ms.end());
-  std::printf("categorize_precision %s: %s, %zu pictures, %zu labelled objects, %zu negatives (nothing from COCO); "
-              "the stage's median %.0f ms a picture (detector and content model, one thread)\n",
-              tag, flags.labels.c_str(), pictures.size(), labelled, negatives, ms.empty() ? 0.0 : ms[ms.size() / 2]);
-  PrintPrecisionTable(tag, pictures, labelled, negatives);
+  std::printf("categorize_precision %s: %s; the stage's median %.0f ms a picture (detector and content model, one "
+              "thread)\n",
+              tag, flags.labels.c_str(), ms.empty() ? 0.0 : ms[ms.size() / 2]);
+  std::vector<const SeenPicture*> every;
+  std::map<std::string, std::vector<const SeenPicture*>> by_set;
+  for (const SeenPicture& s : pictures) {
+    every.push_back(&s);
+    by_set[s.set].push_back(&s);
+  }
+  PrintPrecisionTable(tag, "every picture", every);
+  if (by_set.size() > 1)
+    for (const auto& [set, members] : by_set) PrintPrecisionTable(tag, "set " + set, members);
+  PrintClassTable(tag, every);
 }
 
 // The categorize results of the bench's pictures, as the store would hand them to dedup.

@@ -84,8 +84,9 @@ void PrintModels(const std::vector<models::ModelEntry>& entries) {
   for (const auto& n : notes) std::printf("  %s\n", n.c_str());
   std::printf("\nLicences are the models' own, not framemill's (Apache-2.0); NOTICE lists them.\n");
   for (const auto& n : licence_notes) std::printf("  %s\n", n.c_str());
-  std::printf("The default settings run MIT and ISC models only; categorize.detector: yolov8n|s|m "
-              "and segment.model: isnet run (A)GPL-3.0 ones.\n");
+  std::printf("The default settings run one AGPL-3.0 model, yolov8s (categorize.detector); "
+              "categorize.detector: centernet keeps to MIT and ISC ones. segment.model: isnet and "
+              "categorize.detector: yolov8n|yolov8m run other (A)GPL-3.0 ones.\n");
 }
 
 int ModelsList(const Settings& c, bool json) {

@@ -46,6 +46,12 @@ struct ModelSpec {
   // when GPU_PRECISION forces fp16.
   bool fp16_overflows = false;
   std::string precision_why;
+  // An object detector's score from which categorize shows its objects when
+  // categorize.min_score is auto (the default): the lowest score from which at least 9 shown
+  // labels in 10 are right at every higher one, on tests/data/categorize_photos.csv's ordinary
+  // photos and on its cut-outs alike, or on the photos alone where no score holds it on both
+  // (bench/README.md, "Objects: choosing the detector"). 0 for the other models.
+  double min_score = 0;
 };
 
 const std::vector<PackageSpec>& PinnedPackages();

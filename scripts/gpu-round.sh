@@ -38,7 +38,7 @@ pack() {
   if [ ! -d "$wt" ]; then git worktree add --detach "$wt" "$base"; else git -C "$wt" checkout --detach "$base"; fi
   cmake -S "$wt" -B "$wt/build-gpu" "${flags[@]}" >/dev/null
   ninja -C "$wt/build-gpu" framemill
-  MODELS=${MODELS:-blazeface faceres facemesh centernet nsfw movenet-multipose selfie silero-vad mobilefacenet movenet-lightning blazepose-full} \
+  MODELS=${MODELS:-blazeface faceres facemesh centernet yolov8s nsfw movenet-multipose selfie silero-vad mobilefacenet movenet-lightning blazepose-full} \
     PART_MB=${PART_MB:-55} ../shared/gpu-e2e/make-bundle.sh build-gpu/framemill "${MODELS_DIR:-.cache/models}" sample-data "$out"
   local e=$out/e2e
   # Models the e2e run does not use travel for the device tests and gpu_bench alone, which

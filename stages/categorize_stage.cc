@@ -5,6 +5,7 @@
 
 #include "cluster/near_duplicates.h"
 #include "jobs/stage_names.h"
+#include "models/catalog.h"
 #include "models/decode.h"
 
 namespace framemill {
@@ -86,6 +87,14 @@ void SummariseContent(const std::vector<nlohmann::json>& frames, nlohmann::json*
 
 }  // namespace
 
+double ShownScore(const CategorizeOptions& options) {
+  if (options.min_score) return *options.min_score;
+  const models::ModelSpec* spec = models::FindModel(options.detector);
+  // A detector outside the catalog has no measured score: its objects stay in `objects`,
+  // below the threshold, and none is shown.
+  return spec != nullptr && spec->min_score > 0 ? spec->min_score : 1.0;
+}
+
 CategorizeStage::CategorizeStage(std::shared_ptr<models::ModelCache> cache,
                                  ModelStageOptions frames, CategorizeOptions options)
     : ModelStage(stage_names::kCategorize, std::move(cache), frames), options_(options) {}
@@ -95,8 +104,9 @@ Status CategorizeStage::Analyse(const ModelBatch& batch, const StageContext& ctx
   models::ModelRunner& runner = *batch.runners.front();
   auto outs = RunOnFrames(runner, batch, ctx, device);
   if (!outs.ok()) return outs.status();
-  const models::DetectionOptions opt = models::DetectionDefaults(
-      runner.manifest(), static_cast<float>(std::min(options_.floor, options_.min_score)));
+  const double shown = ShownScore(options_);
+  const models::DetectionOptions opt =
+      models::DetectionDefaults(runner.manifest(), static_cast<float>(std::min(options_.floor, shown)));
   models::ModelRunner& content = *batch.runners[1];
   std::string content_device;
   auto couts = RunOnFrames(content, batch, ctx, &content_device);
@@ -109,7 +119,7 @@ Status CategorizeStage::Analyse(const ModelBatch& batch, const StageContext& ctx
     if (!dets.ok()) return dets.status();
     auto c = models::DecodeContent(content.manifest(), (*couts)[i]);
     if (!c.ok()) return c.status();
-    nlohmann::json r = FrameResultOf(runner.manifest().name, *dets, image, options_.min_score);
+    nlohmann::json r = FrameResultOf(runner.manifest().name, *dets, image, shown);
     r.update(models::ToJson(*c));
     r["signature"] = Signature(batch.frames[i], batch.jobs[batch.frames[i].job], (*couts)[i],
                                content.manifest().content_probe.output);

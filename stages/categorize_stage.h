@@ -13,6 +13,11 @@
 
 namespace framemill {
 
+// The score from which the stage shows an object (`categories`, the report, export's
+// --label): categorize.min_score, or where that is auto the detector's own, measured
+// (models/catalog.cc, ModelSpec::min_score).
+double ShownScore(const CategorizeOptions& options);
+
 class CategorizeStage : public ModelStage {
  public:
   // Photo or drawing and the NSFW classes (nsfwjs's MobileNetV2 with framemill's content probe).

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "base/option_rows.h"
@@ -52,15 +53,17 @@ struct ModelStageOptions {
 };
 
 struct CategorizeOptions {  // the categorize stage
-  // categorize.detector: the object detector, centernet (human-models, MIT) or yolov8n,
-  // yolov8s, yolov8m (Ultralytics' COCO exports, AGPL-3.0 / GPL-3.0). centernet until the
-  // YOLOv8 thresholds are measured on the labelled photos (issue 49).
-  std::string detector = "centernet";
-  // categorize.min_score: objects at or above are shown (`categories`, the report). Chosen on
-  // labelled pictures so that at least 9 shown labels in 10 are right (bench/README "Objects
-  // worth believing").
-  double min_score = 0.6;
-  // categorize.floor: objects from here up to min_score stay in `objects`, marked
+  // categorize.detector: the object detector, yolov8s (Ultralytics' COCO export, AGPL-3.0), or
+  // yolov8n, yolov8m (AGPL-3.0 / GPL-3.0), or centernet (human-models, MIT). yolov8s is the one
+  // that shows at least 6 labelled objects in 10 with 9 shown labels in 10 right on ordinary
+  // photos within 1.5x the CPU pipeline's time (bench/README.md, "Objects: choosing the
+  // detector").
+  std::string detector = "yolov8s";
+  // categorize.min_score: objects at or above are shown (`categories`, the report). Empty
+  // (auto): the detector's own, measured on labelled photos (ModelSpec::min_score;
+  // ShownScore in stages/categorize_stage.h).
+  std::optional<double> min_score;
+  // categorize.floor: objects from here up to the shown score stay in `objects`, marked
   // `"below_threshold": true`, for those who want them; lower ones are dropped.
   double floor = 0.1;
 

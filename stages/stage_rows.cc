@@ -52,8 +52,8 @@ void AddFacesRows(StageOptions* o, OptionRows* rows) {
   rows->push_back(TextChoiceRow("categorize.detector", "FRAMEMILL_CATEGORIZE_DETECTOR", "",
                                 &o->categorize.detector,
                                 {"centernet", "yolov8n", "yolov8s", "yolov8m"}));
-  rows->push_back(NumberRow("categorize.min_score", "FRAMEMILL_CATEGORIZE_MIN_SCORE",
-                            &o->categorize.min_score, 0, 1));
+  rows->push_back(AutoNumberRow("categorize.min_score", "FRAMEMILL_CATEGORIZE_MIN_SCORE",
+                                &o->categorize.min_score, 0, 1));
   rows->push_back(NumberRow("categorize.floor", "FRAMEMILL_CATEGORIZE_FLOOR",
                             &o->categorize.floor, 0, 1));
   FacesOptions& f = o->faces;

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "stages/categorize_stage.h"
 #include "stages/face_clusters_stage.h"
 #include "stages/fetch_stage.h"
 
@@ -134,7 +135,8 @@ TEST(OptionsTest, EverySettingReachesTheModuleItConfigures) {
   EXPECT_EQ(s.audio_sync.mesh_model, "") << "audio_sync.mouth: none";
   EXPECT_EQ(s.inpaint.model, "") << "inpaint.model: none";
   EXPECT_EQ(s.model_frames.video_frames, 7);
-  EXPECT_DOUBLE_EQ(s.categorize.min_score, 0.5);
+  ASSERT_TRUE(s.categorize.min_score.has_value());
+  EXPECT_DOUBLE_EQ(*s.categorize.min_score, 0.5);
   EXPECT_EQ(s.faces.embedding_model, "mobilefacenet");
   EXPECT_EQ(s.pose.model, "blazepose-full");
   EXPECT_EQ(s.face_clusters.min_cluster_size, 5);
@@ -176,6 +178,27 @@ TEST(OptionsTest, EverySettingReachesTheModuleItConfigures) {
   EXPECT_EQ(g.batch_size, 12);
   EXPECT_EQ(g.sim_vram_mb, 64);
   EXPECT_DOUBLE_EQ(g.sim_cost, 2);
+}
+
+// categorize.min_score is auto by default: each detector shows objects from its own measured
+// score (models/catalog.cc), so a user who switches to centernet gets centernet's, not
+// yolov8s's. A number overrides it for every detector; `auto` restores it.
+TEST(OptionsTest, TheShownScoreIsTheDetectorsOwnUnlessANumberIsSet) {
+  EXPECT_EQ(Defaults().stage.categorize.detector, "yolov8s");
+  EXPECT_FALSE(Defaults().stage.categorize.min_score.has_value());
+  EXPECT_DOUBLE_EQ(ShownScore(Defaults().stage.categorize), 0.8);
+  EXPECT_DOUBLE_EQ(ShownScore(With({{"FRAMEMILL_CATEGORIZE_DETECTOR", "centernet"}}).stage.categorize), 0.6);
+  EXPECT_DOUBLE_EQ(ShownScore(With({{"FRAMEMILL_CATEGORIZE_DETECTOR", "yolov8m"}}).stage.categorize), 0.85);
+  EXPECT_DOUBLE_EQ(ShownScore(With({{"FRAMEMILL_CATEGORIZE_DETECTOR", "yolov8n"}}).stage.categorize), 0.55);
+  const Settings set = With({{"FRAMEMILL_CATEGORIZE_DETECTOR", "centernet"}, {"FRAMEMILL_CATEGORIZE_MIN_SCORE", "0.3"}});
+  EXPECT_DOUBLE_EQ(ShownScore(set.stage.categorize), 0.3);
+  EXPECT_FALSE(With({{"FRAMEMILL_CATEGORIZE_MIN_SCORE", " Auto "}}).stage.categorize.min_score.has_value());
+
+  ConfigInputs bad;
+  bad.env = {{"FRAMEMILL_CATEGORIZE_MIN_SCORE", "high"}};
+  const auto c = LoadSettings(bad);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().ToString().find("auto or a number from 0 to 1"), std::string::npos) << c.status().ToString();
 }
 
 }  // namespace

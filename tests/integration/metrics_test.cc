@@ -3,7 +3,9 @@
 #include <curl/curl.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <map>
 #include <regex>
@@ -47,9 +49,11 @@ double Sample(const std::string& body, const std::string& series) {
 TEST(MetricsTest, ARunScrapedTwiceShowsDoneJobsRisingAndItsDeviceAndPromtoolAcceptsIt) {
   FM_REQUIRE_MODEL("movenet-multipose");
   TempDir dir;
-  // The endpoint refreshes once a second, so the run must outlast two refreshes after its
-  // first job. 16 photos took 1.4 s once the engine's CPU kernels were vectorized (and the
-  // second scrape then found the run gone); 48 take about 4 s on the 2-core VM.
+  // The endpoint refreshes once a second, and a fast machine finishes the run's 48 jobs in
+  // under two seconds (1.8 s on 2026-11-29), so the test does not race the run: it freezes
+  // the workers (SIGSTOP; the supervisor, which serves the endpoint, runs on) whenever the
+  // store shows more jobs done than the endpoint has served, until a scrape shows them. While
+  // they are frozen the run cannot end.
   constexpr int kPhotos = 48;
   MakeRealImages(dir / "media", kPhotos, 640);
   const std::map<std::string, std::string> env = {
@@ -70,15 +74,29 @@ TEST(MetricsTest, ARunScrapedTwiceShowsDoneJobsRisingAndItsDeviceAndPromtoolAcce
     return true;
   }, 60)) << ReadFile(log);
   const std::string done = R"(framemill_jobs{stage="pose",state="done"})";
-  std::string first, second;
-  ASSERT_TRUE(WaitUntil([&] {
-    first = Scrape(addr);
-    return Sample(first, done) >= 1;
-  }, 120)) << first << ReadFile(log);
-  ASSERT_TRUE(WaitUntil([&] {
-    second = Scrape(addr);
-    return Sample(second, done) > Sample(first, done);
-  }, 120)) << second << ReadFile(log);
+  const std::string db = dir / "fm.db";
+  const auto done_in_store = [&] { return QueryInt(db, "SELECT count(*) FROM jobs WHERE stage = 'pose' AND state = 2"); };
+  const auto workers = [&] { return ChildPids(run); };
+  // Lets the workers run until the store holds more than `above` pose jobs done, freezes them,
+  // and scrapes until the endpoint shows what the store holds.
+  const auto scrape_past = [&](double above) {
+    std::string body;
+    EXPECT_TRUE(WaitUntil([&] { return done_in_store() > above; }, 120)) << ReadFile(log);
+    const std::vector<pid_t> frozen = workers();
+    for (pid_t w : frozen) kill(w, SIGSTOP);
+    EXPECT_TRUE(WaitUntil([&] { return std::all_of(frozen.begin(), frozen.end(), Stopped); }, 30));
+    const long long held = done_in_store();
+    EXPECT_TRUE(WaitUntil([&] {
+      body = Scrape(addr);
+      return Sample(body, done) == static_cast<double>(held);
+    }, 60)) << body << ReadFile(log);
+    return body;
+  };
+  const std::string first = scrape_past(0);
+  for (pid_t w : workers()) kill(w, SIGCONT);
+  const std::string second = scrape_past(Sample(first, done));
+  for (pid_t w : workers()) kill(w, SIGCONT);
+  ASSERT_GT(Sample(second, done), Sample(first, done)) << second;
   std::printf("[metrics] %s: done %g, then %g\n", addr.c_str(), Sample(first, done), Sample(second, done));
 
   EXPECT_GT(Sample(second, R"(framemill_device_memory_bytes{device="sim:0",kind="total"})"), 0) << second;

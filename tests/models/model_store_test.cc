@@ -184,6 +184,22 @@ TEST(CatalogTest, EveryModelComesFromAPinnedPackageThatListsIt) {
 
 // Every model's licence is known, and README.md's table and NOTICE name it beside the model
 // (what a user reads before `models fetch`; the CONTRACT's `models list` prints it).
+// categorize.min_score: auto takes the detector's own score (ShownScore): every detector the
+// setting offers has one, measured (bench/README.md, "Objects: choosing the detector").
+TEST(CatalogTest, EveryObjectDetectorHasAMeasuredShownScore) {
+  size_t detectors = 0;
+  for (const ModelSpec& m : CatalogModels()) {
+    if (m.task != "object_detection") {
+      EXPECT_EQ(m.min_score, 0) << m.name << ": only a detector shows objects from a score";
+      continue;
+    }
+    ++detectors;
+    EXPECT_GT(m.min_score, 0) << m.name;
+    EXPECT_LT(m.min_score, 1) << m.name;
+  }
+  EXPECT_EQ(detectors, 4u) << "centernet, yolov8n, yolov8s, yolov8m";
+}
+
 TEST(CatalogTest, EveryModelHasALicenceThatTheReadmeAndNoticeShow) {
   const std::set<std::string> known = {"MIT", "ISC", "AGPL-3.0", "GPL-3.0"};
   std::string readme = ReadFile(std::string(FRAMEMILL_SOURCE_DIR) + "/README.md");
