@@ -9,6 +9,7 @@ prefix=$(mktemp -d)
 trap 'rm -rf "$prefix"' EXIT
 cmake --install "$build" --prefix "$prefix" > "$prefix/install.log"
 for f in bin/framemill share/framemill/tools/models/convert.py share/framemill/tools/models/fmlib/tfjs.py \
+         share/framemill/tools/models/content_probe.json \
          share/framemill/default.yaml share/man/man1/framemill.1; do
   [ -f "$prefix/$f" ] || { echo "missing after install: $f"; cat "$prefix/install.log"; exit 1; }
 done
@@ -32,4 +33,11 @@ cp "$packages/$tgz" "$prefix/models/packages/"
 out=$(cd "$prefix" && FRAMEMILL_MODELS="$prefix/models" framemill models fetch --only selfie 2>&1)
 echo "$out" | grep -q "with $prefix/share/framemill/tools/models/convert.py" || { echo "$out"; exit 1; }
 [ -f "$prefix/models/selfie/manifest.json" ] || { echo "$out"; exit 1; }
+# nsfw's conversion reads the photo-or-drawing probe beside the converter (content_probe.json;
+# a package without it could not convert nsfw, scripts/test-package.sh found).
+if [ -f "$packages/nsfwjs-4.4.0.tgz" ]; then
+  cp "$packages/nsfwjs-4.4.0.tgz" "$prefix/models/packages/"
+  out=$(cd "$prefix" && FRAMEMILL_MODELS="$prefix/models" framemill models fetch --only nsfw 2>&1) || { echo "$out"; exit 1; }
+  grep -q '"content_probe"' "$prefix/models/nsfw/manifest.json" || { echo "$out"; exit 1; }
+fi
 echo "install, man page and models fetch from $prefix: ok"
