@@ -9,7 +9,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 build=build-pkg
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFRAMEMILL_CUDA=OFF \
+# FRAMEMILL_CUDA=ON (untested) builds the CUDA variant where CUDA's runtime is a dpkg package
+# (NVIDIA's apt repository: cuda-cudart-13-0), which dpkg-shlibdeps then puts in Depends.
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFRAMEMILL_CUDA="${FRAMEMILL_CUDA:-OFF}" \
       -DFRAMEMILL_BUILD_TESTS=OFF -DFRAMEMILL_BUILD_BENCH=OFF >/dev/null
 ninja -C "$build"
 mkdir -p dist

@@ -38,6 +38,9 @@ in_image() {
     -e FRAMEMILL_OUT=/data/out -v "$work/data:/data" -v "$PWD/.cache/models:/models:ro" "$@"
 }
 in_image "$image" enqueue /data/photos
+# The image's binary is CPU-only: with ALL_GPU=false it says so per operation.
+in_image -e ALL_GPU=false "$image" gpu | grep -q "^CATEGORIZE  *cpu  *ALL_GPU=false" ||
+  { echo "test-image: framemill gpu did not report the CPU choice"; exit 1; }
 start_workers() {
   podman --runtime runc run -d --name framemill-test-workers --network=host -e FRAMEMILL_DB="$db" \
     -e FRAMEMILL_STAGES=lighting,categorize -e FRAMEMILL_OUT=/data/out -e FRAMEMILL_WORKERS=2 \
