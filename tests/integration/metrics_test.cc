@@ -92,10 +92,13 @@ TEST(MetricsTest, ARunScrapedTwiceShowsDoneJobsRisingAndItsDeviceAndPromtoolAcce
     }, 60)) << body << ReadFile(log);
     return body;
   };
+  const auto thaw = [&] {
+    for (pid_t w : workers()) kill(w, SIGCONT);
+  };
   const std::string first = scrape_past(0);
-  for (pid_t w : workers()) kill(w, SIGCONT);
+  thaw();
   const std::string second = scrape_past(Sample(first, done));
-  for (pid_t w : workers()) kill(w, SIGCONT);
+  thaw();
   ASSERT_GT(Sample(second, done), Sample(first, done)) << second;
   std::printf("[metrics] %s: done %g, then %g\n", addr.c_str(), Sample(first, done), Sample(second, done));
 
