@@ -2,12 +2,16 @@
 // setup, then one line per (workload, model). It measures only; nothing is asserted.
 // The GPU figures come from gpu_bench's `engine` workload, run on a GPU machine.
 //
-//   models_bench [--benchmarks=dnn,engine_cpu,plan,faces,faces_precision,categorize_precision,dedup] [--models=DIR] [--only=a,b]
-//                [--reps=5] [--batch=8] [--image=PATH]
+//   models_bench [--benchmarks=engine,dnn,engine_cpu,plan,faces,faces_precision,categorize_precision,dedup] [--models=DIR] [--only=a,b]
+//                [--reps=5] [--batch=8] [--threads=N] [--image=PATH]
 //
 // Workloads (default: all, in this order):
 //   dnn         OpenCV DNN (the CPU path of stages and `infer`): ms per image at batch 1
 //               and at --batch (batchable models), preprocessing included, decode not
+//   engine      our engine on the CPU's oneDNN kernels (gpu/engine/dnnl_kernels.h), the CPU
+//               path of the stages: ms per image at batch 1 and at --batch (batchable models),
+//               the forward alone (as ORT's ort_bench.sh times it), fp32 and, where the CPU
+//               has AVX512-BF16 or AMX, bf16; --threads=N OpenMP threads (default: all)
 //   engine_cpu  our engine (gpu/engine) on its CPU reference kernels, fp32 and fp16
 //               storage, batch 1: the same graph the CUDA kernels run
 //   plan        the engine's memory plan: device bytes for batch 1 and per extra item,
@@ -38,6 +42,7 @@
 // (messi5.jpg from opencv-doc unless --image). Each timing is the median of --reps runs
 // after one warm-up.
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -57,7 +62,10 @@
 #include <opencv2/imgproc.hpp>
 
 #include "bench/bench_support.h"
+#include <omp.h>
+
 #include "gpu/engine/cpu_kernels.h"
+#include "gpu/engine/dnnl_kernels.h"
 #include "gpu/engine/engine.h"
 #include "gpu/ops.h"
 #include "models/dnn_model.h"
@@ -74,7 +82,7 @@ namespace framemill {
 namespace {
 
 struct Flags {
-  std::string benchmarks = "dnn,engine_cpu,plan,faces";
+  std::string benchmarks = "engine,dnn,engine_cpu,plan,faces";
   std::string models = "./framemill-models";
   std::string only;
   std::string detectors = "centernet";
@@ -82,6 +90,7 @@ struct Flags {
   std::string image = "/usr/share/doc/opencv-doc/examples/data/messi5.jpg";
   int reps = 5;
   int batch = 8;
+  int threads = 0;
 };
 
 using bench::Listed;
@@ -129,6 +138,47 @@ void EngineCpu(const Flags& flags, const models::ModelManifest& m, const cv::Mat
     std::printf("engine_cpu  %-18s %s batch 1: %8.1f ms/image\n", m.name.c_str(), s, ms);
     std::fflush(stdout);
   });
+}
+
+// A batch of `n` copies of the photo, preprocessed as the model wants; for a model whose
+// input is not an image (silero-vad's audio windows), `n` rows of a 440 Hz tone.
+gpu::Tensor Inputs(const models::ModelManifest& m, const cv::Mat& photo, int n) {
+  const auto& s = m.input_shape;
+  if (s.size() == 4 && s[1] == 3) return gpu::PreprocessCpu(std::vector<cv::Mat>(n, photo), m.preprocess);
+  gpu::Tensor t{{n, s.size() > 1 ? s[1] : 1, s.size() > 2 ? s[2] : 1, s.size() > 3 ? s[3] : 1}, gpu::TensorType::kFloat32, {}};
+  const int64_t each = t.shape[1] * t.shape[2] * t.shape[3];
+  std::vector<float> v(static_cast<size_t>(n * each));
+  for (size_t k = 0; k < v.size(); ++k) v[k] = 0.3f * std::sin(6.2832f * 440.f * (k % each) / 16000.f);
+  t.data.resize(v.size() * 4);
+  std::memcpy(t.data.data(), v.data(), t.data.size());
+  return t;
+}
+
+void EngineDnnl(const Flags& flags, const models::ModelManifest& m, const cv::Mat& photo) {
+  for (bool bf16 : {false, true}) {
+    if (bf16 && !gpu::engine::CpuHasBf16()) continue;
+    const char* s = bf16 ? "bf16" : "fp32";
+    auto engine = gpu::engine::Engine::Load(m.graph_file, gpu::engine::MakeDnnlKernels({.bf16 = bf16}));
+    if (!engine.ok()) {
+      std::printf("engine      %-18s %s error: %s\n", m.name.c_str(), s, engine.status().ToString().c_str());
+      continue;
+    }
+    const gpu::Tensor one = Inputs(m, photo, 1);
+    if (auto r = (*engine)->Run(one); !r.ok()) {
+      std::printf("engine      %-18s %s error: %s\n", m.name.c_str(), s, r.status().ToString().c_str());
+      continue;
+    }
+    const double ms1 = MedianMs(flags.reps, [&] { (void)(*engine)->Run(one); });
+    std::printf("engine      %-18s %s %d threads batch 1: %8.1f ms/image", m.name.c_str(), s,
+                omp_get_max_threads(), ms1);
+    if ((m.batchable || models::EngineBatches(m.name)) && flags.batch > 1) {
+      const gpu::Tensor many = Inputs(m, photo, flags.batch);
+      const double msb = MedianMs(std::max(1, flags.reps / 2), [&] { (void)(*engine)->Run(many); });
+      std::printf("   batch %d: %8.1f ms/image", flags.batch, msb / flags.batch);
+    }
+    std::printf("\n");
+    std::fflush(stdout);
+  }
 }
 
 void PlanBytes(const models::ModelManifest& m) {
@@ -545,8 +595,10 @@ int Main(int argc, char** argv) {
   if (!bench::ParseFlags("models_bench", argc, argv,
                          {{"--benchmarks=", &flags.benchmarks}, {"--models=", &flags.models},
                           {"--only=", &flags.only}, {"--detectors=", &flags.detectors}, {"--labels=", &flags.labels}, {"--image=", &flags.image},
-                          {"--reps=", &flags.reps, 1}, {"--batch=", &flags.batch, 1}}))
+                          {"--reps=", &flags.reps, 1}, {"--batch=", &flags.batch, 1},
+                          {"--threads=", &flags.threads, 0}}))
     return 2;
+  if (flags.threads > 0) omp_set_num_threads(flags.threads);
   cv::Mat photo = cv::imread(flags.image, cv::IMREAD_COLOR);
   if (photo.empty()) {
     std::fprintf(stderr, "models_bench: cannot read %s\n", flags.image.c_str());
@@ -558,8 +610,9 @@ int Main(int argc, char** argv) {
     if (e.installed && Listed(flags.only, e.name)) installed.push_back(e.manifest);
   std::printf("models_bench: %zu model(s) from %s\n", installed.size(), store.dir().c_str());
   std::printf("image:        %s (%dx%d)\n", flags.image.c_str(), photo.cols, photo.rows);
-  std::printf("cpu:          %u hardware threads; OpenCV threads %d\n",
-              std::thread::hardware_concurrency(), cv::getNumThreads());
+  std::printf("cpu:          %u hardware threads; OpenCV threads %d; OpenMP (oneDNN) threads %d; bf16 %s\n",
+              std::thread::hardware_concurrency(), cv::getNumThreads(), omp_get_max_threads(),
+              gpu::engine::CpuHasBf16() ? "yes" : "no");
   std::printf("reps:         median of %d after a warm-up; batch %d\n", flags.reps, flags.batch);
   std::printf("------------------------------------------------------------------\n");
   if (installed.empty()) {
@@ -573,9 +626,10 @@ int Main(int argc, char** argv) {
     for (std::string d; std::getline(detectors, d, ',');) CategorizePrecision(flags, d);
   }
   if (Listed(flags.benchmarks, "dedup")) Dedup(flags);
-  for (const std::string& w : {std::string("dnn"), std::string("engine_cpu"), std::string("plan")}) {
+  for (const std::string& w : {std::string("engine"), std::string("dnn"), std::string("engine_cpu"), std::string("plan")}) {
     if (!Listed(flags.benchmarks, w)) continue;
     for (const auto& m : installed) {
+      if (w == "engine") EngineDnnl(flags, m, photo);
       if (w == "dnn") Dnn(flags, m, photo);
       if (w == "engine_cpu") EngineCpu(flags, m, photo);
       if (w == "plan") PlanBytes(m);

@@ -6,6 +6,7 @@
 
 #include "gpu/compute_backend.h"
 #include "gpu/engine/cpu_kernels.h"
+#include "gpu/engine/dnnl_kernels.h"
 #include "gpu/shared_device.h"
 
 namespace framemill::gpu {
@@ -29,7 +30,7 @@ class CpuBackend : public ComputeBackend {
   std::string device() const override { return "cpu"; }
   bool is_gpu() const override { return false; }
   Result<std::unique_ptr<engine::Kernels>> MakeEngineKernels() override {
-    return engine::MakeCpuKernels();
+    return engine::MakeDnnlKernels();
   }
   Result<DeviceInfo> Info() override {
     DeviceInfo d;
@@ -107,6 +108,11 @@ class SimCore : public CpuBackend {
   explicit SimCore(int64_t vram_bytes) : vram_(vram_bytes) {}
   std::string device() const override { return "sim:0"; }
   bool is_gpu() const override { return true; }
+  // The reference kernels, the CPU twin of a device's (and fp16 storage, which the CPU's
+  // oneDNN kernels do not keep).
+  Result<std::unique_ptr<engine::Kernels>> MakeEngineKernels() override {
+    return engine::MakeCpuKernels();
+  }
   Result<DeviceInfo> Info() override {
     DeviceInfo d;
     d.name = "simulated device";

@@ -1,6 +1,6 @@
 // A converted model run by our own inference engine (gpu/engine) on a backend's device:
 // the backend's fused preprocessing kernel, then the model's fmg graph with fp16 or fp32
-// storage as the backend prefers. The same outputs, per image, as DnnModel gives.
+// storage as the backend prefers. The CPU runs it too (models/model_cache.h OpenRunner).
 // Holds the weights on the device for its lifetime. Not thread-safe: one per thread.
 #pragma once
 

@@ -19,8 +19,9 @@
 #include <set>
 #include <thread>
 
-#include <opencv2/dnn.hpp>
 
+#include "gpu/engine/dnnl_kernels.h"
+#include "gpu/engine/engine.h"
 #include "models/model_store.h"
 
 extern char** environ;
@@ -140,20 +141,18 @@ Status Download(const std::string& packages_dir, const PackageSpec& pkg, const F
   return Status::OK();
 }
 
-// A converted model is usable only when OpenCV reads its ONNX file.
-Status CheckLoads(const std::string& onnx) {
-  try {
-    cv::dnn::Net net = cv::dnn::readNetFromONNX(onnx);
-    if (net.empty()) return Status::Corruption("cv::dnn read no layers from " + onnx);
-  } catch (const cv::Exception& e) {
-    return Status::Corruption("cv::dnn cannot load " + onnx + ": " + e.what());
-  }
+// A converted model is usable only when our engine loads its graph: every op lowered, the
+// plan of batch 1 made on the CPU's kernels, the weights in place.
+Status CheckLoads(const ModelManifest& m) {
+  if (m.graph_file.empty()) return Status::Corruption("model " + m.name + " has no engine graph (model.fmg.json)");
+  auto engine = gpu::engine::Engine::Load(m.graph_file, gpu::engine::MakeDnnlKernels());
+  if (!engine.ok()) return Status::Corruption("the engine cannot load " + m.graph_file + ": " + engine.status().ToString());
   return Status::OK();
 }
 
 std::string ReadyLine(const ModelEntry& e, double load_s) {
   return "model " + e.name + ": ready, input " + e.manifest.input_name + " " +
-         ShapeText(e.manifest.input_shape) + ", " + Mb(e.bytes) + ", cv::dnn loads it (" +
+         ShapeText(e.manifest.input_shape) + ", " + Mb(e.bytes) + ", the engine loads it (" +
          Fmt("%.2f s", load_s) + ")";
 }
 
@@ -355,7 +354,7 @@ std::vector<std::string> ToConvert(const std::vector<const ModelSpec*>& selected
       continue;
     }
     auto tl = std::chrono::steady_clock::now();
-    Status loads = CheckLoads(e.manifest.onnx_file);
+    Status loads = CheckLoads(e.manifest);
     if (!loads.ok()) {
       Say(o, "model " + e.name + ": " + loads.message() + "; converting it again");
       to_convert.push_back(e.name);
@@ -438,7 +437,7 @@ Status CheckConverted(const std::vector<std::string>& to_convert, const ModelSto
                                 (e.problem.ok() ? "no directory " + store.ModelDir(e.name)
                                                 : e.problem.message()));
     auto tl = std::chrono::steady_clock::now();
-    FM_RETURN_IF_ERROR(CheckLoads(e.manifest.onnx_file));
+    FM_RETURN_IF_ERROR(CheckLoads(e.manifest));
     Say(o, ReadyLine(e, Since(tl)));
     report->models_ready.push_back(e.name);
   }

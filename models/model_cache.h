@@ -1,5 +1,5 @@
-// The opened models of one process, CPU runners (cv::dnn) and device engines (our
-// inference engine on a backend's device) alike, in one cache with one lifetime: a
+// The opened models of one process, on the CPU and on devices alike (our inference engine:
+// on the CPU its oneDNN kernels, on a device that backend's) alike, in one cache with one lifetime: a
 // runner is opened on first use, lent to one borrower at a time, and kept until the
 // cache is destroyed (or its device is forgotten).
 // ModelCache is thread-safe; a ModelRunner is used by one thread at a time (a Lease
@@ -43,8 +43,8 @@ class ModelRunner {
   virtual int64_t BatchBytesPerImage() { return 0; }
 };
 
-// Opens `manifest`'s model on `device`: cv::dnn when null (the CPU), else our engine on
-// that backend (which must outlive the runner). An OutOfMemory (the weights do not fit)
+// Opens `manifest`'s model on `device`: our engine on the CPU's oneDNN kernels when null,
+// else our engine on that backend (which must outlive the runner). An OutOfMemory (the weights do not fit)
 // comes back as the device reported it, for the out-of-memory ladder.
 Result<std::unique_ptr<ModelRunner>> OpenRunner(const ModelManifest& manifest,
                                                 gpu::ComputeBackend* device);

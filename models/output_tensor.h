@@ -1,5 +1,5 @@
-// One output of a model for one image, as every runner gives it (cv::dnn on the CPU, our
-// engine on a device) and every decoder takes it. Header-only plain data; thread-safe to copy.
+// One output of a model for one image, as every runner gives it (our engine, on the CPU or
+// on a device) and every decoder takes it. Header-only plain data; thread-safe to copy.
 #pragma once
 
 #include <cstdint>

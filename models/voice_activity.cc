@@ -11,7 +11,7 @@ namespace framemill::models {
 
 namespace {
 
-// Windows encoded per cv::dnn forward: 8 s of audio, about 2.6 MB of input.
+// Windows encoded per forward: 8 s of audio, about 2.6 MB of input.
 constexpr size_t kEncodeBatch = 256;
 
 float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
@@ -59,7 +59,7 @@ Result<std::unique_ptr<VoiceActivity>> VoiceActivity::Open(const ModelManifest& 
   FM_RETURN_IF_ERROR(v->ReadShapes(manifest, man));
   FM_RETURN_IF_ERROR(v->ReadDecoderWeights(manifest, man));
   if (with_encoder) {
-    auto enc = DnnModel::Open(manifest);
+    auto enc = OpenRunner(manifest, nullptr);
     if (!enc.ok()) return enc.status();
     v->encoder_ = std::move(enc).value();
   }

@@ -1,7 +1,7 @@
 // Silero VAD v5 (the `silero-vad` model, docs/MODELS.md): the probability of speech in each
 // 32 ms window of 16 kHz mono audio. The converter split the shipped graph: the stateless
-// encoder (STFT magnitude + four convolutions) runs on a batch of windows at once, in cv::dnn
-// or wherever the caller's Encoder runs it (our engine on a device); the recurrent decoder
+// encoder (STFT magnitude + four convolutions) runs on a batch of windows at once, in our
+// engine on the CPU or wherever the caller's Encoder runs it (a device); the recurrent decoder
 // (an LSTM cell carried from window to window, then a 1x1 convolution and a sigmoid) runs
 // here from decoder.bin, in order.
 // A VoiceActivity owns its network and is NOT thread-safe: one per worker thread.
@@ -16,7 +16,7 @@
 
 #include "base/status.h"
 #include "gpu/ops.h"
-#include "models/dnn_model.h"
+#include "models/model_cache.h"
 #include "models/manifest.h"
 #include "models/output_tensor.h"
 
@@ -28,7 +28,7 @@ class VoiceActivity {
   // b's features. Lets a caller encode on a device (models::RunModelOnTensor).
   using Encoder = std::function<Result<std::vector<std::vector<OutputTensor>>>(const gpu::Tensor&)>;
 
-  // Loads decoder.bin, and model.onnx into cv::dnn unless `with_encoder` is false (the
+  // Loads decoder.bin, and the encoder's graph into our engine on the CPU unless `with_encoder` is false (the
   // caller then always passes its own Encoder); Corruption naming the file when either is
   // unusable.
   static Result<std::unique_ptr<VoiceActivity>> Open(const ModelManifest& manifest,
@@ -53,7 +53,7 @@ class VoiceActivity {
   // The decoder's LSTM and output weights (decoder.bin, as its table in the manifest says).
   Status ReadDecoderWeights(const ModelManifest& manifest, const nlohmann::json& man);
 
-  std::unique_ptr<DnnModel> encoder_;
+  std::unique_ptr<ModelRunner> encoder_;  // the CPU's (OpenRunner)
   int sample_rate_ = 16000, window_ = 512, context_ = 64, padded_ = 640, hidden_ = 128;
   int features_ = 128;
   // PyTorch LSTMCell layout: rows [i; f; g; o] x hidden.

@@ -25,6 +25,7 @@
 #include <opencv2/core.hpp>
 #include <thread>
 
+#include "gpu/engine/dnnl_kernels.h"
 #include "scheduler/gpu_runtime.h"
 #include "scheduler/metrics_server.h"
 #include "scheduler/progress.h"
@@ -196,11 +197,16 @@ pid_t SpawnWorker(const RunOptions& options, const StageRegistry& registry, int6
   WatchSupervisor(options.worker.lease_ms);
   WorkerDeadline* deadline = deadlines != nullptr ? &deadlines[index] : nullptr;
   if (deadline != nullptr) deadline->deadline_ms = 0;
-  // Parallelism comes from processes; OpenCV's and TBB's own threads get this
-  // worker's share of the cores, or they would oversubscribe them.
+  // Parallelism comes from processes; OpenCV's, TBB's and oneDNN's (OpenMP) own threads
+  // get this worker's share of the cores, or they would oversubscribe them.
   const int share = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
                                     std::max(1, options.workers));
   cv::setNumThreads(share);
+  // A parent that ran a oneDNN primitive has a started OpenMP pool, which a forked child
+  // would wait on forever: there, one thread (which OpenMP runs inline) keeps it safe.
+  if (gpu::engine::InferenceStarted())
+    spdlog::warn("worker {}: its parent ran inference before forking; oneDNN runs on one thread", index);
+  gpu::engine::SetCpuInferenceThreads(gpu::engine::InferenceStarted() ? 1 : share);
   tbb::global_control tbb_threads(tbb::global_control::max_allowed_parallelism,
                                   static_cast<size_t>(share));
   KeepFreedMemory();

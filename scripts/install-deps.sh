@@ -10,7 +10,7 @@ pkgs=(
   visp-images-data libavformat-dev libavcodec-dev libavutil-dev libswscale-dev libswresample-dev
   ffmpeg python3-imageio python3-skimage
   python3-onnx python3-numpy python3-opencv
-  libopencv-contrib-dev
+  libopencv-contrib-dev libdnnl-dev
   postgresql libpq-dev
   libarchive-dev chromium help2man
   prometheus-cpp-dev prometheus slurm-wlm munge

@@ -44,6 +44,7 @@ __device__ __forceinline__ float ApplyAct(const ActivationParams& a, float x) {
     case Activation::kSigmoid: return 1.f / (1.f + expf(-x));
     case Activation::kLeakyRelu: return x >= 0.f ? x : a.alpha * x;
     case Activation::kTanh: return tanhf(x);
+    case Activation::kSwish: return x / (1.f + expf(-x));
     default: return x;
   }
 }

@@ -25,6 +25,7 @@ inline float Act(const ActivationParams& a, float v) {
     case Activation::kSigmoid: return 1.0f / (1.0f + std::exp(-v));
     case Activation::kLeakyRelu: return v >= 0 ? v : a.alpha * v;
     case Activation::kTanh: return std::tanh(v);
+    case Activation::kSwish: return v / (1.0f + std::exp(-v));
   }
   return v;
 }

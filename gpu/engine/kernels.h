@@ -39,6 +39,7 @@ enum class Activation : int32_t {
   kSigmoid,    // 1 / (1 + exp(-x))
   kLeakyRelu,  // x >= 0 ? x : alpha * x
   kTanh,
+  kSwish,      // x * sigmoid(x) (YOLOv8's Sigmoid -> Mul, fused by the plan)
 };
 
 struct ActivationParams {

@@ -183,12 +183,37 @@ class PlanBuilder {
     int c = static_cast<int>(it->second[0]);
     return skip_[c] ? -1 : c;
   }
+  // x -> Sigmoid -> Mul(x, sigmoid(x)), x's only two consumers (YOLOv8's SiLU), as one
+  // kSwish in *act; returns the Mul's output, or "" when `out` is not followed so.
+  std::string FuseSwish(const std::string& out, ActivationParams* act) {
+    if (graph_outputs_.count(out)) return "";
+    auto it = consumers_.find(out);
+    if (it == consumers_.end() || it->second.size() != 2) return "";
+    int sig = -1, mul = -1;
+    for (auto k : it->second) {
+      if (skip_[k]) return "";
+      const std::string& op = g_.nodes[k].op;
+      if (op == "Sigmoid") sig = static_cast<int>(k);
+      else if (op == "Mul") mul = static_cast<int>(k);
+    }
+    if (sig < 0 || mul < 0 || SoleConsumer(g_.nodes[sig].outputs[0]) != mul) return "";
+    const Node& m = g_.nodes[mul];
+    const std::string& s = g_.nodes[sig].outputs[0];
+    if (m.inputs.size() != 2 || !((m.inputs[0] == out && m.inputs[1] == s) || (m.inputs[0] == s && m.inputs[1] == out)))
+      return "";
+    act->kind = Activation::kSwish;
+    skip_[sig] = skip_[mul] = true;
+    plan_.fused += 2;
+    return m.outputs[0];
+  }
   // Reads `n` as a fusable activation.
   bool AsActivation(const Node& n, ActivationParams* act);
   // Fuses a following activation node into *act; returns the new output name.
   std::string FuseActivation(const std::string& out, ActivationParams* act) {
+    if (act->kind != Activation::kNone) return out;
+    if (std::string swish = FuseSwish(out, act); !swish.empty()) return swish;
     int c = SoleConsumer(out);
-    if (c < 0 || act->kind != Activation::kNone) return out;
+    if (c < 0) return out;
     ActivationParams a;
     if (!AsActivation(g_.nodes[c], &a)) return out;
     *act = a;

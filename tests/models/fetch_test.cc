@@ -210,14 +210,14 @@ TEST(FetchTest, FetchConvertsOnceAndThenOnlyVerifies) {
   EXPECT_TRUE(second->models_converted.empty()) << log;
   EXPECT_EQ(second->models_ready, std::vector<std::string>{"mobilefacenet"});
 
-  // An ONNX file OpenCV cannot read, under an intact manifest, is converted again.
-  WriteFile(m->onnx_file, "not an onnx file");
+  // An engine graph that does not load, under an intact manifest, is converted again.
+  WriteFile(m->graph_file, "not a graph");
   log.clear();
   auto repaired = FetchModels(o);
   ASSERT_TRUE(repaired.ok()) << repaired.status().ToString() << "\n" << log;
   EXPECT_EQ(repaired->models_converted, std::vector<std::string>{"mobilefacenet"});
-  EXPECT_NE(log.find("cv::dnn cannot load " + m->onnx_file), std::string::npos) << log;
-  EXPECT_GT(fs::file_size(m->onnx_file), 1000u);
+  EXPECT_NE(log.find("the engine cannot load " + m->graph_file), std::string::npos) << log;
+  EXPECT_GT(fs::file_size(m->graph_file), 1000u);
 }
 
 }  // namespace

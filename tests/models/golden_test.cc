@@ -1,4 +1,4 @@
-// Our CPU path (cv::imread, crop, gpu::PreprocessCpu, DnnModel, host decode) against the
+// Our CPU path (cv::imread, crop, gpu::PreprocessCpu, the engine on oneDNN, host decode) against the
 // references tools/models/make_reference.sh made from the original TF.js graphs (ISNet:
 // onnxruntime-node). Reads FRAMEMILL_MODELS (default <repo>/.cache/models) and
 // FRAMEMILL_GOLDEN_DIR (default <repo>/.cache/golden); skips when either lacks a model
@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -17,7 +18,7 @@
 #include "gpu/ops.h"
 #include "media/geometry.h"
 #include "models/decode.h"
-#include "models/dnn_model.h"
+#include "models/model_cache.h"
 #include "models/manifest.h"
 
 #include "tests/support/model_test_support.h"
@@ -82,7 +83,7 @@ TEST_P(GoldenTest, MatchesReference) {
     if (ModelsRequired()) FAIL() << name << ": " << missing;
     GTEST_SKIP() << name << ": " << missing;
   }
-  auto model = DnnModel::Open(*man);
+  auto model = OpenRunner(*man, nullptr);  // the CPU's: the engine on its oneDNN kernels
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   const json index = ReadJson(in_dir / "index.json");
   const bool nhwc = index.value("layout", "NHWC") == "NHWC";
@@ -104,7 +105,7 @@ TEST_P(GoldenTest, MatchesReference) {
 
     // 1. Our preprocessing vs the input the reference was fed.
     gpu::Tensor ours = gpu::PreprocessCpu({img}, man->preprocess);
-    RoundIfIntegerInput(*man, &ours);  // what DnnModel::Run feeds the net
+    RoundIfIntegerInput(*man, &ours);  // what the runner feeds the net
     std::vector<float> raw_in;
     if (item["dtype"] == "int32") {
       std::ifstream f(in_dir / item["file"].get<std::string>(), std::ios::binary);
@@ -135,9 +136,9 @@ TEST_P(GoldenTest, MatchesReference) {
     auto res = (*model)->Run({img});
     ASSERT_TRUE(res.ok()) << res.status().ToString();
     singles.push_back((*res)[0]);
-    int dims[4] = {1, 3, H, W};
-    cv::Mat blob(4, dims, CV_32F, ref_nchw.data());
-    auto res_ref_in = in_diff == 0 ? res : (*model)->RunBlob(blob);
+    gpu::Tensor blob{{1, 3, H, W}, gpu::TensorType::kFloat32, std::vector<uint8_t>(ref_nchw.size() * 4)};
+    std::memcpy(blob.data.data(), ref_nchw.data(), blob.data.size());
+    auto res_ref_in = in_diff == 0 ? res : (*model)->RunTensor(blob);
     ASSERT_TRUE(res_ref_in.ok()) << res_ref_in.status().ToString();
     const json ref = ReadJson(ref_dir / (std::to_string(i) + ".json"));
     std::map<std::string, std::vector<float>> heads;  // ours, by output name
@@ -333,12 +334,12 @@ TEST_P(GoldenTest, MatchesReference) {
   }
 
   // 4. The golden images as one batch (batchable models): each image's heads are its own
-  // forward's. Speed is models_bench's (`models_bench dnn`), not a test's.
+  // forward's. Speed is models_bench's (`models_bench --benchmarks=engine`), not a test's.
   if (!man->batchable || name == "isnet" || images.size() < 2) return;
   auto batch = (*model)->Run(images);
   ASSERT_TRUE(batch.ok()) << batch.status().ToString();
   ASSERT_EQ(batch->size(), images.size());
-  Report(name + ".batched_in_one_forward", (*model)->batched() ? 1 : 0);
+  Report(name + ".batched_in_one_forward", (*model)->batchable() ? 1 : 0);
   for (size_t k = 0; k < images.size(); ++k)
     for (size_t o = 0; o < singles[k].size(); ++o) {
       ASSERT_EQ((*batch)[k][o].data.size(), singles[k][o].data.size()) << "image " << k;

@@ -61,9 +61,9 @@ TEST(ModelCacheTest, DamagedModelFileIsCorruptionNotACrash) {
   FM_REQUIRE_MODEL("selfie");
   testing::TempDir dir;
   fs::create_directory(dir / "selfie");
-  for (const char* f : {"manifest.json", "model.fmg.json", "model.fmg.bin"})
+  for (const char* f : {"manifest.json", "model.onnx", "model.fmg.json"})
     fs::copy_file(ModelsDir() + "/selfie/" + f, dir / "selfie/" + f);
-  testing::WriteFile(dir / "selfie/model.onnx", "this is not an onnx file");
+  testing::WriteFile(dir / "selfie/model.fmg.bin", "these are not the graph's weights");
   models::ModelCache pool(dir.path());
   auto r = pool.Borrow("selfie");
   ASSERT_FALSE(r.ok());

@@ -1,0 +1,718 @@
+#include "gpu/engine/dnnl_kernels.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <new>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <omp.h>
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "gpu/engine/cpu_kernels.h"
+
+namespace framemill::gpu::engine {
+namespace {
+
+std::atomic<bool> g_started{false};
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+using Dt = memory::data_type;
+using Dims = memory::dims;
+
+// The 4-D shape of a channels-last tensor held in a buffer.
+struct Nhwc {
+  int64_t n = 0, c = 0, h = 0, w = 0;
+  bool operator==(const Nhwc& o) const { return n == o.n && c == o.c && h == o.h && w == o.w; }
+  int64_t elements() const { return n * c * h * w; }
+  Dims dims() const { return {n, c, h, w}; }
+};
+
+// A cache key from a list of values (the fields of a step's parameters).
+std::string Key(std::initializer_list<int64_t> v) {
+  std::string k(v.size() * sizeof(int64_t), '\0');
+  size_t at = 0;
+  for (int64_t x : v) { std::memcpy(&k[at], &x, sizeof x); at += sizeof x; }
+  return k;
+}
+
+int64_t Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+std::string ActKey(const ActivationParams& a) {
+  return Key({static_cast<int64_t>(a.kind), Bits(a.alpha), Bits(a.lo), Bits(a.hi)});
+}
+
+// oneDNN's eltwise for a fused activation; false when it has none (kNone).
+bool EltwiseOf(const ActivationParams& a, dnnl::algorithm* alg, float* alpha, float* beta) {
+  *alpha = 0; *beta = 0;
+  switch (a.kind) {
+    case Activation::kNone: return false;
+    case Activation::kRelu: *alg = dnnl::algorithm::eltwise_relu; return true;
+    case Activation::kLeakyRelu: *alg = dnnl::algorithm::eltwise_relu; *alpha = a.alpha; return true;
+    case Activation::kClip: *alg = dnnl::algorithm::eltwise_clip_v2; *alpha = a.lo; *beta = a.hi; return true;
+    case Activation::kSigmoid: *alg = dnnl::algorithm::eltwise_logistic; return true;
+    case Activation::kTanh: *alg = dnnl::algorithm::eltwise_tanh; return true;
+    case Activation::kSwish: *alg = dnnl::algorithm::eltwise_swish; *alpha = 1; return true;
+  }
+  return false;
+}
+
+// oneDNN's eltwise for a unary op; false for the ops it lacks (the reference runs them).
+bool EltwiseOf(const UnaryParams& u, dnnl::algorithm* alg, float* alpha, float* beta) {
+  using A = dnnl::algorithm;
+  *alpha = 0; *beta = 0;
+  switch (u.op) {
+    case UnaryOp::kRelu: *alg = A::eltwise_relu; return true;
+    case UnaryOp::kLeakyRelu: *alg = A::eltwise_relu; *alpha = u.alpha; return true;
+    case UnaryOp::kClip: *alg = A::eltwise_clip_v2; *alpha = u.lo; *beta = u.hi; return true;
+    case UnaryOp::kSigmoid: *alg = A::eltwise_logistic; return true;
+    case UnaryOp::kTanh: *alg = A::eltwise_tanh; return true;
+    case UnaryOp::kAbs: *alg = A::eltwise_abs; return true;
+    case UnaryOp::kNeg: *alg = A::eltwise_linear; *alpha = -1; return true;
+    case UnaryOp::kSqrt: *alg = A::eltwise_sqrt; return true;
+    case UnaryOp::kExp: *alg = A::eltwise_exp; return true;
+    case UnaryOp::kLog: *alg = A::eltwise_log; return true;
+    case UnaryOp::kSquare: *alg = A::eltwise_square; return true;
+    case UnaryOp::kAffine: *alg = A::eltwise_linear; *alpha = u.alpha; *beta = u.beta; return true;
+    default: return false;  // identity, rsqrt, reciprocal, pow, floor, ceil, erf, hard sigmoid and swish
+  }
+}
+
+bool BinaryAlgOf(BinaryOp op, dnnl::algorithm* alg) {
+  using A = dnnl::algorithm;
+  switch (op) {
+    case BinaryOp::kAdd: *alg = A::binary_add; return true;
+    case BinaryOp::kSub: *alg = A::binary_sub; return true;
+    case BinaryOp::kMul: *alg = A::binary_mul; return true;
+    case BinaryOp::kDiv: *alg = A::binary_div; return true;
+    case BinaryOp::kMax: *alg = A::binary_max; return true;
+    case BinaryOp::kMin: *alg = A::binary_min; return true;
+    case BinaryOp::kPow: return false;
+  }
+  return false;
+}
+
+// A grow-only host buffer for the kernels' own temporaries.
+class Temp {
+ public:
+  ~Temp() { std::free(p_); }
+  void* Get(size_t bytes) {
+    if (bytes > size_) {
+      std::free(p_);
+      size_ = (bytes + 4095) / 4096 * 4096;
+      p_ = std::aligned_alloc(64, size_);
+      if (!p_) { size_ = 0; throw std::bad_alloc(); }
+    }
+    return p_;
+  }
+
+ private:
+  void* p_ = nullptr;
+  size_t size_ = 0;
+};
+
+struct ConvPrim {
+  dnnl::convolution_forward prim;
+  memory::desc src, weights, plain_weights, bias, dst;
+  size_t scratch = 0;
+};
+
+class DnnlKernels final : public Kernels {
+ public:
+  explicit DnnlKernels(DnnlOptions o)
+      : options_(o), ref_(MakeCpuKernels()), eng_(dnnl::engine::kind::cpu, 0), strm_(eng_) {
+    bf16_ = o.bf16 && CpuHasBf16();
+    g_started = true;
+  }
+  ~DnnlKernels() override {
+    for (auto& [p, n] : live_) std::free(p);
+  }
+  std::string name() const override { return "cpu"; }
+  Status Prepare(StorageType storage) override {
+    if (storage != StorageType::kFloat32)
+      return Status::Unsupported("the oneDNN CPU kernels store fp32 only");
+    return ref_->Prepare(storage);
+  }
+
+  // ---- memory ----
+  Status Alloc(size_t bytes, void** out) override {
+    const size_t size = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
+    if (options_.memory_limit > 0 && used_ + static_cast<int64_t>(size) > options_.memory_limit)
+      return Status::OutOfMemory("cpu kernels: " + std::to_string(size) + " bytes over the limit of " +
+                                 std::to_string(options_.memory_limit));
+    void* p = std::aligned_alloc(256, size);
+    if (!p) return Status::OutOfMemory("cpu kernels: host allocation of " + std::to_string(size) + " bytes failed");
+    live_[p] = static_cast<int64_t>(size);
+    used_ += static_cast<int64_t>(size);
+    *out = p;
+    return Status::OK();
+  }
+  void Free(void* p) override {
+    if (!p) return;
+    auto it = live_.find(p);
+    if (it != live_.end()) {
+      const char* lo = static_cast<const char*>(p);
+      for (auto t = nhwc_.begin(); t != nhwc_.end();) {
+        const char* q = static_cast<const char*>(t->first);
+        t = q >= lo && q < lo + it->second ? nhwc_.erase(t) : std::next(t);
+      }
+      used_ -= it->second;
+      live_.erase(it);
+    }
+    std::free(p);
+  }
+  Status Upload(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+    nhwc_.erase(dst);
+    return Status::OK();
+  }
+  Status Download(void* dst, const void* src, size_t bytes) override {
+    return Guard([&] {
+      const Nhwc* t = TagOf(src);
+      if (t && static_cast<size_t>(t->elements()) * 4 == bytes) {
+        Reorder(src, memory::desc(t->dims(), Dt::f32, Tag::nhwc), dst, memory::desc(t->dims(), Dt::f32, Tag::nchw));
+      } else {
+        Plain(src);
+        std::memcpy(dst, src, bytes);
+      }
+    });
+  }
+  Status Sync() override { return Status::OK(); }
+
+  // oneDNN 2.6's JIT convolutions crash on a pad as wide as the dilated kernel (a 1x1 with
+  // padding: DnnlKernelsTest found it); no model has one, the reference runs it.
+  static bool DnnlTakes(const Conv2dParams& p) {
+    const int64_t ekh = (p.kh - 1) * int64_t{p.dil_h} + 1, ekw = (p.kw - 1) * int64_t{p.dil_w} + 1;
+    return std::max(p.pad_t, p.pad_b) < ekh && std::max(p.pad_l, p.pad_r) < ekw;
+  }
+
+  int64_t Conv2dScratchBytes(const Conv2dParams& p) const override {
+    if (!DnnlTakes(p)) return 0;
+    try {
+      const ConvPrim& c = ConvFor(p, true, false);
+      return static_cast<int64_t>(Align(c.scratch) + Align(c.src.get_size()));
+    } catch (const std::exception&) {
+      return 0;
+    }
+  }
+
+  // ---- steps ----
+  Status Conv2d(const Conv2dParams& p, const void* x, const void* w, const void* bias,
+                const void* residual, void* y, void* scratch) override {
+    return Guard([&] {
+      if (!DnnlTakes(p)) {
+        Plain(x);
+        if (residual) Plain(residual);
+        Check(ref_->Conv2d(p, x, w, bias, residual, y, scratch));
+        nhwc_.erase(y);
+        return;
+      }
+      const ConvPrim& c = ConvFor(p, bias != nullptr, residual != nullptr);
+      const int64_t reserved = Conv2dScratchBytes(p);
+      const size_t need = Align(c.scratch) + Align(c.src.get_size());
+      char* s = static_cast<char*>(scratch);
+      if (!s || static_cast<int64_t>(need) > reserved) s = static_cast<char*>(own_scratch_.Get(need));
+      const Nhwc in{p.n, p.c_in, p.h_in, p.w_in}, out{p.n, p.c_out, p.h_out, p.w_out};
+      const void* src = x;
+      if (!IsNhwc(x, in)) {  // plain NCHW in: channels-last into the scratch's tail
+        Plain(x);
+        src = s + Align(c.scratch);
+        Reorder(x, memory::desc(in.dims(), Dt::f32, Tag::nchw), const_cast<void*>(src), c.src);
+      }
+      if (residual) {  // the sum post-op adds what y holds
+        if (IsNhwc(residual, out)) {
+          std::memcpy(y, residual, c.dst.get_size());
+        } else {
+          Plain(residual);
+          Reorder(residual, memory::desc(out.dims(), Dt::f32, Tag::nchw), y, c.dst);
+        }
+      }
+      memory src_m(c.src, eng_, const_cast<void*>(src));
+      memory wei_m = WeightsFor(c, w);
+      memory dst_m(c.dst, eng_, y);
+      memory scr_m(memory::desc({static_cast<int64_t>(c.scratch)}, Dt::u8, Tag::a), eng_, s);
+      std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src_m}, {DNNL_ARG_WEIGHTS, wei_m},
+                                           {DNNL_ARG_DST, dst_m}, {DNNL_ARG_SCRATCHPAD, scr_m}};
+      if (bias) args.insert({DNNL_ARG_BIAS, memory(c.bias, eng_, const_cast<void*>(bias))});
+      c.prim.execute(strm_, args);
+      nhwc_[y] = out;
+    });
+  }
+
+  Status ConvTranspose2d(const ConvTranspose2dParams& p, const void* x, const void* w,
+                         const void* bias, void* y, void* scratch) override {
+    return Guard([&] {
+      Plain(x);
+      Check(ref_->ConvTranspose2d(p, x, w, bias, y, scratch));
+      nhwc_.erase(y);
+    });
+  }
+
+  Status Pool2d(const Pool2dParams& p, const void* x, void* y) override {
+    return Guard([&] {
+      const int64_t ekh = (p.kh - 1) * int64_t{p.dil_h} + 1, ekw = (p.kw - 1) * int64_t{p.dil_w} + 1;
+      int64_t pb = p.pad_b, pr = p.pad_r;
+      auto fits = [](int64_t in, int64_t e, int64_t b, int64_t a, int64_t s, int64_t out) {
+        return (in - e + b + a) / s + 1 == out;
+      };
+      if (!fits(p.h_in, ekh, p.pad_t, pb, p.stride_h, p.h_out)) pb = (p.h_out - 1) * p.stride_h + ekh - p.h_in - p.pad_t;
+      if (!fits(p.w_in, ekw, p.pad_l, pr, p.stride_w, p.w_out)) pr = (p.w_out - 1) * p.stride_w + ekw - p.w_in - p.pad_l;
+      const bool reshaped = pb != p.pad_b || pr != p.pad_r;
+      if (pb < 0 || pr < 0 || (reshaped && p.kind == PoolKind::kAvg && p.count_include_pad)) {
+        Plain(x);
+        Check(ref_->Pool2d(p, x, y));
+        nhwc_.erase(y);
+        return;
+      }
+      const Nhwc in{p.n, p.c, p.h_in, p.w_in}, out{p.n, p.c, p.h_out, p.w_out};
+      const bool cl = IsNhwc(x, in);
+      if (!cl) Plain(x);
+      const Tag tag = cl ? Tag::nhwc : Tag::nchw;
+      const dnnl::algorithm alg = p.kind == PoolKind::kMax ? dnnl::algorithm::pooling_max
+                                  : p.count_include_pad    ? dnnl::algorithm::pooling_avg_include_padding
+                                                           : dnnl::algorithm::pooling_avg_exclude_padding;
+      const std::string key = Key({p.kind == PoolKind::kMax, p.count_include_pad, cl, p.n, p.c, p.h_in, p.w_in,
+                                   p.h_out, p.w_out, p.kh, p.kw, p.stride_h, p.stride_w, p.pad_t, p.pad_l, pb, pr,
+                                   p.dil_h, p.dil_w});
+      auto it = pools_.find(key);
+      if (it == pools_.end()) {
+        memory::desc s(in.dims(), Dt::f32, tag), d(out.dims(), Dt::f32, tag);
+        dnnl::pooling_v2_forward::desc pd_desc(dnnl::prop_kind::forward_inference, alg, s, d,
+                                               {p.stride_h, p.stride_w}, {p.kh, p.kw},
+                                               {p.dil_h - 1, p.dil_w - 1}, {p.pad_t, p.pad_l}, {pb, pr});
+        dnnl::primitive_attr attr;
+        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+        dnnl::pooling_v2_forward::primitive_desc pd(pd_desc, attr, eng_);
+        it = pools_.emplace(key, Prim{dnnl::pooling_v2_forward(pd), s, d, pd.scratchpad_desc().get_size()}).first;
+      }
+      const Prim& pr_ = it->second;
+      memory scr(memory::desc({static_cast<int64_t>(pr_.scratch)}, Dt::u8, Tag::a), eng_, own_scratch_.Get(pr_.scratch + 1));
+      pr_.prim.execute(strm_, {{DNNL_ARG_SRC, memory(pr_.a, eng_, const_cast<void*>(x))},
+                               {DNNL_ARG_DST, memory(pr_.c, eng_, y)}, {DNNL_ARG_SCRATCHPAD, scr}});
+      if (cl) nhwc_[y] = out; else nhwc_.erase(y);
+    });
+  }
+
+  Status Binary(const BinaryParams& p, const void* a, const void* b, void* out) override {
+    return Guard([&] {
+      dnnl::algorithm alg;
+      if (!BinaryAlgOf(p.op, &alg) || p.rank < 1 || p.rank > kMaxRank) return RefBinary(p, a, b, out);
+      Dims full(p.dims, p.dims + p.rank), ad, bd;
+      if (!OwnDims(p.rank, p.dims, p.a_strides, &ad) || !OwnDims(p.rank, p.dims, p.b_strides, &bd))
+        return RefBinary(p, a, b, out);
+      const void* x0 = a;
+      const void* x1 = b;
+      if (ad != full && bd == full && (p.op == BinaryOp::kAdd || p.op == BinaryOp::kMul ||
+                                       p.op == BinaryOp::kMax || p.op == BinaryOp::kMin)) {
+        std::swap(x0, x1);
+        std::swap(ad, bd);
+      }
+      if (ad != full || (ad == full && bd == full && x1 == out && x0 != out)) return RefBinary(p, a, b, out);
+      // Channels-last where the full operand is, and the other one's too when it is full.
+      const bool four = p.rank == 4;
+      const Nhwc shape = four ? Nhwc{full[0], full[1], full[2], full[3]} : Nhwc{};
+      bool cl = four && IsNhwc(x0, shape);
+      if (cl && bd == full && !IsNhwc(x1, shape)) cl = false;
+      if (!cl) Plain(x0);
+      if (!(cl && bd == full)) Plain(x1);
+      auto md = [&](const Dims& d, bool channels_last) {
+        if (channels_last) return memory::desc(d, Dt::f32, Tag::nhwc);
+        return memory::desc(d, Dt::f32, DenseStrides(d));
+      };
+      const memory::desc m0 = md(full, cl), m1 = md(bd, cl && bd == full), md_out = md(full, cl);
+      dnnl::algorithm act_alg;
+      float alpha, beta;
+      const bool has_act = EltwiseOf(p.act, &act_alg, &alpha, &beta);
+      std::string key = Key({static_cast<int64_t>(alg), cl, p.rank}) + ActKey(p.act);
+      for (int64_t v : full) key += Key({v});
+      for (int64_t v : bd) key += Key({v});
+      auto it = binaries_.find(key);
+      if (it == binaries_.end()) {
+        dnnl::binary::desc d(alg, m0, m1, md_out);
+        dnnl::primitive_attr attr;
+        if (has_act) {
+          dnnl::post_ops po;
+          po.append_eltwise(1.f, act_alg, alpha, beta);
+          attr.set_post_ops(po);
+        }
+        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+        dnnl::binary::primitive_desc pd(d, attr, eng_);
+        it = binaries_.emplace(key, Prim{dnnl::binary(pd), m0, m1, pd.scratchpad_desc().get_size()}).first;
+      }
+      const Prim& bp = it->second;
+      memory scr(memory::desc({static_cast<int64_t>(bp.scratch)}, Dt::u8, Tag::a), eng_, own_scratch_.Get(bp.scratch + 1));
+      bp.prim.execute(strm_, {{DNNL_ARG_SRC_0, memory(m0, eng_, const_cast<void*>(x0))},
+                              {DNNL_ARG_SRC_1, memory(m1, eng_, const_cast<void*>(x1))},
+                              {DNNL_ARG_DST, memory(md_out, eng_, out)}, {DNNL_ARG_SCRATCHPAD, scr}});
+      if (cl) nhwc_[out] = shape; else nhwc_.erase(out);
+    });
+  }
+
+  Status Unary(const UnaryParams& p, const void* x, void* y) override {
+    return Guard([&] {
+      const Nhwc* t = TagOf(x);
+      std::optional<Nhwc> keep;
+      if (t && t->elements() == p.count) keep = *t; else Plain(x);
+      dnnl::algorithm alg;
+      float alpha, beta;
+      if (EltwiseOf(p, &alg, &alpha, &beta)) {
+        const memory::desc m({p.count}, Dt::f32, Tag::a);
+        const std::string key = Key({static_cast<int64_t>(alg), p.count, Bits(alpha), Bits(beta)});
+        auto it = eltwises_.find(key);
+        if (it == eltwises_.end()) {
+          dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, alg, m, alpha, beta);
+          dnnl::eltwise_forward::primitive_desc pd(d, eng_);
+          it = eltwises_.emplace(key, Prim{dnnl::eltwise_forward(pd), m, m, 0}).first;
+        }
+        it->second.prim.execute(strm_, {{DNNL_ARG_SRC, memory(m, eng_, const_cast<void*>(x))},
+                                        {DNNL_ARG_DST, memory(m, eng_, y)}});
+      } else {
+        Check(ref_->Unary(p, x, y));  // elementwise: the layout does not matter
+      }
+      if (keep) nhwc_[y] = *keep; else nhwc_.erase(y);
+    });
+  }
+
+  Status Resize(const ResizeParams& p, const void* x, void* y) override {
+    return Guard([&] {
+      Plain(x);
+      Check(ref_->Resize(p, x, y));
+      nhwc_.erase(y);
+    });
+  }
+  Status Pad(const PadParams& p, const void* x, void* y) override {
+    return Guard([&] {
+      Plain(x);
+      Check(ref_->Pad(p, x, y));
+      nhwc_.erase(y);
+    });
+  }
+
+  Status Concat(const ConcatParams& p, const void* const* inputs, void* y) override {
+    return Guard([&] {
+      // Channels-last when every input is, as [outer, c_k, h, w] with h * w = inner.
+      bool cl = p.count > 0;
+      int64_t h = 0, w = 0, total = 0;
+      for (int k = 0; k < p.count && cl; ++k) {
+        const Nhwc* t = TagOf(inputs[k]);
+        cl = t && t->n == p.outer && t->c == p.axis_sizes[k] && t->h * t->w == p.inner &&
+             (k == 0 || (t->h == h && t->w == w));
+        if (cl) { h = t->h; w = t->w; total += t->c; }
+      }
+      if (!cl) {
+        for (int k = 0; k < p.count; ++k) Plain(inputs[k]);
+        Check(ref_->Concat(p, inputs, y));
+        nhwc_.erase(y);
+        return;
+      }
+      std::vector<memory::desc> srcs;
+      std::string key = Key({p.outer, h, w});
+      for (int k = 0; k < p.count; ++k) {
+        srcs.emplace_back(Dims{p.outer, p.axis_sizes[k], h, w}, Dt::f32, Tag::nhwc);
+        key += Key({p.axis_sizes[k]});
+      }
+      const Nhwc out{p.outer, total, h, w};
+      const memory::desc dst(out.dims(), Dt::f32, Tag::nhwc);
+      auto it = concats_.find(key);
+      if (it == concats_.end()) {
+        dnnl::concat::primitive_desc pd(dst, 1, srcs, eng_);
+        it = concats_.emplace(key, dnnl::concat(pd)).first;
+      }
+      std::unordered_map<int, memory> args{{DNNL_ARG_DST, memory(dst, eng_, y)}};
+      for (int k = 0; k < p.count; ++k)
+        args.insert({DNNL_ARG_MULTIPLE_SRC + k, memory(srcs[k], eng_, const_cast<void*>(inputs[k]))});
+      it->second.execute(strm_, args);
+      nhwc_[y] = out;
+    });
+  }
+
+  Status Transpose(const TransposeParams& p, const void* x, void* y) override {
+    return Guard([&] {
+      Plain(x);
+      Check(ref_->Transpose(p, x, y));
+      nhwc_.erase(y);
+    });
+  }
+
+  Status Slice(const SliceParams& p, const void* x, void* y) override {
+    return Guard([&] {
+      // A channels-last 4-D input sliced with unit steps: a reorder of its sub-block.
+      bool unit = p.rank == 4;
+      for (int d = 0; d < p.rank && unit; ++d) unit = p.steps[d] == 1;
+      const Nhwc in = unit ? Nhwc{p.in_dims[0], p.in_dims[1], p.in_dims[2], p.in_dims[3]} : Nhwc{};
+      if (!unit || !IsNhwc(x, in)) {
+        Plain(x);
+        Check(ref_->Slice(p, x, y));
+        nhwc_.erase(y);
+        return;
+      }
+      const Nhwc out{p.out_dims[0], p.out_dims[1], p.out_dims[2], p.out_dims[3]};
+      const memory::desc whole(in.dims(), Dt::f32, Tag::nhwc);
+      const memory::desc part = whole.submemory_desc(out.dims(), {p.starts[0], p.starts[1], p.starts[2], p.starts[3]});
+      Reorder(x, part, y, memory::desc(out.dims(), Dt::f32, Tag::nhwc));
+      nhwc_[y] = out;
+    });
+  }
+
+  Status Reduce(const ReduceParams& p, const void* x, void* y) override {
+    return Guard([&] {
+      Plain(x);
+      Check(ref_->Reduce(p, x, y));
+      nhwc_.erase(y);
+    });
+  }
+  Status Softmax(const SoftmaxParams& p, const void* x, void* y) override {
+    return Guard([&] {
+      Plain(x);
+      Check(ref_->Softmax(p, x, y));
+      nhwc_.erase(y);
+    });
+  }
+
+  Status MatMul(const MatMulParams& p, const void* a, const void* b, const void* c, void* y,
+                void* scratch) override {
+    return Guard([&] {
+      Plain(a);
+      Plain(b);
+      if (c) Plain(c);
+      nhwc_.erase(y);
+      const bool a_dense = p.a_batch_stride == 0 || p.a_batch_stride == p.m * p.k;
+      const bool b_dense = p.b_batch_stride == 0 || p.b_batch_stride == p.k * p.n;
+      Dims bias_dims;
+      const bool bias_ok = !c || (p.beta == 1 && BiasDims(p, &bias_dims));
+      if (p.alpha != 1 || !a_dense || !b_dense || !bias_ok) {
+        Check(ref_->MatMul(p, a, b, c, y, scratch));
+        return;
+      }
+      const int64_t ba = p.a_batch_stride ? p.batch : 1, bb = p.b_batch_stride ? p.batch : 1;
+      const memory::desc am({ba, p.m, p.k}, Dt::f32,
+                            p.trans_a ? Dims{p.m * p.k, 1, p.m} : Dims{p.m * p.k, p.k, 1});
+      const memory::desc bm({bb, p.k, p.n}, Dt::f32,
+                            p.trans_b ? Dims{p.k * p.n, 1, p.k} : Dims{p.k * p.n, p.n, 1});
+      const memory::desc ym({p.batch, p.m, p.n}, Dt::f32, Tag::abc);
+      const memory::desc cm = c ? memory::desc(bias_dims, Dt::f32, Tag::abc) : memory::desc();
+      std::string key = Key({p.batch, p.m, p.n, p.k, p.trans_a, p.trans_b, ba, bb, c != nullptr,
+                             c ? bias_dims[1] : 0, c ? bias_dims[2] : 0}) + ActKey(p.act);
+      auto it = matmuls_.find(key);
+      if (it == matmuls_.end()) {
+        dnnl::matmul::desc d = c ? dnnl::matmul::desc(am, bm, cm, ym) : dnnl::matmul::desc(am, bm, ym);
+        dnnl::primitive_attr attr = Attr();
+        dnnl::algorithm act_alg;
+        float alpha, beta;
+        if (EltwiseOf(p.act, &act_alg, &alpha, &beta)) {
+          dnnl::post_ops po;
+          po.append_eltwise(1.f, act_alg, alpha, beta);
+          attr.set_post_ops(po);
+        }
+        dnnl::matmul::primitive_desc pd(d, attr, eng_);
+        it = matmuls_.emplace(key, Prim{dnnl::matmul(pd), am, bm, pd.scratchpad_desc().get_size()}).first;
+      }
+      const Prim& mp = it->second;
+      memory scr(memory::desc({static_cast<int64_t>(mp.scratch)}, Dt::u8, Tag::a), eng_, own_scratch_.Get(mp.scratch + 1));
+      std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(am, eng_, const_cast<void*>(a))},
+                                           {DNNL_ARG_WEIGHTS, memory(bm, eng_, const_cast<void*>(b))},
+                                           {DNNL_ARG_DST, memory(ym, eng_, y)}, {DNNL_ARG_SCRATCHPAD, scr}};
+      if (c) args.insert({DNNL_ARG_BIAS, memory(cm, eng_, const_cast<void*>(c))});
+      mp.prim.execute(strm_, args);
+    });
+  }
+
+  Status ArgMax(const ArgMaxParams& p, const void* x, void* y) override {
+    return Guard([&] {
+      Plain(x);
+      Check(ref_->ArgMax(p, x, y));
+      nhwc_.erase(y);
+    });
+  }
+  Status Copy(const void* src, void* dst, int64_t elements) override {
+    return Guard([&] {
+      const Nhwc* t = TagOf(src);
+      std::optional<Nhwc> keep;
+      if (t && t->elements() == elements) keep = *t; else Plain(src);
+      std::memcpy(dst, src, static_cast<size_t>(elements) * 4);
+      if (keep) nhwc_[dst] = *keep; else nhwc_.erase(dst);
+    });
+  }
+
+ private:
+  struct Prim {
+    dnnl::primitive prim;
+    memory::desc a, c;
+    size_t scratch = 0;
+  };
+  static size_t Align(size_t n) { return (n + 255) / 256 * 256; }
+
+  template <class F>
+  Status Guard(F&& f) {
+    try {
+      f();
+      return Status::OK();
+    } catch (const dnnl::error& e) {
+      return Status::Internal(std::string("oneDNN: ") + e.what() + " (status " + std::to_string(e.status) + ")");
+    } catch (const std::bad_alloc&) {
+      return Status::OutOfMemory("cpu kernels: host memory exhausted");
+    } catch (const StatusError& e) {
+      return e.status;
+    }
+  }
+  struct StatusError {
+    Status status;
+  };
+  static void Check(Status s) {
+    if (!s.ok()) throw StatusError{std::move(s)};
+  }
+  void RefBinary(const BinaryParams& p, const void* a, const void* b, void* out) {
+    Plain(a);
+    Plain(b);
+    Check(ref_->Binary(p, a, b, out));
+    nhwc_.erase(out);
+  }
+
+  dnnl::primitive_attr Attr() const {
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    if (bf16_) attr.set_fpmath_mode(dnnl::fpmath_mode::bf16);
+    return attr;
+  }
+
+  // A broadcast operand's own dims (1 where its stride is 0), when its strides are the dense
+  // strides of those dims; false otherwise.
+  static bool OwnDims(int rank, const int64_t* dims, const int64_t* strides, Dims* own) {
+    own->assign(dims, dims + rank);
+    for (int d = 0; d < rank; ++d) if (strides[d] == 0) (*own)[d] = 1;
+    const Dims dense = DenseStrides(*own);
+    for (int d = 0; d < rank; ++d)
+      if ((*own)[d] > 1 && strides[d] != dense[d]) return false;
+    return true;
+  }
+  static Dims DenseStrides(const Dims& d) {
+    Dims s(d.size());
+    int64_t acc = 1;
+    for (size_t k = d.size(); k-- > 0;) { s[k] = acc; acc *= d[k]; }
+    return s;
+  }
+  static bool BiasDims(const MatMulParams& p, Dims* d) {
+    if (p.c_stride_m == 0 && p.c_stride_n == 0) *d = {1, 1, 1};
+    else if (p.c_stride_m == 0 && p.c_stride_n == 1) *d = {1, 1, p.n};
+    else if (p.c_stride_m == 1 && p.c_stride_n == 0) *d = {1, p.m, 1};
+    else if (p.c_stride_m == p.n && p.c_stride_n == 1) *d = {1, p.m, p.n};
+    else return false;
+    return true;
+  }
+
+  const Nhwc* TagOf(const void* p) const {
+    auto it = nhwc_.find(p);
+    return it == nhwc_.end() ? nullptr : &it->second;
+  }
+  bool IsNhwc(const void* p, const Nhwc& s) const {
+    const Nhwc* t = TagOf(p);
+    return t && *t == s;
+  }
+  // Turns a channels-last buffer back into the plain NCHW the plan promises, in place.
+  void Plain(const void* p) {
+    auto it = nhwc_.find(p);
+    if (it == nhwc_.end()) return;
+    const Nhwc s = it->second;
+    nhwc_.erase(it);
+    const size_t bytes = static_cast<size_t>(s.elements()) * 4;
+    void* t = plain_tmp_.Get(bytes);
+    Reorder(p, memory::desc(s.dims(), Dt::f32, Tag::nhwc), t, memory::desc(s.dims(), Dt::f32, Tag::nchw));
+    std::memcpy(const_cast<void*>(p), t, bytes);
+  }
+  void Reorder(const void* src, const memory::desc& s, void* dst, const memory::desc& d) {
+    memory sm(s, eng_, const_cast<void*>(src)), dm(d, eng_, dst);
+    dnnl::reorder(sm, dm).execute(strm_, sm, dm);
+  }
+
+  const ConvPrim& ConvFor(const Conv2dParams& p, bool has_bias, bool has_residual) const {
+    const std::string key = Key({p.n, p.c_in, p.h_in, p.w_in, p.c_out, p.h_out, p.w_out, p.kh, p.kw,
+                                 p.stride_h, p.stride_w, p.pad_t, p.pad_l, p.pad_b, p.pad_r, p.dil_h,
+                                 p.dil_w, p.groups, p.residual_after_act, has_bias, has_residual}) + ActKey(p.act);
+    auto it = convs_.find(key);
+    if (it != convs_.end()) return it->second;
+    const Dims src{p.n, p.c_in, p.h_in, p.w_in}, dst{p.n, p.c_out, p.h_out, p.w_out};
+    const bool grouped = p.groups > 1;
+    const Dims wei = grouped ? Dims{p.groups, p.c_out / p.groups, p.c_in / p.groups, p.kh, p.kw}
+                             : Dims{p.c_out, p.c_in, p.kh, p.kw};
+    ConvPrim c;
+    c.src = memory::desc(src, Dt::f32, Tag::nhwc);
+    c.dst = memory::desc(dst, Dt::f32, Tag::nhwc);
+    c.bias = memory::desc({p.c_out}, Dt::f32, Tag::a);
+    c.plain_weights = memory::desc(wei, Dt::f32, grouped ? Tag::goihw : Tag::oihw);
+    const memory::desc any_w(wei, Dt::f32, Tag::any);
+    const Dims strides{p.stride_h, p.stride_w}, dil{p.dil_h - 1, p.dil_w - 1};
+    const Dims pad_l{p.pad_t, p.pad_l}, pad_r{p.pad_b, p.pad_r};
+    using CF = dnnl::convolution_forward;
+    const auto prop = dnnl::prop_kind::forward_inference;
+    const auto alg = dnnl::algorithm::convolution_direct;
+    CF::desc d = has_bias ? CF::desc(prop, alg, c.src, any_w, c.bias, c.dst, strides, dil, pad_l, pad_r)
+                          : CF::desc(prop, alg, c.src, any_w, c.dst, strides, dil, pad_l, pad_r);
+    dnnl::post_ops po;
+    dnnl::algorithm act_alg;
+    float alpha, beta;
+    const bool has_act = EltwiseOf(p.act, &act_alg, &alpha, &beta);
+    if (has_residual && !p.residual_after_act) po.append_sum(1.f);
+    if (has_act) po.append_eltwise(1.f, act_alg, alpha, beta);
+    if (has_residual && p.residual_after_act) po.append_sum(1.f);
+    dnnl::primitive_attr attr = Attr();
+    attr.set_post_ops(po);
+    CF::primitive_desc pd(d, attr, eng_);
+    c.weights = pd.weights_desc();
+    c.scratch = pd.scratchpad_desc().get_size();
+    c.prim = CF(pd);
+    return convs_.emplace(key, std::move(c)).first->second;
+  }
+
+  // The convolution's weights in the layout its primitive chose, reordered once.
+  memory WeightsFor(const ConvPrim& c, const void* w) {
+    if (c.weights == c.plain_weights) return memory(c.weights, eng_, const_cast<void*>(w));
+    std::string key(reinterpret_cast<const char*>(&w), sizeof w);
+    key += std::to_string(reinterpret_cast<uintptr_t>(&c));
+    auto it = weights_.find(key);
+    if (it != weights_.end()) return it->second;
+    memory src(c.plain_weights, eng_, const_cast<void*>(w));
+    memory dst(c.weights, eng_);
+    dnnl::reorder(src, dst).execute(strm_, src, dst);
+    return weights_.emplace(key, dst).first->second;
+  }
+
+  DnnlOptions options_;
+  bool bf16_ = false;
+  std::unique_ptr<Kernels> ref_;
+  dnnl::engine eng_;
+  dnnl::stream strm_;
+  std::map<void*, int64_t> live_;
+  int64_t used_ = 0;
+  std::unordered_map<const void*, Nhwc> nhwc_;
+  mutable std::map<std::string, ConvPrim> convs_;  // std::map: WeightsFor keys on a ConvPrim's address
+  std::unordered_map<std::string, memory> weights_;
+  std::unordered_map<std::string, Prim> pools_, binaries_, eltwises_, matmuls_;
+  std::unordered_map<std::string, dnnl::concat> concats_;
+  Temp own_scratch_, plain_tmp_;
+};
+
+}  // namespace
+
+void SetCpuInferenceThreads(int threads) { omp_set_num_threads(std::max(1, threads)); }
+int CpuInferenceThreads() { return omp_get_max_threads(); }
+bool InferenceStarted() { return g_started; }
+
+bool CpuHasBf16() {
+  const auto isa = dnnl::get_effective_cpu_isa();
+  return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
+}
+
+std::unique_ptr<Kernels> MakeDnnlKernels(DnnlOptions options) {
+  return std::make_unique<DnnlKernels>(options);
+}
+
+}  // namespace framemill::gpu::engine
