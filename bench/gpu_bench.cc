@@ -24,7 +24,7 @@
 // (powers of two) against the size BatchTuner settles on when driven as the OOM ladder
 // drives it (one timed batch per probe, bytes learned from LastBatchBytes()); goal:
 // chosen >= 90% of the best.
-// engine: our inference engine (gpu/engine/) on every converted model under --models
+// engine: our inference engine (engine/) on every converted model under --models
 // (default: $FRAMEMILL_MODELS; directories holding model.fmg.json), on CUDA kernels in
 // fp32 and fp16: images/s at each of --engine_batches (end to end: upload, all steps,
 // download; a deterministic synthetic input), device bytes per item from the plan
@@ -74,9 +74,9 @@
 #include "base/clock.h"
 #include "gpu/batch_tuner.h"
 #include "gpu/compute_backend.h"
-#include "gpu/engine/cpu_kernels.h"
-#include "gpu/engine/cuda_kernels_factory.h"
-#include "gpu/engine/engine.h"
+#include "engine/reference/cpu_kernels.h"
+#include "engine/cuda/cuda_kernels_factory.h"
+#include "engine/engine.h"
 #include "gpu/oom_ladder.h"
 #include "gpu/ops.h"
 
@@ -445,7 +445,7 @@ void TunerVsSweep(Op op, const InputSet& set, fg::ComputeBackend& backend, const
 
 // ---- engine ----
 
-namespace fe = framemill::gpu::engine;
+namespace fe = framemill::engine;
 
 std::vector<std::filesystem::path> ModelDirs(const std::string& root) {
   std::vector<std::filesystem::path> out;

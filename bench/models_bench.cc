@@ -8,11 +8,11 @@
 // Workloads (default: all, in this order):
 //   dnn         OpenCV DNN (the CPU path of stages and `infer`): ms per image at batch 1
 //               and at --batch (batchable models), preprocessing included, decode not
-//   engine      our engine on the CPU's oneDNN kernels (gpu/engine/dnnl_kernels.h), the CPU
+//   engine      our engine on the CPU's oneDNN kernels (engine/dnnl/dnnl_kernels.h), the CPU
 //               path of the stages: ms per image at batch 1 and at --batch (batchable models),
 //               the forward alone (as ORT's ort_bench.sh times it), fp32 and, where the CPU
 //               has AVX512-BF16 or AMX, bf16; --threads=N OpenMP threads (default: all)
-//   engine_cpu  our engine (gpu/engine) on its CPU reference kernels, fp32 and fp16
+//   engine_cpu  our engine (engine/) on its CPU reference kernels, fp32 and fp16
 //               storage, batch 1: the same graph the CUDA kernels run
 //   plan        the engine's memory plan: device bytes for batch 1 and per extra item,
 //               the figure the batch tuner starts from (fp32 and fp16 storage)
@@ -64,9 +64,9 @@
 #include "bench/bench_support.h"
 #include <omp.h>
 
-#include "gpu/engine/cpu_kernels.h"
-#include "gpu/engine/dnnl_kernels.h"
-#include "gpu/engine/engine.h"
+#include "engine/reference/cpu_kernels.h"
+#include "engine/dnnl/dnnl_kernels.h"
+#include "engine/engine.h"
 #include "gpu/ops.h"
 #include "models/dnn_model.h"
 #include "models/model_cache.h"
@@ -122,9 +122,9 @@ void Dnn(const Flags& flags, const models::ModelManifest& m, const cv::Mat& phot
 // storage; a graph that does not load is a line under `what` with the error.
 template <class Fn>
 void EachStorage(const models::ModelManifest& m, const char* what, Fn fn) {
-  for (auto storage : {gpu::engine::StorageType::kFloat32, gpu::engine::StorageType::kFloat16}) {
-    const char* s = storage == gpu::engine::StorageType::kFloat32 ? "fp32" : "fp16";
-    auto engine = gpu::engine::Engine::Load(m.graph_file, gpu::engine::MakeCpuKernels(),
+  for (auto storage : {engine::StorageType::kFloat32, engine::StorageType::kFloat16}) {
+    const char* s = storage == engine::StorageType::kFloat32 ? "fp32" : "fp16";
+    auto engine = engine::Engine::Load(m.graph_file, engine::MakeCpuKernels(),
                                             {.storage = storage});
     if (engine.ok()) fn(**engine, s);
     else std::printf("%-11s %-18s %s error: %s\n", what, m.name.c_str(), s, engine.status().ToString().c_str());
@@ -133,7 +133,7 @@ void EachStorage(const models::ModelManifest& m, const char* what, Fn fn) {
 
 void EngineCpu(const Flags& flags, const models::ModelManifest& m, const cv::Mat& photo) {
   gpu::Tensor input = gpu::PreprocessCpu({photo}, m.preprocess);
-  EachStorage(m, "engine_cpu", [&](gpu::engine::Engine& engine, const char* s) {
+  EachStorage(m, "engine_cpu", [&](engine::Engine& engine, const char* s) {
     double ms = MedianMs(std::max(1, flags.reps / 2), [&] { (void)engine.Run(input); });
     std::printf("engine_cpu  %-18s %s batch 1: %8.1f ms/image\n", m.name.c_str(), s, ms);
     std::fflush(stdout);
@@ -156,9 +156,9 @@ gpu::Tensor Inputs(const models::ModelManifest& m, const cv::Mat& photo, int n) 
 
 void EngineDnnl(const Flags& flags, const models::ModelManifest& m, const cv::Mat& photo) {
   for (bool bf16 : {false, true}) {
-    if (bf16 && !gpu::engine::CpuHasBf16()) continue;
+    if (bf16 && !engine::CpuHasBf16()) continue;
     const char* s = bf16 ? "bf16" : "fp32";
-    auto engine = gpu::engine::Engine::Load(m.graph_file, gpu::engine::MakeDnnlKernels({.bf16 = bf16}));
+    auto engine = engine::Engine::Load(m.graph_file, engine::MakeDnnlKernels({.bf16 = bf16}));
     if (!engine.ok()) {
       std::printf("engine      %-18s %s error: %s\n", m.name.c_str(), s, engine.status().ToString().c_str());
       continue;
@@ -182,7 +182,7 @@ void EngineDnnl(const Flags& flags, const models::ModelManifest& m, const cv::Ma
 }
 
 void PlanBytes(const models::ModelManifest& m) {
-  EachStorage(m, "plan", [&](gpu::engine::Engine& engine, const char* s) {
+  EachStorage(m, "plan", [&](engine::Engine& engine, const char* s) {
     int64_t b1 = engine.PlanBytes(1);
     int64_t b8 = m.batchable ? engine.PlanBytes(8) : -1;
     std::printf("plan        %-18s %s batch 1: %8.1f MiB", m.name.c_str(), s, b1 / 1048576.0);
@@ -612,7 +612,7 @@ int Main(int argc, char** argv) {
   std::printf("image:        %s (%dx%d)\n", flags.image.c_str(), photo.cols, photo.rows);
   std::printf("cpu:          %u hardware threads; OpenCV threads %d; OpenMP (oneDNN) threads %d; bf16 %s\n",
               std::thread::hardware_concurrency(), cv::getNumThreads(), omp_get_max_threads(),
-              gpu::engine::CpuHasBf16() ? "yes" : "no");
+              engine::CpuHasBf16() ? "yes" : "no");
   std::printf("reps:         median of %d after a warm-up; batch %d\n", flags.reps, flags.batch);
   std::printf("------------------------------------------------------------------\n");
   if (installed.empty()) {

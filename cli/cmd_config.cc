@@ -21,7 +21,7 @@ int CmdConfig(const Flags& f) {
       j["settings"][p.key] = {{"value", p.value}, {"source", p.source},
                               {"env", p.env.empty() ? nlohmann::json(nullptr) : nlohmann::json(p.env)}};
     j["stages"] = env->registry->graph().Names();
-    j["model_precision"] = ModelPrecisionsJson(c.run.gpu.precision);
+    j["model_precision"] = ModelPrecisionsJson(c.run.gpu.precision, c.stage.cpu_precision);
     std::cout << JsonDump(j, 2) << "\n";
     return ToInt(ExitCode::kOk);
   }
@@ -33,7 +33,7 @@ int CmdConfig(const Flags& f) {
   std::string names;
   for (const auto& n : env->registry->graph().Names()) names += (names.empty() ? "" : ", ") + n;
   std::printf("\nstages in this build: %s\n", names.c_str());
-  PrintModelPrecisions(c.run.gpu.precision);
+  PrintModelPrecisions(c.run.gpu.precision, c.stage.cpu_precision);
   return ToInt(ExitCode::kOk);
 }
 

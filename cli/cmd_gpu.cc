@@ -88,7 +88,8 @@ std::vector<ShownDevice> ShownDevices(const gpu::GpuOptions& g, const gpu::GpuPl
   return out;
 }
 
-void PrintGpuJson(const gpu::GpuOptions& g, const gpu::GpuPlan& plan, const std::vector<ShownDevice>& shown) {
+void PrintGpuJson(const gpu::GpuOptions& g, const std::string& cpu_precision, const gpu::GpuPlan& plan,
+                  const std::vector<ShownDevice>& shown) {
   nlohmann::json j;
   j["cuda_compiled_in"] = gpu::CudaCompiledIn();
   j["backend"] = plan.backend;
@@ -108,12 +109,13 @@ void PrintGpuJson(const gpu::GpuOptions& g, const gpu::GpuPlan& plan, const std:
     j["operations"][d.op] = {{"device", d.device}, {"gpu", d.use_gpu}, {"reason", d.reason},
                              {"gpu_implemented", d.gpu_implemented}};
   j["precision"] = g.precision;
-  j["model_precision"] = ModelPrecisionsJson(g.precision);
+  j["model_precision"] = ModelPrecisionsJson(g.precision, cpu_precision);
   j["warnings"] = plan.warnings;
   std::cout << JsonDump(j, 2) << "\n";
 }
 
-void PrintGpuText(const gpu::GpuOptions& g, const gpu::GpuPlan& plan, const std::vector<ShownDevice>& shown) {
+void PrintGpuText(const gpu::GpuOptions& g, const std::string& cpu_precision, const gpu::GpuPlan& plan,
+                  const std::vector<ShownDevice>& shown) {
   std::printf("CUDA built in: %s\n", gpu::CudaCompiledIn() ? "yes" : "no");
   if (shown.empty()) {
     std::printf("devices: none (%s)\n", plan.no_device_reason.empty() ? "GPU_BACKEND=cpu"
@@ -132,7 +134,7 @@ void PrintGpuText(const gpu::GpuOptions& g, const gpu::GpuPlan& plan, const std:
               g.batch_size > 0 ? std::to_string(g.batch_size).c_str() : "tuned to free memory");
   std::printf("%-16s %-8s %s\n", "operation", "device", "why");
   for (const auto& d : plan.ops) std::printf("%-16s %-8s %s\n", d.op.c_str(), d.device.c_str(), d.reason.c_str());
-  PrintModelPrecisions(g.precision);
+  PrintModelPrecisions(g.precision, cpu_precision);
   for (const auto& w : plan.warnings) std::printf("\nwarning: %s", w.c_str());
   if (!plan.warnings.empty()) std::printf("\n");
 }
@@ -145,8 +147,8 @@ int CmdGpu(const Flags& f) {
   const gpu::GpuOptions g = env->config.run.gpu;
   const gpu::GpuPlan plan = PlanFromOptions(g);
   const std::vector<ShownDevice> shown = ShownDevices(g, plan);
-  if (f.json) PrintGpuJson(g, plan, shown);
-  else PrintGpuText(g, plan, shown);
+  if (f.json) PrintGpuJson(g, env->config.stage.cpu_precision, plan, shown);
+  else PrintGpuText(g, env->config.stage.cpu_precision, plan, shown);
   return ToInt(ExitCode::kOk);
 }
 

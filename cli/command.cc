@@ -82,19 +82,25 @@ int UsageError(const std::string& msg) {
   return ToInt(ExitCode::kUsage);
 }
 
-void PrintModelPrecisions(const std::string& setting) {
+void PrintModelPrecisions(const std::string& setting, const std::string& cpu_setting) {
   std::printf("\n%-18s %-9s %s\n", "model on a device", "precision", "why (GPU_PRECISION)");
   for (const models::ModelSpec& m : models::CatalogModels()) {
     const models::DevicePrecision p = models::PrecisionOnDevice(m.name, setting);
     std::printf("%-18s %-9s %s\n", m.name.c_str(), p.precision.c_str(), p.why.c_str());
   }
+  std::printf("\n%-18s %-9s %s\n", "model on the CPU", "precision", "why (CPU_PRECISION)");
+  for (const models::ModelSpec& m : models::CatalogModels()) {
+    const models::DevicePrecision p = models::PrecisionOnCpu(m.name, cpu_setting);
+    std::printf("%-18s %-9s %s\n", m.name.c_str(), p.precision.c_str(), p.why.c_str());
+  }
 }
 
-nlohmann::json ModelPrecisionsJson(const std::string& setting) {
+nlohmann::json ModelPrecisionsJson(const std::string& setting, const std::string& cpu_setting) {
   nlohmann::json j = nlohmann::json::object();
   for (const models::ModelSpec& m : models::CatalogModels()) {
     const models::DevicePrecision p = models::PrecisionOnDevice(m.name, setting);
-    j[m.name] = {{"precision", p.precision}, {"why", p.why}};
+    const models::DevicePrecision c = models::PrecisionOnCpu(m.name, cpu_setting);
+    j[m.name] = {{"precision", p.precision}, {"why", p.why}, {"cpu_precision", c.precision}, {"cpu_why", c.why}};
   }
   return j;
 }

@@ -62,9 +62,9 @@ Status CheckStageFlag(const Env& env, const std::string& stage);
 int UsageError(const std::string& msg);
 // Prints each model's precision on a device under GPU_PRECISION `setting`, and why
 // (models/catalog.h PrecisionOnDevice): `gpu` and `config` show it.
-void PrintModelPrecisions(const std::string& setting);
+void PrintModelPrecisions(const std::string& setting, const std::string& cpu_setting);
 // The same as JSON: {"<model>": {"precision", "why"}}.
-nlohmann::json ModelPrecisionsJson(const std::string& setting);
+nlohmann::json ModelPrecisionsJson(const std::string& setting, const std::string& cpu_setting);
 // Prints the store's error; returns 2 for InvalidArgument, else 4.
 int StoreError(const Status& s);
 

@@ -13,6 +13,8 @@ OptionRows SettingRows(Settings* s) {
   AddRunRows(&s->run, &rows);  // db, workers, run.batch, ...
   rows.push_back(OptionalTextRow("path_map", "FRAMEMILL_PATH_MAP", &s->path_map));
   rows.push_back(TextRow("models", "FRAMEMILL_MODELS", "", &s->stage.models_dir));
+  rows.push_back(TextChoiceRow("cpu_precision", "CPU_PRECISION", "", &s->stage.cpu_precision,
+                               {"auto", "bf16", "fp32"}));
   rows.push_back(TextChoiceRow("log_level", "LOG_LEVEL", "", &s->log_level,
                                {"trace", "debug", "info", "warn", "error"}));
   rows.push_back(ListRow("run.stages", "FRAMEMILL_STAGES", "--stages", &s->stages,

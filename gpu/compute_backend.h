@@ -11,11 +11,11 @@
 #include "base/status.h"
 #include "gpu/ops.h"
 
-namespace framemill::gpu {
-
-namespace engine {
+namespace framemill::engine {
 class Kernels;
-}  // namespace engine
+}  // namespace framemill::engine
+
+namespace framemill::gpu {
 
 // How the inference engine stores activations and weights on a backend (fp32 accumulation
 // either way): fp16 halves memory and traffic; fp32 gives the CPU's numbers.
@@ -58,7 +58,7 @@ class ComputeBackend {
   virtual void WorkBegins() {}
   virtual void WorkEnds() {}
 
-  // Kernels of the inference engine (gpu/engine) on this backend's device, for the
+  // Kernels of the inference engine (engine/) on this backend's device, for the
   // neural operations: CUDA's own kernels on a CUDA device (capped by SetMemoryLimit),
   // the reference kernels on the CPU, and on the simulated device the reference kernels
   // behind its VRAM budget (an allocation past it is OutOfMemory). The caller owns them.

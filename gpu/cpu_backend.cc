@@ -5,8 +5,8 @@
 #include <new>
 
 #include "gpu/compute_backend.h"
-#include "gpu/engine/cpu_kernels.h"
-#include "gpu/engine/dnnl_kernels.h"
+#include "engine/reference/cpu_kernels.h"
+#include "engine/dnnl/dnnl_kernels.h"
 #include "gpu/shared_device.h"
 
 namespace framemill::gpu {

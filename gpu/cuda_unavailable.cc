@@ -1,7 +1,7 @@
 // Chosen by CMake when CUDA is not built in (leveldb's env_posix.cc pattern): the
 // CUDA entry points exist and say why there is no device.
 #include "gpu/compute_backend.h"
-#include "gpu/engine/cuda_kernels_factory.h"
+#include "engine/cuda/cuda_kernels_factory.h"
 
 namespace framemill::gpu {
 
@@ -16,11 +16,12 @@ Result<std::unique_ptr<ComputeBackend>> MakeCudaBackend(int) {
   return Status::Unsupported("this framemill was built without CUDA");
 }
 
-namespace engine {
+}  // namespace framemill::gpu
+
+namespace framemill::engine {
 
 Result<std::unique_ptr<Kernels>> MakeCudaKernels(int, int64_t, bool) {
   return Status::Unsupported("this framemill was built without CUDA");
 }
 
-}  // namespace engine
-}  // namespace framemill::gpu
+}  // namespace framemill::engine

@@ -10,6 +10,7 @@
 #include <opencv2/core.hpp>
 
 #include "base/status.h"
+#include "engine/tensor.h"
 
 namespace framemill::gpu {
 
@@ -36,7 +37,7 @@ inline double LumaBinCenter(int bin) {
 // Reference: statistics of one 8-bit BGR image (3 channels, continuous or not).
 LumaStats LumaStatsCpu(const cv::Mat& bgr);
 
-enum class TensorType { kFloat32, kFloat16 };
+using engine::TensorType;
 
 // What a neural model wants its input to look like.
 struct PreprocessSpec {
@@ -48,26 +49,18 @@ struct PreprocessSpec {
   TensorType type = TensorType::kFloat32;
 };
 
-// A dense NCHW tensor in host memory. float16 values are stored as IEEE half bits.
-struct Tensor {
-  std::vector<int64_t> shape;  // {N, 3, H, W}
-  TensorType type = TensorType::kFloat32;
-  std::vector<uint8_t> data;
-  size_t ElementBytes() const { return type == TensorType::kFloat32 ? 4 : 2; }
-  // Element i as float (decoding half if needed).
-  float At(size_t i) const;
-};
+// A dense NCHW tensor in host memory (engine/tensor.h).
+using engine::Tensor;
 
 // Reference: resize + colour order + normalise + HWC->NCHW (+ fp16) of a batch of
 // 8-bit BGR images. Bilinear with half-pixel centres (cv::INTER_LINEAR).
 Tensor PreprocessCpu(const std::vector<cv::Mat>& images, const PreprocessSpec& spec);
 
-// IEEE 754 half <-> float, round to nearest even.
-uint16_t FloatToHalf(float f);
-float HalfToFloat(uint16_t h);
-// The same over n values, bit for bit (F16C where the CPU has it; gpu/half.cc).
-void FloatsToHalves(const float* in, uint16_t* out, size_t n);
-void HalvesToFloats(const uint16_t* in, float* out, size_t n);
+// IEEE 754 half <-> float (engine/tensor.h).
+using engine::FloatToHalf;
+using engine::FloatsToHalves;
+using engine::HalfToFloat;
+using engine::HalvesToFloats;
 
 // The k most similar base rows to each query row by dot product (cosine for unit-norm
 // rows): the blocks of the similarity matrix behind face clustering's neighbour graph.

@@ -73,7 +73,7 @@ struct OpDecision {
   bool run_on_device = false;
   std::string device;      // "cuda:0", "sim:0" or "cpu"
   std::string reason;
-  // Every operation DeviceOperations() lists runs on a device (gpu/engine, gpu/cuda); kept
+  // Every operation DeviceOperations() lists runs on a device (engine/, gpu/cuda); kept
   // for `framemill gpu --json`'s readers (docs/REFERENCE.md).
   bool gpu_implemented = true;
 };

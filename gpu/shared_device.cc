@@ -4,7 +4,7 @@
 #include <map>
 #include <utility>
 
-#include "gpu/engine/kernels.h"
+#include "engine/kernels.h"
 
 namespace framemill::gpu {
 namespace {

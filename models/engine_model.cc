@@ -2,26 +2,30 @@
 
 #include <cstring>
 
+#include "engine/dnnl/dnnl_kernels.h"
 #include "models/catalog.h"
 #include "models/letterbox.h"
 
 namespace framemill::models {
 
 Result<std::unique_ptr<EngineModel>> EngineModel::Open(const ModelManifest& m,
-                                                       gpu::ComputeBackend& backend) {
+                                                       gpu::ComputeBackend& backend,
+                                                       const std::string& cpu_precision) {
   if (m.graph_file.empty())
     return Status::NotFound("model " + m.name + " has no engine graph (model.fmg.json): run "
                             "`framemill models fetch --force --only " + m.name + "`");
-  auto kernels = backend.MakeEngineKernels();
+  auto kernels = backend.is_gpu() ? backend.MakeEngineKernels()
+                                  : Result<std::unique_ptr<engine::Kernels>>(engine::MakeDnnlKernels(
+                                        {.bf16 = PrecisionOnCpu(m.name, cpu_precision).precision == "bf16"}));
   if (!kernels.ok()) return kernels.status();
-  gpu::engine::EngineOptions options;
+  engine::EngineOptions options;
   const gpu::EngineStorage storage = backend.Storage();
   const char* setting = storage == gpu::EngineStorage::kFp16   ? "fp16"
                         : storage == gpu::EngineStorage::kFp32 ? "fp32"
                                                                 : "auto";
   const bool fp16 = PrecisionOnDevice(m.name, setting).precision == "fp16";
-  options.storage = fp16 ? gpu::engine::StorageType::kFloat16 : gpu::engine::StorageType::kFloat32;
-  auto engine = gpu::engine::Engine::Load(m.graph_file, std::move(kernels).value(), options);
+  options.storage = fp16 ? engine::StorageType::kFloat16 : engine::StorageType::kFloat32;
+  auto engine = engine::Engine::Load(m.graph_file, std::move(kernels).value(), options);
   if (!engine.ok()) return engine.status();
   return std::unique_ptr<EngineModel>(new EngineModel(m, backend, std::move(engine).value()));
 }
@@ -59,7 +63,7 @@ Status EngineModel::RunBatch(const std::vector<cv::Mat>& images,
                              std::vector<std::vector<OutputTensor>>* out) {
   if (images.empty()) return Status::OK();
   gpu::PreprocessSpec spec = manifest_.preprocess;
-  spec.type = engine_->storage() == gpu::engine::StorageType::kFloat16 ? gpu::TensorType::kFloat16
+  spec.type = engine_->storage() == engine::StorageType::kFloat16 ? gpu::TensorType::kFloat16
                                                                        : gpu::TensorType::kFloat32;
   auto input = backend_.PreprocessBatch(ModelInputImages(manifest_, images), spec);
   if (!input.ok()) return input.status();
@@ -73,7 +77,7 @@ Status EngineModel::RunInput(const gpu::Tensor& input, size_t n,
   if (!result.ok()) return result.status();
   // The input as uploaded: in the engine's storage type, whatever type it came in.
   const int64_t input_bytes = static_cast<int64_t>(input.data.size() / input.ElementBytes() *
-                                                  gpu::engine::StorageBytes(engine_->storage()));
+                                                  engine::StorageBytes(engine_->storage()));
   if (auto plan = engine_->PlanFor(static_cast<int>(n)); plan.ok())
     backend_.SetLastBatchBytes((*plan)->BatchBytes() + input_bytes);
   for (size_t b = 0; b < n; ++b) {

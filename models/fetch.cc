@@ -20,8 +20,8 @@
 #include <thread>
 
 
-#include "gpu/engine/dnnl_kernels.h"
-#include "gpu/engine/engine.h"
+#include "engine/dnnl/dnnl_kernels.h"
+#include "engine/engine.h"
 #include "models/model_store.h"
 
 extern char** environ;
@@ -145,7 +145,7 @@ Status Download(const std::string& packages_dir, const PackageSpec& pkg, const F
 // plan of batch 1 made on the CPU's kernels, the weights in place.
 Status CheckLoads(const ModelManifest& m) {
   if (m.graph_file.empty()) return Status::Corruption("model " + m.name + " has no engine graph (model.fmg.json)");
-  auto engine = gpu::engine::Engine::Load(m.graph_file, gpu::engine::MakeDnnlKernels());
+  auto engine = engine::Engine::Load(m.graph_file, engine::MakeDnnlKernels());
   if (!engine.ok()) return Status::Corruption("the engine cannot load " + m.graph_file + ": " + engine.status().ToString());
   return Status::OK();
 }

@@ -30,10 +30,11 @@ class EngineRunner : public ModelRunner {
 }  // namespace
 
 Result<std::unique_ptr<ModelRunner>> OpenRunner(const ModelManifest& manifest,
-                                                gpu::ComputeBackend* device) {
+                                                gpu::ComputeBackend* device,
+                                                const std::string& cpu_precision) {
   if (device == nullptr) {  // the CPU: our engine on its oneDNN kernels, a backend of its own
     std::unique_ptr<gpu::ComputeBackend> cpu = gpu::MakeCpuBackend();
-    auto m = EngineModel::Open(manifest, *cpu);
+    auto m = EngineModel::Open(manifest, *cpu, cpu_precision);
     if (m.status().IsCorruption())  // a damaged model: its jobs fail for good, saying which file
       return Status::Corruption("model " + manifest.name + ": cannot load '" + manifest.graph_file +
                                 "': " + m.status().message());
@@ -51,7 +52,10 @@ ModelCache::Lease::~Lease() {
 
 ModelCache::ModelCache(std::string models_dir, RunnerFactory factory,
                        std::chrono::milliseconds recheck)
-    : store_(models_dir), factory_(std::move(factory)), recheck_(recheck) {}
+    : store_(models_dir), factory_(std::move(factory)), recheck_(recheck) {
+  if (!factory_)
+    factory_ = [](const ModelManifest& m, gpu::ComputeBackend* device) { return OpenRunner(m, device); };
+}
 
 std::string ModelCache::KeyOf(const std::string& name, const gpu::ComputeBackend* device) {
   // The backend's address tells two devices (or two runtimes) apart.

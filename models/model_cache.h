@@ -46,8 +46,10 @@ class ModelRunner {
 // Opens `manifest`'s model on `device`: our engine on the CPU's oneDNN kernels when null,
 // else our engine on that backend (which must outlive the runner). An OutOfMemory (the weights do not fit)
 // comes back as the device reported it, for the out-of-memory ladder.
+// `cpu_precision`: CPU_PRECISION (auto | bf16 | fp32), for the CPU's runner.
 Result<std::unique_ptr<ModelRunner>> OpenRunner(const ModelManifest& manifest,
-                                                gpu::ComputeBackend* device);
+                                                gpu::ComputeBackend* device,
+                                                const std::string& cpu_precision = "auto");
 using RunnerFactory = std::function<Result<std::unique_ptr<ModelRunner>>(
     const ModelManifest& manifest, gpu::ComputeBackend* device)>;
 
@@ -83,7 +85,7 @@ class ModelCache {
   // until `recheck` has passed (so `framemill models fetch` run beside a --forever
   // worker is picked up). Failures on a device are not remembered: an OutOfMemory there
   // is the ladder's to act on, every time.
-  explicit ModelCache(std::string models_dir, RunnerFactory factory = OpenRunner,
+  explicit ModelCache(std::string models_dir, RunnerFactory factory = {},  // {}: OpenRunner
                       std::chrono::milliseconds recheck = std::chrono::seconds(10));
   ModelCache(const ModelCache&) = delete;
   ModelCache& operator=(const ModelCache&) = delete;

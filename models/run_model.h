@@ -1,7 +1,7 @@
 // Where a model's batch runs: on the worker's device through our inference engine,
 // batched by the batch tuner from the engine's memory plan and stepped down by the
 // out-of-memory ladder like every device operation; or on the CPU, through the same engine on
-// its oneDNN kernels (gpu/engine/dnnl_kernels.h). The
+// its oneDNN kernels (engine/dnnl/dnnl_kernels.h). The
 // policy's <OPERATION>_GPU switches pick, by the operation the model's manifest names
 // (POSE, SEGMENTATION, ...). Thread-safety: call from the thread that owns `ladder`.
 #pragma once

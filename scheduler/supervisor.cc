@@ -25,7 +25,7 @@
 #include <opencv2/core.hpp>
 #include <thread>
 
-#include "gpu/engine/dnnl_kernels.h"
+#include "engine/dnnl/dnnl_kernels.h"
 #include "scheduler/gpu_runtime.h"
 #include "scheduler/metrics_server.h"
 #include "scheduler/progress.h"
@@ -204,9 +204,9 @@ pid_t SpawnWorker(const RunOptions& options, const StageRegistry& registry, int6
   cv::setNumThreads(share);
   // A parent that ran a oneDNN primitive has a started OpenMP pool, which a forked child
   // would wait on forever: there, one thread (which OpenMP runs inline) keeps it safe.
-  if (gpu::engine::InferenceStarted())
+  if (engine::InferenceStarted())
     spdlog::warn("worker {}: its parent ran inference before forking; oneDNN runs on one thread", index);
-  gpu::engine::SetCpuInferenceThreads(gpu::engine::InferenceStarted() ? 1 : share);
+  engine::SetCpuInferenceThreads(engine::InferenceStarted() ? 1 : share);
   tbb::global_control tbb_threads(tbb::global_control::max_allowed_parallelism,
                                   static_cast<size_t>(share));
   KeepFreedMemory();

@@ -26,14 +26,15 @@ ALLOWED = {
     "media": {"base"},
     "jobs": {"base", "media"},
     "storage": {"base", "media", "jobs"},
-    "gpu": {"base"},
-    "models": {"base", "media", "gpu"},
+    "engine": {"base"},
+    "gpu": {"base", "engine"},
+    "models": {"base", "media", "engine", "gpu"},
     "fetch": {"base", "media"},
     "cluster": {"base", "media", "gpu"},
     "analysis": {"base", "media", "gpu"},
     "stages": {"base", "media", "jobs", "gpu", "models", "fetch", "cluster", "analysis"},
-    "scheduler": {"base", "media", "jobs", "storage", "gpu", "models", "fetch", "cluster", "analysis",
-                  "stages"},
+    "scheduler": {"base", "media", "jobs", "storage", "engine", "gpu", "models", "fetch", "cluster",
+                  "analysis", "stages"},
     "outputs": {"base", "media", "jobs", "storage"},
     "configs": {"base"},
 }
@@ -43,12 +44,14 @@ ALLOWED["cli"] = PROJECT - {"tests", "bench", "cli"}
 WHY = [
     (lambda a, b: a == "stages" and b == "storage",
      "stages/ never include storage/: stages return outcomes, the scheduler commits them"),
-    (lambda a, b: a in {"storage", "jobs", "gpu", "media", "cluster", "analysis", "base"}
+    (lambda a, b: a in {"storage", "jobs", "engine", "gpu", "media", "cluster", "analysis", "base"}
                   and b in {"scheduler", "cli", "stages"},
      "nothing below the stages includes scheduler/, cli/ or stages/"),
     (lambda a, b: a == "configs",
      "configs/ includes nothing of ours but base/: each module has its own options, filled by cli/"),
     (lambda a, b: a == "base", "base/ includes nothing of ours"),
+    (lambda a, b: a == "engine" and b == "gpu",
+     "engine/ includes no gpu/: the devices make the engine's kernels, not the other way round"),
 ]
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 CUDA_IF = re.compile(r'^\s*#\s*(if|ifdef|ifndef|elif)\b.*(CUDA|__NVCC__)')
@@ -135,6 +138,7 @@ self_test() {
     "stages/x.cc|#include \"storage/job_store.h\"|stages/ never include storage/"
     "storage/x.cc|#include \"scheduler/worker.h\"|nothing below the stages"
     "gpu/x.h|#include \"stages/stage.h\"|nothing below the stages"
+    "engine/x.h|#include \"gpu/ops.h\"|engine/ includes no gpu/"
     "media/x.h|#include \"cli/command.h\"|nothing below the stages"
     "analysis/x.cc|#include \"stages/stage.h\"|nothing below the stages"
     "analysis/x.h|#include \"jobs/job.h\"|analysis/ may include only base, gpu, media"

@@ -44,7 +44,10 @@ Result<std::unique_ptr<StageRegistry>> MakeDefaultRegistry(const StageOptions& o
   fetch.out_dir = o.out_dir;
   // One cache for the process: stages that share a model share its opened instances.
   // Nothing is opened until a stage first runs.
-  auto cache = std::make_shared<models::ModelCache>(o.models_dir);
+  auto cache = std::make_shared<models::ModelCache>(
+      o.models_dir, [precision = o.cpu_precision](const models::ModelManifest& m, gpu::ComputeBackend* device) {
+        return models::OpenRunner(m, device, precision);
+      });
   std::vector<std::unique_ptr<Stage>> stages;
   stages.push_back(std::make_unique<FetchStage>(fetch));
   stages.push_back(std::make_unique<LightingStage>(o.lighting));

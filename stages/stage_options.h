@@ -162,6 +162,7 @@ struct AudioSyncOptions {  // the audio_sync stage
 struct StageOptions {
   std::string out_dir = "./framemill-out";        // artifacts (`out`)
   std::string models_dir;  // installed models (`models`; configs/ gives the default)
+  std::string cpu_precision = "auto";  // models on the CPU: auto | bf16 | fp32 (`cpu_precision`)
   fetch::FetchOptions fetch;  // its out_dir is out_dir
   LightingOptions lighting;
   ModelStageOptions model_frames;

@@ -15,7 +15,7 @@
 #include <string>
 
 #include "gpu/compute_backend.h"
-#include "gpu/engine/cuda_kernels_factory.h"
+#include "engine/cuda/cuda_kernels_factory.h"
 #include "gpu/cuda/cuda_backend.h"
 #include "gpu/cuda/cuda_status.h"
 #include "gpu/cuda/device_pool.h"

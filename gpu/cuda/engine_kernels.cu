@@ -1,5 +1,5 @@
 // The inference engine's kernels on a CUDA device (see engine_kernels.h), written
-// against the semantics stated in gpu/engine/kernels.h and checked against CpuKernels
+// against the semantics stated in engine/kernels.h and checked against CpuKernels
 // by tests/gpu/device/engine_kernels_test.cc.
 //
 // Storage is fp32 or IEEE half (template T = float / __half); every kernel converts to
@@ -19,7 +19,7 @@
 // - The rest: one thread per output element (grid-stride), or one warp per row for
 //   reductions over a contiguous axis (Reduce, Softmax, ArgMax with inner == 1).
 #include "gpu/cuda/engine_common.cuh"
-#include "gpu/engine/cuda_kernels_factory.h"
+#include "engine/cuda/cuda_kernels_factory.h"
 
 namespace framemill::gpu {
 namespace cuda {
@@ -149,14 +149,15 @@ Status CudaKernels::Sync() {
 
 }  // namespace cuda
 
-namespace engine {
+}  // namespace framemill::gpu
+
+namespace framemill::engine {
 
 Result<std::unique_ptr<Kernels>> MakeCudaKernels(int device, int64_t memory_limit_bytes, bool tensor_cores) {
-  auto k = cuda::CudaKernels::Create(device, memory_limit_bytes, tensor_cores);
+  auto k = gpu::cuda::CudaKernels::Create(device, memory_limit_bytes, tensor_cores);
   if (!k.ok()) return k.status();
   return std::unique_ptr<Kernels>(std::move(k).value());
 }
 
-}  // namespace engine
-}  // namespace framemill::gpu
+}  // namespace framemill::engine
 

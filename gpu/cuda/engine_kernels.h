@@ -1,11 +1,11 @@
-// CudaKernels: the inference engine's steps (gpu/engine/kernels.h) on one NVIDIA device,
+// CudaKernels: the inference engine's steps (engine/kernels.h) on one NVIDIA device,
 // with our own kernels (no cuDNN, no cuBLAS: they would not fit the GPU bundle).
 //
 // Every call is queued on one stream owned by the object; Sync() waits and reports the
 // first error. Memory is plain cudaMalloc, counted against an optional limit (a request
 // over it, or one the device refuses, is Status::OutOfMemory, mapped by cuda_status.cc);
 // the engine allocates its arenas once per plan, so no caching is needed here.
-// Callers outside gpu/cuda/ use engine::MakeCudaKernels (gpu/engine/cuda_kernels_factory.h).
+// Callers outside gpu/cuda/ use engine::MakeCudaKernels (engine/cuda/cuda_kernels_factory.h).
 // No CUDA types in this header. Thread-safety: one thread at a time (any thread: each
 // call selects the device first).
 #pragma once
@@ -17,7 +17,7 @@
 #include <unordered_map>
 
 #include "base/status.h"
-#include "gpu/engine/kernels.h"
+#include "engine/kernels.h"
 
 namespace framemill::gpu::cuda {
 

@@ -189,7 +189,7 @@ TEST(OptionsTest, TheShownScoreIsTheDetectorsOwnUnlessANumberIsSet) {
   EXPECT_DOUBLE_EQ(ShownScore(Defaults().stage.categorize), 0.8);
   EXPECT_DOUBLE_EQ(ShownScore(With({{"FRAMEMILL_CATEGORIZE_DETECTOR", "centernet"}}).stage.categorize), 0.6);
   EXPECT_DOUBLE_EQ(ShownScore(With({{"FRAMEMILL_CATEGORIZE_DETECTOR", "yolov8m"}}).stage.categorize), 0.85);
-  EXPECT_DOUBLE_EQ(ShownScore(With({{"FRAMEMILL_CATEGORIZE_DETECTOR", "yolov8n"}}).stage.categorize), 0.55);
+  EXPECT_DOUBLE_EQ(ShownScore(With({{"FRAMEMILL_CATEGORIZE_DETECTOR", "yolov8n"}}).stage.categorize), 0.6);
   const Settings set = With({{"FRAMEMILL_CATEGORIZE_DETECTOR", "centernet"}, {"FRAMEMILL_CATEGORIZE_MIN_SCORE", "0.3"}});
   EXPECT_DOUBLE_EQ(ShownScore(set.stage.categorize), 0.3);
   EXPECT_FALSE(With({{"FRAMEMILL_CATEGORIZE_MIN_SCORE", " Auto "}}).stage.categorize.min_score.has_value());

@@ -15,7 +15,7 @@
 
 #include "base/clock.h"
 #include "gpu/batch_tuner.h"
-#include "gpu/engine/kernels.h"
+#include "engine/kernels.h"
 #include "gpu/oom_ladder.h"
 #include "gpu/shared_device.h"
 #include "tests/support/chaos.h"

@@ -1,4 +1,4 @@
-// gpu/half.cc's array conversions against the scalar definitions in gpu/ops.cc, bit for bit:
+// engine/half.cc's array conversions against the scalar definitions in gpu/ops.cc, bit for bit:
 // every half, and floats at every rounding boundary of every half plus a seeded sample.
 #include <gtest/gtest.h>
 

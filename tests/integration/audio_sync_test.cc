@@ -32,7 +32,7 @@ TEST(AudioSyncBinaryTest, OnADeviceFacesAndMouthsRunOnTheEngineAndTooLittleMemor
                                               {"FRAMEMILL_OUT", dir / "out"},
                                               {"FRAMEMILL_MODELS", ModelsDir()},
                                               {"FRAMEMILL_STAGES", "audio_sync"},
-                                              {"GPU_BACKEND", "sim"}, {"GPU_PRECISION", "fp32"},
+                                              {"GPU_BACKEND", "sim"}, {"GPU_PRECISION", "fp32"}, {"CPU_PRECISION", "fp32"},
                                               {"AUDIO_SYNC_GPU", "true"},
                                               // the engine's CPU twins are slow: 6 s will do
                                               {"FRAMEMILL_AUDIO_SYNC_MAX_SECONDS", "6"},

@@ -135,7 +135,7 @@ DeviceFill FillOnSim(const TempDir& dir, const std::string& method, const std::s
                                             {"FRAMEMILL_STAGES", "inpaint"},
                                             {"FRAMEMILL_INPAINT_MASKS", dir / "hole.png"},
                                             {"FRAMEMILL_INPAINT_METHOD", method},
-                                            {"GPU_BACKEND", "sim"}, {"GPU_PRECISION", "fp32"},
+                                            {"GPU_BACKEND", "sim"}, {"GPU_PRECISION", "fp32"}, {"CPU_PRECISION", "fp32"},
                                             {"INPAINTING_GPU", "true"},
                                             {"FRAMEMILL_SIM_VRAM_MB", vram_mb}};
   EXPECT_EQ(RunProcess({FRAMEMILL_BIN, "enqueue", media}, env, dir.path()).exit_code, 0);

@@ -132,7 +132,7 @@ TEST(MotionStageTest, OnADeviceTheFlowIsOurOwnAndTooLittleMemoryFallsBackToItsCp
     std::map<std::string, std::string> env = {{"FRAMEMILL_DB", db},
                                               {"FRAMEMILL_OUT", dir / "out"},
                                               {"FRAMEMILL_STAGES", "motion"},
-                                              {"GPU_BACKEND", "sim"}, {"GPU_PRECISION", "fp32"},
+                                              {"GPU_BACKEND", "sim"}, {"GPU_PRECISION", "fp32"}, {"CPU_PRECISION", "fp32"},
                                               {"MOTION_GPU", "true"},
                                               {"FRAMEMILL_SIM_VRAM_MB", tiny ? "1" : "256"}};
     ASSERT_EQ(RunProcess({FRAMEMILL_BIN, "enqueue", media}, env, dir.path()).exit_code, 0);

@@ -49,7 +49,7 @@ class SharedDeviceTest : public ::testing::Test {
   std::map<std::string, std::string> Env(const std::string& name, const std::string& backend,
                                          const std::string& vram_mb) {
     return {{"FRAMEMILL_DB", dir / (name + ".db")}, {"FRAMEMILL_OUT", dir / (name + "-out")},
-            {"FRAMEMILL_MODELS", ModelsDir()},     {"GPU_BACKEND", backend}, {"GPU_PRECISION", "fp32"},
+            {"FRAMEMILL_MODELS", ModelsDir()},     {"GPU_BACKEND", backend}, {"GPU_PRECISION", "fp32"}, {"CPU_PRECISION", "fp32"},
             {"FRAMEMILL_SIM_VRAM_MB", vram_mb},    {"FRAMEMILL_STAGES", "all"},
             {"FRAMEMILL_INPAINT_METHOD", "pyramid"}};
   }
@@ -211,7 +211,7 @@ TEST_F(SharedDeviceTest, GpuCommandShowsTheWorkersOnTheDeviceAndTheirShares) {
   auto ledger = gpu::DeviceLedger::Join(dir.path(), "sim:0", 2048LL << 20, 4);
   ASSERT_TRUE(ledger.ok()) << ledger.status().ToString();
   ASSERT_TRUE((*ledger)->Reserve(3 << 20, "a test's batch").ok());
-  std::map<std::string, std::string> env = {{"GPU_PRECISION", "fp32"}, {"GPU_BACKEND", "sim"}, {"FRAMEMILL_SIM_VRAM_MB", "2048"},
+  std::map<std::string, std::string> env = {{"GPU_PRECISION", "fp32"}, {"CPU_PRECISION", "fp32"}, {"GPU_BACKEND", "sim"}, {"FRAMEMILL_SIM_VRAM_MB", "2048"},
                                             {"FRAMEMILL_DEVICE_LEDGER_DIR", dir.path()}};
   auto j = json::parse(RunProcess({FRAMEMILL_BIN, "gpu", "--json"}, env).out);
   const json& sharing = j["devices"][0]["sharing"];

@@ -46,7 +46,7 @@ TEST(SimGpuTest, TinyVramFinishesEveryItemWithCpuIdenticalResultsAndCountsFallba
   // 1 MiB of "VRAM" at twice each item's bytes: small photos fit alone or in pairs,
   // large ones not even alone.
   std::map<std::string, std::string> sim_env = {{"FRAMEMILL_DB", dir / "sim.db"},
-                                                {"GPU_BACKEND", "sim"}, {"GPU_PRECISION", "fp32"},
+                                                {"GPU_BACKEND", "sim"}, {"GPU_PRECISION", "fp32"}, {"CPU_PRECISION", "fp32"},
                                                 {"FRAMEMILL_SIM_VRAM_MB", "1"},
                                                 {"FRAMEMILL_SIM_COST", "2"},
                                                 {"FRAMEMILL_STAGES", "lighting"}};
@@ -83,7 +83,7 @@ TEST(SimGpuTest, TinyVramFinishesEveryItemWithCpuIdenticalResultsAndCountsFallba
 TEST(SimGpuTest, GpuCommandShowsDevicesAndEveryOperationsDecision) {
   TempDir dir;
   auto sim = RunProcess({FRAMEMILL_BIN, "gpu", "--json"},
-                        {{"GPU_PRECISION", "fp32"}, {"GPU_BACKEND", "sim"}, {"FRAMEMILL_SIM_VRAM_MB", "2048"},
+                        {{"GPU_PRECISION", "fp32"}, {"CPU_PRECISION", "fp32"}, {"GPU_BACKEND", "sim"}, {"FRAMEMILL_SIM_VRAM_MB", "2048"},
                          {"INPAINTING_GPU", "true"}}, dir.path());
   ASSERT_EQ(sim.exit_code, 0) << sim.err;
   auto j = nlohmann::json::parse(sim.out);
@@ -121,7 +121,7 @@ TEST(SimGpuTest, CategorizeOnTheEngineGivesTheCpusContentAndNsfw) {
     std::filesystem::copy_file(SampleData(name), dir / ("media/" + std::string(name)));
   auto run = [&](const std::string& db, const std::string& backend) {
     const std::map<std::string, std::string> e = {{"FRAMEMILL_DB", dir / db}, {"FRAMEMILL_OUT", dir / (db + "-out")},
-                                                  {"FRAMEMILL_MODELS", ModelsDir()}, {"GPU_BACKEND", backend}, {"GPU_PRECISION", "fp32"},
+                                                  {"FRAMEMILL_MODELS", ModelsDir()}, {"GPU_BACKEND", backend}, {"GPU_PRECISION", "fp32"}, {"CPU_PRECISION", "fp32"},
                                                   {"FRAMEMILL_SIM_VRAM_MB", "2048"}, {"FRAMEMILL_STAGES", "categorize"}};
     EXPECT_EQ(RunProcess({FRAMEMILL_BIN, "enqueue", dir / "media"}, e, dir.path()).exit_code, 0);
     auto r = RunProcess({FRAMEMILL_BIN, "run", "--workers", "1"}, e, dir.path(), 600);
@@ -155,7 +155,7 @@ TEST(SimGpuTest, NeuralStagesRunOnTheEngineAndFallBackWhenTheModelDoesNotFit) {
     return std::map<std::string, std::string>{{"FRAMEMILL_DB", dir / db},
                                               {"FRAMEMILL_OUT", dir / (db + "-out")},
                                               {"FRAMEMILL_MODELS", ModelsDir()},
-                                              {"GPU_BACKEND", backend}, {"GPU_PRECISION", "fp32"},
+                                              {"GPU_BACKEND", backend}, {"GPU_PRECISION", "fp32"}, {"CPU_PRECISION", "fp32"},
                                               {"FRAMEMILL_SIM_VRAM_MB", vram},
                                               {"FRAMEMILL_STAGES", "pose,segment"}};
   };

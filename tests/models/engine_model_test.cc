@@ -1,6 +1,6 @@
 // EngineModel: a converted model through our own engine on a backend's device. Here the
-// backends are the CPU (reference kernels) and the simulated device (reference kernels
-// behind a VRAM budget); the CUDA backend runs the same code in framemill_gpu_tests'
+// backends are the CPU (the oneDNN kernels, against cv::dnn as an independent reference) and
+// the simulated device (reference kernels behind a VRAM budget); the CUDA backend runs the same code in framemill_gpu_tests'
 // engine tests on a GPU machine. Needs installed models (FRAMEMILL_MODELS); skips when
 // absent unless FRAMEMILL_REQUIRE_MODELS=1.
 #include "models/engine_model.h"
@@ -11,9 +11,11 @@
 #include <gtest/gtest.h>
 #include <opencv2/imgcodecs.hpp>
 
+#include "engine/dnnl/dnnl_kernels.h"
 #include "gpu/compute_backend.h"
 #include "gpu/device_ledger.h"
 #include "gpu/shared_device.h"
+#include "models/catalog.h"
 #include "models/decode.h"
 #include "models/dnn_model.h"
 #include "models/manifest.h"
@@ -26,7 +28,7 @@ cv::Mat Photo(const char* name) {
   return cv::imread(std::string("/usr/share/doc/opencv-doc/examples/data/") + name, cv::IMREAD_COLOR);
 }
 
-// `pictures` through the model on our engine over the CPU backend (reference kernels) and
+// `pictures` through the model on our engine over the CPU backend (oneDNN kernels) and
 // through cv::dnn. `engine` (where given) gets the engine's model; outputs are empty where
 // either failed (the failure is recorded).
 struct EngineAndDnn {
@@ -36,7 +38,7 @@ EngineAndDnn OnEngineAndDnn(const ModelManifest& m, const std::vector<cv::Mat>& 
                             std::unique_ptr<EngineModel>* engine = nullptr) {
   static const std::unique_ptr<gpu::ComputeBackend> cpu = gpu::MakeCpuBackend();
   EngineAndDnn out;
-  auto ours = EngineModel::Open(m, *cpu);
+  auto ours = EngineModel::Open(m, *cpu, "fp32");  // cv::dnn's numbers: fp32 on every CPU
   auto dnn = DnnModel::Open(m);
   EXPECT_TRUE(ours.ok()) << ours.status().ToString();
   EXPECT_TRUE(dnn.ok()) << dnn.status().ToString();
@@ -85,16 +87,21 @@ TEST(EngineModelTest, ContentModelMatchesOpenCvDnnAndDecodesTheSame) {
   }
 }
 
-// selfie's graph is fixed at batch 1 (OpenCV runs it image by image); the engine runs the two
-// photos as one batch (models/catalog.cc engine_batches), and each mask is cv::dnn's.
-TEST(EngineModelTest, AFixedBatchGraphRunsAsOneBatchOnTheEngineAndDecodesTheSame) {
+// selfie's graph is fixed at batch 1. On a device the engine runs a batch of photos as one
+// (models/catalog.cc engine_batches; tests/engine/engine_test.cc BatchOfFourEqualsFourSingleRuns);
+// on the CPU image by image (a batch is no faster there), and each mask is cv::dnn's.
+TEST(EngineModelTest, AFixedBatchGraphRunsImageByImageOnTheCpuAndDecodesTheSame) {
   FM_LOAD_MODEL_OR_SKIP(m, "selfie");
   ASSERT_FALSE(m.batchable);
   std::vector<cv::Mat> photos = {Photo("messi5.jpg"), Photo("basketball1.png")};
   std::unique_ptr<EngineModel> engine;
   const EngineAndDnn r = OnEngineAndDnn(m, photos, &engine);
   ASSERT_NE(engine, nullptr);
-  EXPECT_TRUE(engine->batched());
+  EXPECT_FALSE(engine->batched());
+  auto sim = gpu::MakeSimBackend(512);
+  auto on_device = EngineModel::Open(m, *sim);
+  ASSERT_TRUE(on_device.ok()) << on_device.status().ToString();
+  EXPECT_TRUE((*on_device)->batched());
   ASSERT_EQ(r.ours.size(), photos.size());
   ASSERT_EQ(r.ref.size(), photos.size());
   for (size_t i = 0; i < photos.size(); ++i) {
@@ -161,7 +168,7 @@ TEST(EngineModelTest, EachModelStoresInItsOwnPrecisionUnlessGpuPrecisionForcesOn
   FM_LOAD_MODEL_OR_SKIP(faces, "faceres");
   FM_LOAD_MODEL_OR_SKIP(vad, "silero-vad");
   using gpu::EngineStorage;
-  using gpu::engine::StorageType;
+  using engine::StorageType;
   auto storage_of = [](const ModelManifest& m, std::optional<EngineStorage> forced) {
     auto device = gpu::MakeSharedSimBackend(gpu::DeviceLedger::Private("sim:0", int64_t{512} << 20), 1.0, forced);
     auto e = EngineModel::Open(m, *device);
@@ -178,6 +185,45 @@ TEST(EngineModelTest, EachModelStoresInItsOwnPrecisionUnlessGpuPrecisionForcesOn
   auto on_cpu = EngineModel::Open(faces, *cpu);
   ASSERT_TRUE(on_cpu.ok());
   EXPECT_EQ((*on_cpu)->engine().storage(), StorageType::kFloat32);
+}
+
+// CPU_PRECISION auto: each model's own precision on a CPU with bf16 (YOLOv8 in bf16, the rest
+// fp32); a setting forces one; a CPU without bf16 runs fp32 whatever is set. The bf16 model's
+// heads stay close to fp32's (the pipeline's decisions: bench/README "bf16 on the CPU").
+TEST(EngineModelTest, TheCpuRunsEachModelInItsOwnPrecisionWhereItHasBf16) {
+  FM_LOAD_MODEL_OR_SKIP(yolo, "yolov8n");
+  const bool bf16 = engine::CpuHasBf16();
+  EXPECT_EQ(PrecisionOnCpu("yolov8n", "auto").precision, bf16 ? "bf16" : "fp32");
+  EXPECT_EQ(PrecisionOnCpu("faceres", "auto").precision, "fp32");
+  EXPECT_EQ(PrecisionOnCpu("faceres", "bf16").precision, bf16 ? "bf16" : "fp32");
+  EXPECT_EQ(PrecisionOnCpu("yolov8n", "fp32").precision, "fp32");
+  if (!bf16) {
+    EXPECT_EQ(PrecisionOnCpu("yolov8n", "bf16").why, "this CPU has neither AVX512-BF16 nor AMX");
+    GTEST_SKIP() << "this CPU has no bf16: the bf16 run is not possible here";
+  }
+  auto cpu = gpu::MakeCpuBackend();
+  auto in_bf16 = EngineModel::Open(yolo, *cpu, "auto");
+  auto in_fp32 = EngineModel::Open(yolo, *cpu, "fp32");
+  ASSERT_TRUE(in_bf16.ok() && in_fp32.ok());
+  const std::vector<cv::Mat> photo = {Photo("messi5.jpg")};
+  auto a = (*in_bf16)->Run(photo);
+  auto b = (*in_fp32)->Run(photo);
+  ASSERT_TRUE(a.ok() && b.ok());
+  for (size_t o = 0; o < (*b)[0].size(); ++o) {
+    const auto& x = (*a)[0][o].data;
+    const auto& y = (*b)[0][o].data;
+    ASSERT_EQ(x.size(), y.size());
+    double dot = 0, nx = 0, ny = 0;
+    bool differ = false;
+    for (size_t i = 0; i < x.size(); ++i) {
+      dot += double{x[i]} * y[i]; nx += double{x[i]} * x[i]; ny += double{y[i]} * y[i];
+      differ = differ || x[i] != y[i];
+    }
+    const double cosine = dot / std::sqrt(nx * ny);
+    EXPECT_GE(cosine, 0.999) << (*b)[0][o].name;
+    EXPECT_TRUE(differ) << (*b)[0][o].name << ": bf16 gave fp32's bits, so it did not run in bf16";
+    std::printf("yolov8n %s: bf16 against fp32 on the CPU, cosine %.6f\n", (*b)[0][o].name.c_str(), cosine);
+  }
 }
 
 }  // namespace

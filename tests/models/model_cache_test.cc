@@ -45,8 +45,8 @@ TEST(ModelCacheTest, MissingModelFailsWithTheStoresMessageEveryTime) {
 TEST(ModelCacheTest, FailureIsCachedUntilTheRecheckThenAnInstalledModelIsUsed) {
   FM_REQUIRE_MODEL("selfie");
   testing::TempDir dir;
-  models::ModelCache cached(dir.path(), models::OpenRunner, std::chrono::hours(1));
-  models::ModelCache fresh(dir.path(), models::OpenRunner, std::chrono::milliseconds(0));
+  models::ModelCache cached(dir.path(), {}, std::chrono::hours(1));  // {}: OpenRunner
+  models::ModelCache fresh(dir.path(), {}, std::chrono::milliseconds(0));
   ASSERT_FALSE(cached.Borrow("selfie").ok());
   ASSERT_FALSE(fresh.Borrow("selfie").ok());
   fs::create_directory_symlink(ModelsDir() + "/selfie", dir / "selfie");

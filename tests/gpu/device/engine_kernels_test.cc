@@ -1,5 +1,5 @@
 // The CUDA engine kernels (gpu/cuda/engine_kernels.cu) against the CPU reference kernels
-// (gpu/engine/cpu_kernels.h), step by step on random inputs, then whole models.
+// (engine/reference/cpu_kernels.h), step by step on random inputs, then whole models.
 //
 // Both implementations get the same storage bits (random values in [-1, 1), or a domain
 // the op needs, rounded to half first in fp16) through the same Kernels calls, and their
@@ -33,14 +33,17 @@
 #include <unistd.h>
 
 #include "gpu/compute_backend.h"
-#include "gpu/engine/cpu_kernels.h"
-#include "gpu/engine/cuda_kernels_factory.h"
-#include "gpu/engine/engine.h"
-#include "gpu/engine/kernels.h"
+#include "engine/reference/cpu_kernels.h"
+#include "engine/cuda/cuda_kernels_factory.h"
+#include "engine/engine.h"
+#include "engine/kernels.h"
 #include "gpu/ops.h"
 
-namespace framemill::gpu::engine {
+namespace framemill::engine {
 namespace {
+
+using gpu::CudaDevices;
+using gpu::DeviceInfo;
 
 using Floats = std::vector<float>;
 
@@ -1128,4 +1131,4 @@ TEST(EngineKernelsAvailabilityTest, FactoryExplainsWhenThereIsNoDevice) {
 }
 
 }  // namespace
-}  // namespace framemill::gpu::engine
+}  // namespace framemill::engine

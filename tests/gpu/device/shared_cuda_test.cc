@@ -18,7 +18,7 @@
 
 #include "gpu/compute_backend.h"
 #include "gpu/device_ledger.h"
-#include "gpu/engine/kernels.h"
+#include "engine/kernels.h"
 #include "gpu/shared_device.h"
 #include <filesystem>
 

@@ -1,13 +1,13 @@
 // Half <-> float over arrays: the engine's CPU kernels keep fp16 tensors as IEEE half bits and
 // convert them on every read and write. With F16C (x86-64 since 2012) eight values convert in
-// one instruction; the scalar conversions in ops.cc stay the definition, and the blocks whose
+// one instruction; the scalar conversions in tensor.cc stay the definition, and the blocks whose
 // values F16C would treat differently (NaNs: it keeps their payload, ops.cc does not) go
 // through them. tests/gpu/half_test.cc checks every half and the float rounding boundaries.
 #include <immintrin.h>
 
-#include "gpu/ops.h"
+#include "engine/tensor.h"
 
-namespace framemill::gpu {
+namespace framemill::engine {
 namespace {
 
 bool HaveF16c() {
@@ -54,4 +54,4 @@ void FloatsToHalves(const float* in, uint16_t* out, size_t n) {
   for (size_t i = 0; i < n; ++i) out[i] = FloatToHalf(in[i]);
 }
 
-}  // namespace framemill::gpu
+}  // namespace framemill::engine

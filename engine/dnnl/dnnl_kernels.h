@@ -1,4 +1,4 @@
-// The engine's CPU backend (gpu/engine/kernels.h) on oneDNN (Debian's libdnnl 2.6, GNU
+// The engine's CPU backend (engine/kernels.h) on oneDNN (Debian's libdnnl 2.6, GNU
 // OpenMP threads): convolutions with their fused activation and residual as post-ops,
 // pooling, binary and unary ops, concatenation and channel slices run as oneDNN primitives
 // made once per shape; every other op is the reference kernels' (cpu_kernels.h), the twin
@@ -15,9 +15,9 @@
 #include <cstdint>
 #include <memory>
 
-#include "gpu/engine/kernels.h"
+#include "engine/kernels.h"
 
-namespace framemill::gpu::engine {
+namespace framemill::engine {
 
 struct DnnlOptions {
   // > 0: Alloc refuses (OutOfMemory) past this many live bytes, as MakeCpuKernels does.
@@ -41,4 +41,4 @@ bool InferenceStarted();
 // Whether this CPU computes bf16 natively (AVX512-BF16 or AMX): what DnnlOptions::bf16 needs.
 bool CpuHasBf16();
 
-}  // namespace framemill::gpu::engine
+}  // namespace framemill::engine

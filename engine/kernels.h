@@ -1,7 +1,7 @@
 // FROZEN: from here on only ADD methods/fields at the end of a struct (the CUDA side is
 // written against this). The device interface of the inference engine: the engine
-// (gpu/engine/engine.h) lowers a graph to steps and calls one virtual per step kind.
-// Implementations: CpuKernels (host reference, gpu/engine/cpu_kernels.h) and the CUDA
+// (engine/engine.h) lowers a graph to steps and calls one virtual per step kind.
+// Implementations: CpuKernels (host reference, engine/reference/cpu_kernels.h) and the CUDA
 // kernels (gpu/cuda/). No CUDA or OpenCV types here.
 //
 // Conventions shared by every method:
@@ -24,7 +24,7 @@
 
 #include "base/status.h"
 
-namespace framemill::gpu::engine {
+namespace framemill::engine {
 
 enum class StorageType : int32_t { kFloat32 = 0, kFloat16 = 1 };
 inline size_t StorageBytes(StorageType t) { return t == StorageType::kFloat32 ? 4 : 2; }
@@ -271,4 +271,4 @@ class Kernels {
   virtual Status Copy(const void* src, void* dst, int64_t elements) = 0;
 };
 
-}  // namespace framemill::gpu::engine
+}  // namespace framemill::engine

@@ -8,9 +8,9 @@
 #include <memory>
 
 #include "base/status.h"
-#include "gpu/engine/kernels.h"
+#include "engine/kernels.h"
 
-namespace framemill::gpu::engine {
+namespace framemill::engine {
 
 // The kernels on CUDA device `device`, queued on a stream of their own. Unsupported when
 // built without CUDA or without a usable driver, NotFound for no such device.
@@ -21,4 +21,4 @@ namespace framemill::gpu::engine {
 Result<std::unique_ptr<Kernels>> MakeCudaKernels(int device, int64_t memory_limit_bytes = 0,
                                                  bool tensor_cores = true);
 
-}  // namespace framemill::gpu::engine
+}  // namespace framemill::engine

@@ -1,4 +1,4 @@
-#include "gpu/engine/dnnl_kernels.h"
+#include "engine/dnnl/dnnl_kernels.h"
 
 #include <algorithm>
 #include <atomic>
@@ -14,9 +14,9 @@
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
-#include "gpu/engine/cpu_kernels.h"
+#include "engine/reference/cpu_kernels.h"
 
-namespace framemill::gpu::engine {
+namespace framemill::engine {
 namespace {
 
 std::atomic<bool> g_started{false};
@@ -26,12 +26,16 @@ using Tag = memory::format_tag;
 using Dt = memory::data_type;
 using Dims = memory::dims;
 
-// The 4-D shape of a channels-last tensor held in a buffer.
+// The 4-D shape and element type of a channels-last tensor held in a buffer: fp32, or bf16
+// (the convolutions' output in bf16 mode: half the buffer's bytes).
 struct Nhwc {
   int64_t n = 0, c = 0, h = 0, w = 0;
-  bool operator==(const Nhwc& o) const { return n == o.n && c == o.c && h == o.h && w == o.w; }
+  Dt dt = Dt::f32;
+  bool operator==(const Nhwc& o) const { return n == o.n && c == o.c && h == o.h && w == o.w && dt == o.dt; }
   int64_t elements() const { return n * c * h * w; }
   Dims dims() const { return {n, c, h, w}; }
+  memory::desc md() const { return memory::desc(dims(), dt, Tag::nhwc); }
+  Nhwc As(Dt t) const { Nhwc o = *this; o.dt = t; return o; }
 };
 
 // A cache key from a list of values (the fields of a step's parameters).
@@ -165,6 +169,10 @@ class DnnlKernels final : public Kernels {
         const char* q = static_cast<const char*>(t->first);
         t = q >= lo && q < lo + it->second ? nhwc_.erase(t) : std::next(t);
       }
+      for (auto t = reordered_.begin(); t != reordered_.end();) {
+        const char* q = static_cast<const char*>(t->first);
+        t = q >= lo && q < lo + it->second ? reordered_.erase(t) : std::next(t);
+      }
       used_ -= it->second;
       live_.erase(it);
     }
@@ -173,13 +181,14 @@ class DnnlKernels final : public Kernels {
   Status Upload(void* dst, const void* src, size_t bytes) override {
     std::memcpy(dst, src, bytes);
     nhwc_.erase(dst);
+    reordered_.erase(dst);
     return Status::OK();
   }
   Status Download(void* dst, const void* src, size_t bytes) override {
     return Guard([&] {
       const Nhwc* t = TagOf(src);
       if (t && static_cast<size_t>(t->elements()) * 4 == bytes) {
-        Reorder(src, memory::desc(t->dims(), Dt::f32, Tag::nhwc), dst, memory::desc(t->dims(), Dt::f32, Tag::nchw));
+        Reorder(src, t->md(), dst, memory::desc(t->dims(), Dt::f32, Tag::nchw));
       } else {
         Plain(src);
         std::memcpy(dst, src, bytes);
@@ -212,7 +221,7 @@ class DnnlKernels final : public Kernels {
       if (!DnnlTakes(p)) {
         Plain(x);
         if (residual) Plain(residual);
-        Check(ref_->Conv2d(p, x, w, bias, residual, y, scratch));
+        Check(ref_->Conv2d(p, x, PlainWeights(p, w), bias, residual, y, scratch));
         nhwc_.erase(y);
         return;
       }
@@ -221,20 +230,16 @@ class DnnlKernels final : public Kernels {
       const size_t need = Align(c.scratch) + Align(c.src.get_size());
       char* s = static_cast<char*>(scratch);
       if (!s || static_cast<int64_t>(need) > reserved) s = static_cast<char*>(own_scratch_.Get(need));
-      const Nhwc in{p.n, p.c_in, p.h_in, p.w_in}, out{p.n, p.c_out, p.h_out, p.w_out};
+      const Dt dt = c.src.data_type();
+      const Nhwc in{p.n, p.c_in, p.h_in, p.w_in, dt}, out{p.n, p.c_out, p.h_out, p.w_out, dt};
       const void* src = x;
-      if (!IsNhwc(x, in)) {  // plain NCHW in: channels-last into the scratch's tail
-        Plain(x);
+      if (!IsNhwc(x, in)) {  // another layout or type in: the primitive's into the scratch's tail
         src = s + Align(c.scratch);
-        Reorder(x, memory::desc(in.dims(), Dt::f32, Tag::nchw), const_cast<void*>(src), c.src);
+        Reorder(x, MdOf(x, in), const_cast<void*>(src), c.src);
       }
       if (residual) {  // the sum post-op adds what y holds
-        if (IsNhwc(residual, out)) {
-          std::memcpy(y, residual, c.dst.get_size());
-        } else {
-          Plain(residual);
-          Reorder(residual, memory::desc(out.dims(), Dt::f32, Tag::nchw), y, c.dst);
-        }
+        if (IsNhwc(residual, out)) std::memcpy(y, residual, c.dst.get_size());
+        else Reorder(residual, MdOf(residual, out), y, c.dst);
       }
       memory src_m(c.src, eng_, const_cast<void*>(src));
       memory wei_m = WeightsFor(c, w);
@@ -273,19 +278,20 @@ class DnnlKernels final : public Kernels {
         nhwc_.erase(y);
         return;
       }
-      const Nhwc in{p.n, p.c, p.h_in, p.w_in}, out{p.n, p.c, p.h_out, p.w_out};
+      Nhwc in{p.n, p.c, p.h_in, p.w_in}, out{p.n, p.c, p.h_out, p.w_out};
+      if (const Nhwc* t = TagOf(x); t && *t == in.As(t->dt)) in.dt = out.dt = t->dt;
       const bool cl = IsNhwc(x, in);
       if (!cl) Plain(x);
       const Tag tag = cl ? Tag::nhwc : Tag::nchw;
       const dnnl::algorithm alg = p.kind == PoolKind::kMax ? dnnl::algorithm::pooling_max
                                   : p.count_include_pad    ? dnnl::algorithm::pooling_avg_include_padding
                                                            : dnnl::algorithm::pooling_avg_exclude_padding;
-      const std::string key = Key({p.kind == PoolKind::kMax, p.count_include_pad, cl, p.n, p.c, p.h_in, p.w_in,
+      const std::string key = Key({p.kind == PoolKind::kMax, p.count_include_pad, cl, static_cast<int64_t>(in.dt), p.n, p.c, p.h_in, p.w_in,
                                    p.h_out, p.w_out, p.kh, p.kw, p.stride_h, p.stride_w, p.pad_t, p.pad_l, pb, pr,
                                    p.dil_h, p.dil_w});
       auto it = pools_.find(key);
       if (it == pools_.end()) {
-        memory::desc s(in.dims(), Dt::f32, tag), d(out.dims(), Dt::f32, tag);
+        memory::desc s(in.dims(), in.dt, tag), d(out.dims(), out.dt, tag);
         dnnl::pooling_v2_forward::desc pd_desc(dnnl::prop_kind::forward_inference, alg, s, d,
                                                {p.stride_h, p.stride_w}, {p.kh, p.kw},
                                                {p.dil_h - 1, p.dil_w - 1}, {p.pad_t, p.pad_l}, {pb, pr});
@@ -319,20 +325,22 @@ class DnnlKernels final : public Kernels {
       if (ad != full || (ad == full && bd == full && x1 == out && x0 != out)) return RefBinary(p, a, b, out);
       // Channels-last where the full operand is, and the other one's too when it is full.
       const bool four = p.rank == 4;
-      const Nhwc shape = four ? Nhwc{full[0], full[1], full[2], full[3]} : Nhwc{};
+      Nhwc shape = four ? Nhwc{full[0], full[1], full[2], full[3]} : Nhwc{};
+      if (const Nhwc* t = TagOf(x0); four && bd == full && t && *t == shape.As(t->dt) && IsNhwc(x1, *t))
+        shape.dt = t->dt;  // both bf16 (or both fp32) channels-last
       bool cl = four && IsNhwc(x0, shape);
       if (cl && bd == full && !IsNhwc(x1, shape)) cl = false;
       if (!cl) Plain(x0);
       if (!(cl && bd == full)) Plain(x1);
       auto md = [&](const Dims& d, bool channels_last) {
-        if (channels_last) return memory::desc(d, Dt::f32, Tag::nhwc);
+        if (channels_last) return memory::desc(d, shape.dt, Tag::nhwc);
         return memory::desc(d, Dt::f32, DenseStrides(d));
       };
       const memory::desc m0 = md(full, cl), m1 = md(bd, cl && bd == full), md_out = md(full, cl);
       dnnl::algorithm act_alg;
       float alpha, beta;
       const bool has_act = EltwiseOf(p.act, &act_alg, &alpha, &beta);
-      std::string key = Key({static_cast<int64_t>(alg), cl, p.rank}) + ActKey(p.act);
+      std::string key = Key({static_cast<int64_t>(alg), cl, p.rank, static_cast<int64_t>(shape.dt)}) + ActKey(p.act);
       for (int64_t v : full) key += Key({v});
       for (int64_t v : bd) key += Key({v});
       auto it = binaries_.find(key);
@@ -361,12 +369,14 @@ class DnnlKernels final : public Kernels {
     return Guard([&] {
       const Nhwc* t = TagOf(x);
       std::optional<Nhwc> keep;
-      if (t && t->elements() == p.count) keep = *t; else Plain(x);
       dnnl::algorithm alg;
       float alpha, beta;
-      if (EltwiseOf(p, &alg, &alpha, &beta)) {
-        const memory::desc m({p.count}, Dt::f32, Tag::a);
-        const std::string key = Key({static_cast<int64_t>(alg), p.count, Bits(alpha), Bits(beta)});
+      const bool mapped = EltwiseOf(p, &alg, &alpha, &beta);
+      if (t && t->elements() == p.count && (mapped || t->dt == Dt::f32)) keep = *t; else Plain(x);
+      if (mapped) {
+        const Dt dt = keep ? keep->dt : Dt::f32;
+        const memory::desc m({p.count}, dt, Tag::a);
+        const std::string key = Key({static_cast<int64_t>(alg), p.count, Bits(alpha), Bits(beta), static_cast<int64_t>(dt)});
         auto it = eltwises_.find(key);
         if (it == eltwises_.end()) {
           dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, alg, m, alpha, beta);
@@ -402,9 +412,11 @@ class DnnlKernels final : public Kernels {
       // Channels-last when every input is, as [outer, c_k, h, w] with h * w = inner.
       bool cl = p.count > 0;
       int64_t h = 0, w = 0, total = 0;
+      Dt dt = Dt::f32;
       for (int k = 0; k < p.count && cl; ++k) {
         const Nhwc* t = TagOf(inputs[k]);
-        cl = t && t->n == p.outer && t->c == p.axis_sizes[k] && t->h * t->w == p.inner &&
+        if (k == 0 && t) dt = t->dt;
+        cl = t && t->n == p.outer && t->c == p.axis_sizes[k] && t->h * t->w == p.inner && t->dt == dt &&
              (k == 0 || (t->h == h && t->w == w));
         if (cl) { h = t->h; w = t->w; total += t->c; }
       }
@@ -415,13 +427,13 @@ class DnnlKernels final : public Kernels {
         return;
       }
       std::vector<memory::desc> srcs;
-      std::string key = Key({p.outer, h, w});
+      std::string key = Key({p.outer, h, w, static_cast<int64_t>(dt)});
       for (int k = 0; k < p.count; ++k) {
-        srcs.emplace_back(Dims{p.outer, p.axis_sizes[k], h, w}, Dt::f32, Tag::nhwc);
+        srcs.emplace_back(Dims{p.outer, p.axis_sizes[k], h, w}, dt, Tag::nhwc);
         key += Key({p.axis_sizes[k]});
       }
-      const Nhwc out{p.outer, total, h, w};
-      const memory::desc dst(out.dims(), Dt::f32, Tag::nhwc);
+      const Nhwc out{p.outer, total, h, w, dt};
+      const memory::desc dst = out.md();
       auto it = concats_.find(key);
       if (it == concats_.end()) {
         dnnl::concat::primitive_desc pd(dst, 1, srcs, eng_);
@@ -448,17 +460,18 @@ class DnnlKernels final : public Kernels {
       // A channels-last 4-D input sliced with unit steps: a reorder of its sub-block.
       bool unit = p.rank == 4;
       for (int d = 0; d < p.rank && unit; ++d) unit = p.steps[d] == 1;
-      const Nhwc in = unit ? Nhwc{p.in_dims[0], p.in_dims[1], p.in_dims[2], p.in_dims[3]} : Nhwc{};
+      Nhwc in = unit ? Nhwc{p.in_dims[0], p.in_dims[1], p.in_dims[2], p.in_dims[3]} : Nhwc{};
+      if (const Nhwc* t = TagOf(x); unit && t && *t == in.As(t->dt)) in.dt = t->dt;
       if (!unit || !IsNhwc(x, in)) {
         Plain(x);
         Check(ref_->Slice(p, x, y));
         nhwc_.erase(y);
         return;
       }
-      const Nhwc out{p.out_dims[0], p.out_dims[1], p.out_dims[2], p.out_dims[3]};
-      const memory::desc whole(in.dims(), Dt::f32, Tag::nhwc);
+      const Nhwc out{p.out_dims[0], p.out_dims[1], p.out_dims[2], p.out_dims[3], in.dt};
+      const memory::desc whole = in.md();
       const memory::desc part = whole.submemory_desc(out.dims(), {p.starts[0], p.starts[1], p.starts[2], p.starts[3]});
-      Reorder(x, part, y, memory::desc(out.dims(), Dt::f32, Tag::nhwc));
+      Reorder(x, part, y, out.md());
       nhwc_[y] = out;
     });
   }
@@ -625,8 +638,15 @@ class DnnlKernels final : public Kernels {
     nhwc_.erase(it);
     const size_t bytes = static_cast<size_t>(s.elements()) * 4;
     void* t = plain_tmp_.Get(bytes);
-    Reorder(p, memory::desc(s.dims(), Dt::f32, Tag::nhwc), t, memory::desc(s.dims(), Dt::f32, Tag::nchw));
+    Reorder(p, s.md(), t, memory::desc(s.dims(), Dt::f32, Tag::nchw));
     std::memcpy(const_cast<void*>(p), t, bytes);
+  }
+  // Where `p`'s tensor is as `want`'s shape: its channels-last layout and type when it has
+  // one of that shape, else (turned back first, if need be) plain fp32 NCHW.
+  memory::desc MdOf(const void* p, const Nhwc& want) {
+    if (const Nhwc* t = TagOf(p); t && t->dims() == want.dims()) return t->md();
+    Plain(p);
+    return memory::desc(want.dims(), Dt::f32, Tag::nchw);
   }
   void Reorder(const void* src, const memory::desc& s, void* dst, const memory::desc& d) {
     memory sm(s, eng_, const_cast<void*>(src)), dm(d, eng_, dst);
@@ -644,11 +664,12 @@ class DnnlKernels final : public Kernels {
     const Dims wei = grouped ? Dims{p.groups, p.c_out / p.groups, p.c_in / p.groups, p.kh, p.kw}
                              : Dims{p.c_out, p.c_in, p.kh, p.kw};
     ConvPrim c;
-    c.src = memory::desc(src, Dt::f32, Tag::nhwc);
-    c.dst = memory::desc(dst, Dt::f32, Tag::nhwc);
+    const Dt dt = bf16_ ? Dt::bf16 : Dt::f32;  // bf16: activations and weights, fp32 sums
+    c.src = memory::desc(src, dt, Tag::nhwc);
+    c.dst = memory::desc(dst, dt, Tag::nhwc);
     c.bias = memory::desc({p.c_out}, Dt::f32, Tag::a);
     c.plain_weights = memory::desc(wei, Dt::f32, grouped ? Tag::goihw : Tag::oihw);
-    const memory::desc any_w(wei, Dt::f32, Tag::any);
+    const memory::desc any_w(wei, dt, Tag::any);
     const Dims strides{p.stride_h, p.stride_w}, dil{p.dil_h - 1, p.dil_w - 1};
     const Dims pad_l{p.pad_t, p.pad_l}, pad_r{p.pad_b, p.pad_r};
     using CF = dnnl::convolution_forward;
@@ -673,16 +694,40 @@ class DnnlKernels final : public Kernels {
   }
 
   // The convolution's weights in the layout its primitive chose, reordered once.
+  // In the weights' own buffer where the chosen layout is no larger (bf16, or no padding):
+  // the plain copy is not kept twice (the pipeline's peak RSS). Else a copy of their own.
   memory WeightsFor(const ConvPrim& c, const void* w) {
-    if (c.weights == c.plain_weights) return memory(c.weights, eng_, const_cast<void*>(w));
+    auto t = reordered_.find(w);
+    const memory::desc have = t == reordered_.end() ? c.plain_weights : t->second;
+    if (c.weights == have) return memory(c.weights, eng_, const_cast<void*>(w));
+    if (t == reordered_.end() && c.weights.get_size() <= c.plain_weights.get_size()) {
+      void* tmp = plain_tmp_.Get(c.weights.get_size());
+      Reorder(w, have, tmp, c.weights);
+      std::memcpy(const_cast<void*>(w), tmp, c.weights.get_size());
+      reordered_[w] = c.weights;
+      return memory(c.weights, eng_, const_cast<void*>(w));
+    }
     std::string key(reinterpret_cast<const char*>(&w), sizeof w);
     key += std::to_string(reinterpret_cast<uintptr_t>(&c));
     auto it = weights_.find(key);
     if (it != weights_.end()) return it->second;
-    memory src(c.plain_weights, eng_, const_cast<void*>(w));
+    memory src(have, eng_, const_cast<void*>(w));
     memory dst(c.weights, eng_);
     dnnl::reorder(src, dst).execute(strm_, src, dst);
     return weights_.emplace(key, dst).first->second;
+  }
+  // Weights as the reference reads them (OIHW fp32): `w` itself, or, where a primitive
+  // reordered them in place, a plain copy in the temporary buffer.
+  const void* PlainWeights(const Conv2dParams& p, const void* w) {
+    auto t = reordered_.find(w);
+    if (t == reordered_.end()) return w;
+    const bool grouped = p.groups > 1;
+    const Dims wei = grouped ? Dims{p.groups, p.c_out / p.groups, p.c_in / p.groups, p.kh, p.kw}
+                             : Dims{p.c_out, p.c_in, p.kh, p.kw};
+    const memory::desc plain(wei, Dt::f32, grouped ? Tag::goihw : Tag::oihw);
+    void* tmp = own_scratch_.Get(plain.get_size());
+    Reorder(w, t->second, tmp, plain);
+    return tmp;
   }
 
   DnnlOptions options_;
@@ -695,6 +740,7 @@ class DnnlKernels final : public Kernels {
   std::unordered_map<const void*, Nhwc> nhwc_;
   mutable std::map<std::string, ConvPrim> convs_;  // std::map: WeightsFor keys on a ConvPrim's address
   std::unordered_map<std::string, memory> weights_;
+  std::unordered_map<const void*, memory::desc> reordered_;  // weights reordered in place
   std::unordered_map<std::string, Prim> pools_, binaries_, eltwises_, matmuls_;
   std::unordered_map<std::string, dnnl::concat> concats_;
   Temp own_scratch_, plain_tmp_;
@@ -715,4 +761,4 @@ std::unique_ptr<Kernels> MakeDnnlKernels(DnnlOptions options) {
   return std::make_unique<DnnlKernels>(options);
 }
 
-}  // namespace framemill::gpu::engine
+}  // namespace framemill::engine

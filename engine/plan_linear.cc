@@ -6,9 +6,9 @@
 #include <numeric>
 #include <set>
 
-#include "gpu/engine/plan_builder.h"
+#include "engine/plan_builder.h"
 
-namespace framemill::gpu::engine::plan_detail {
+namespace framemill::engine::plan_detail {
 
 
 Status PlanBuilder::LowerMatMul(size_t i) {
@@ -140,4 +140,4 @@ Status PlanBuilder::LowerReduce(size_t i) {
   return Emit(StepKind::kReduce, {x.buf}, n, out, p);
 }
 
-}  // namespace framemill::gpu::engine::plan_detail
+}  // namespace framemill::engine::plan_detail

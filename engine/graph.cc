@@ -1,11 +1,11 @@
-#include "gpu/engine/graph.h"
+#include "engine/graph.h"
 
 #include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
 
-namespace framemill::gpu::engine {
+namespace framemill::engine {
 
 namespace {
 
@@ -227,4 +227,4 @@ Result<Graph> LoadGraph(const std::string& json_path) {
   return ParseGraph(*text, *bin);
 }
 
-}  // namespace framemill::gpu::engine
+}  // namespace framemill::engine

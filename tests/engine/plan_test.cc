@@ -1,6 +1,6 @@
 // The planner: shapes at several batch sizes, fusion, memory reuse in the arena, and
 // DeviceBytes that grows linearly in the batch on top of constant weights.
-#include "gpu/engine/plan.h"
+#include "engine/plan.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -11,10 +11,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "gpu/engine/cpu_kernels.h"
+#include "engine/reference/cpu_kernels.h"
 #include "tests/support/model_test_support.h"
 
-namespace framemill::gpu::engine {
+namespace framemill::engine {
 namespace {
 
 namespace fs = std::filesystem;
@@ -201,4 +201,4 @@ TEST(PlanTest, ConvertedModelsPlanAtBatchOneAndFour) {
 }
 
 }  // namespace
-}  // namespace framemill::gpu::engine
+}  // namespace framemill::engine

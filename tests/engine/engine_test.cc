@@ -2,7 +2,7 @@
 // computes itself, allocation failures passed through unchanged, and every converted
 // model in FRAMEMILL_MODELS against cv::dnn running the same model.onnx on a real photo
 // (fp32 storage to float rounding; fp16 storage reported and held to a cosine bound).
-#include "gpu/engine/engine.h"
+#include "engine/engine.h"
 #include "models/catalog.h"
 
 #include <chrono>
@@ -21,11 +21,11 @@
 #include <opencv2/dnn.hpp>
 #include <opencv2/imgcodecs.hpp>
 
-#include "gpu/engine/cpu_kernels.h"
+#include "engine/reference/cpu_kernels.h"
 #include "gpu/ops.h"
 #include "tests/support/model_test_support.h"
 
-namespace framemill::gpu::engine {
+namespace framemill::engine {
 namespace {
 
 namespace fs = std::filesystem;
@@ -407,4 +407,4 @@ INSTANTIATE_TEST_SUITE_P(Converted, ModelTest,
                          });
 
 }  // namespace
-}  // namespace framemill::gpu::engine
+}  // namespace framemill::engine

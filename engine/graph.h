@@ -15,7 +15,7 @@
 
 #include "base/status.h"
 
-namespace framemill::gpu::engine {
+namespace framemill::engine {
 
 // A constant known on the host: an initializer or a Constant node's value. Floats are
 // kept as float, integer dtypes (int64/int32/bool) as int64.
@@ -66,4 +66,4 @@ Result<Graph> ParseGraph(std::string_view json_text, std::string_view bin);
 // when a file is missing or unreadable.
 Result<Graph> LoadGraph(const std::string& json_path);
 
-}  // namespace framemill::gpu::engine
+}  // namespace framemill::engine

@@ -1,11 +1,11 @@
-// How a Graph becomes a Plan (gpu/engine/plan.h), internal to gpu/engine: the shape helpers,
+// How a Graph becomes a Plan (engine/plan.h), internal to engine/: the shape helpers,
 // the values the lowering tracks, and PlanBuilder. Its lowerings, one per family of ONNX ops,
 // live in plan_conv.cc (convolutions, pooling), plan_elementwise.cc (binary and unary ops,
 // batch norm), plan_linear.cc (MatMul, Gemm, reductions) and plan_shape.cc (resize, pad,
 // concat, transpose, slices, gathers, reshapes); plan.cc dispatches them by the Lowerings()
 // table and holds the constants, softmax and argmax; plan_place.cc places the buffers.
 // Adding an ONNX op: one lowering (PlanBuilder::Lower*, in its family's file, ending in Emit),
-// one row of Lowerings(), and one kernel (gpu/engine/kernels.h: its CPU and CUDA twins).
+// one row of Lowerings(), and one kernel (engine/kernels.h: its CPU and CUDA twins).
 #pragma once
 
 #include <algorithm>
@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "gpu/engine/plan.h"
+#include "engine/plan.h"
 
-namespace framemill::gpu::engine::plan_detail {
+namespace framemill::engine::plan_detail {
 
 using Shape = std::vector<int64_t>;
 
@@ -293,4 +293,4 @@ class PlanBuilder {
   std::vector<bool> skip_;
 };
 
-}  // namespace framemill::gpu::engine::plan_detail
+}  // namespace framemill::engine::plan_detail

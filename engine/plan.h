@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "base/status.h"
-#include "gpu/engine/graph.h"
-#include "gpu/engine/kernels.h"
+#include "engine/graph.h"
+#include "engine/kernels.h"
 
-namespace framemill::gpu::engine {
+namespace framemill::engine {
 
 // Device buffers are placed at multiples of this many bytes.
 constexpr int64_t kPlanAlignment = 256;
@@ -91,4 +91,4 @@ Result<Plan> BuildPlan(const Graph& graph, int batch, StorageType storage,
 int64_t DeviceBytes(const Graph& graph, int batch, StorageType storage,
                     const Kernels* kernels = nullptr);
 
-}  // namespace framemill::gpu::engine
+}  // namespace framemill::engine

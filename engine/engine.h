@@ -1,4 +1,4 @@
-// Runs an fmg graph (gpu/engine/graph.h) on a Kernels implementation: weights uploaded
+// Runs an fmg graph (engine/graph.h) on a Kernels implementation: weights uploaded
 // once at Load, one arena per batch size (allocated on the first Run of that size and
 // kept until a different size comes), outputs returned as fp32 host tensors.
 // Thread-safety: one thread at a time (the Kernels it owns are single-threaded).
@@ -9,12 +9,12 @@
 #include <string>
 
 #include "base/status.h"
-#include "gpu/engine/graph.h"
-#include "gpu/engine/kernels.h"
-#include "gpu/engine/plan.h"
-#include "gpu/ops.h"
+#include "engine/graph.h"
+#include "engine/kernels.h"
+#include "engine/plan.h"
+#include "engine/tensor.h"
 
-namespace framemill::gpu::engine {
+namespace framemill::engine {
 
 struct EngineOptions {
   StorageType storage = StorageType::kFloat32;
@@ -40,7 +40,7 @@ class Engine {
 
   // input: NCHW, fp32 or fp16, batch = shape[0]. Returns every graph output by name,
   // fp32, in the shape the plan gives it.
-  Result<std::map<std::string, gpu::Tensor>> Run(const gpu::Tensor& input);
+  Result<std::map<std::string, Tensor>> Run(const Tensor& input);
 
   const Graph& graph() const { return graph_; }
   Kernels& kernels() { return *kernels_; }
@@ -54,11 +54,11 @@ class Engine {
   // Where buffer b of `plan` lives on the device (null for -1).
   void* Where(const Plan& plan, int b) const;
   // The input, converted on the host to the storage type, into its buffer.
-  Status UploadInput(const Plan& plan, const gpu::Tensor& input);
+  Status UploadInput(const Plan& plan, const Tensor& input);
   // One step: its kernel with its buffers.
   Status RunStep(const Plan& plan, const Step& s);
   // The graph's outputs, as float32 tensors.
-  Result<std::map<std::string, gpu::Tensor>> DownloadOutputs(const Plan& plan);
+  Result<std::map<std::string, Tensor>> DownloadOutputs(const Plan& plan);
 
   Graph graph_;
   std::unique_ptr<Kernels> kernels_;
@@ -68,6 +68,7 @@ class Engine {
   int64_t weight_bytes_ = 0;
   void* arena_ = nullptr;
   int arena_batch_ = 0;
+  bool weights_uploaded_ = false;  // then plans drop their host copy of the weights
 };
 
-}  // namespace framemill::gpu::engine
+}  // namespace framemill::engine

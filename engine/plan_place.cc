@@ -7,9 +7,9 @@
 #include <numeric>
 #include <set>
 
-#include "gpu/engine/plan_builder.h"
+#include "engine/plan_builder.h"
 
-namespace framemill::gpu::engine::plan_detail {
+namespace framemill::engine::plan_detail {
 
 // Greedy best-offset placement, largest buffers first: each goes at the lowest offset
 // where it overlaps no placed buffer whose lifetime intersects its own.
@@ -57,4 +57,4 @@ void PlanBuilder::Place() {
   plan_.scratch_bytes = AlignUp(scratch);
 }
 
-}  // namespace framemill::gpu::engine::plan_detail
+}  // namespace framemill::engine::plan_detail

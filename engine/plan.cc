@@ -1,12 +1,12 @@
-#include "gpu/engine/plan.h"
+#include "engine/plan.h"
 
 #include <algorithm>
 #include <map>
 #include <set>
 
-#include "gpu/engine/plan_builder.h"
+#include "engine/plan_builder.h"
 
-namespace framemill::gpu::engine {
+namespace framemill::engine {
 namespace plan_detail {
 
 const std::map<std::string, PlanBuilder::Lowering>& PlanBuilder::Lowerings() {
@@ -193,4 +193,4 @@ int64_t DeviceBytes(const Graph& graph, int batch, StorageType storage, const Ke
   return p.ok() ? p->DeviceBytes() : -1;
 }
 
-}  // namespace framemill::gpu::engine
+}  // namespace framemill::engine

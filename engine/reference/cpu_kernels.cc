@@ -1,4 +1,4 @@
-#include "gpu/engine/cpu_kernels.h"
+#include "engine/reference/cpu_kernels.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,10 +10,10 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
-#include "gpu/ops.h"
-#include "gpu/engine/cpu_conv_loops.h"
+#include "engine/tensor.h"
+#include "engine/reference/cpu_conv_loops.h"
 
-namespace framemill::gpu::engine {
+namespace framemill::engine {
 
 namespace {
 
@@ -616,4 +616,4 @@ std::unique_ptr<Kernels> MakeCpuKernels(int64_t memory_limit) {
   return std::make_unique<CpuKernels>(memory_limit);
 }
 
-}  // namespace framemill::gpu::engine
+}  // namespace framemill::engine

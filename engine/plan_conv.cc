@@ -7,9 +7,9 @@
 #include <numeric>
 #include <set>
 
-#include "gpu/engine/plan_builder.h"
+#include "engine/plan_builder.h"
 
-namespace framemill::gpu::engine::plan_detail {
+namespace framemill::engine::plan_detail {
 namespace {
 
 // A 2-D window's strides, dilations and pads (t, l, b, r) from the node's attributes, where
@@ -218,4 +218,4 @@ Status PlanBuilder::LowerPool(size_t i) {
   return Emit(StepKind::kPool2d, {x.buf}, n, {p.n, p.c, p.h_out, p.w_out}, p);
 }
 
-}  // namespace framemill::gpu::engine::plan_detail
+}  // namespace framemill::engine::plan_detail

@@ -12,9 +12,9 @@
 
 #include <tbb/parallel_for.h>
 
-#include "gpu/engine/kernels.h"
+#include "engine/kernels.h"
 
-namespace framemill::gpu::engine::cpu_conv {
+namespace framemill::engine::cpu_conv {
 
 // A fused activation, as every kernel applies it.
 inline float Act(const ActivationParams& a, float v) {
@@ -110,4 +110,4 @@ inline void GemmRows(const float* w, const float* x, int64_t rows, int64_t K, in
   });
 }
 
-}  // namespace framemill::gpu::engine::cpu_conv
+}  // namespace framemill::engine::cpu_conv

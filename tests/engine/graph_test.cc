@@ -1,6 +1,6 @@
 // The fmg loader: well-formed graphs load with their attributes and initializers;
 // malformed ones fail with a typed status that names the problem.
-#include "gpu/engine/graph.h"
+#include "engine/graph.h"
 
 #include <filesystem>
 #include <fstream>
@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-namespace framemill::gpu::engine {
+namespace framemill::engine {
 namespace {
 
 namespace fs = std::filesystem;
@@ -122,4 +122,4 @@ TEST(GraphTest, LoadGraphReadsTheBinBesideTheJson) {
 }
 
 }  // namespace
-}  // namespace framemill::gpu::engine
+}  // namespace framemill::engine

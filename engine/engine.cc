@@ -1,8 +1,8 @@
-#include "gpu/engine/engine.h"
+#include "engine/engine.h"
 
 #include <cstring>
 
-namespace framemill::gpu::engine {
+namespace framemill::engine {
 
 namespace {
 
@@ -13,7 +13,7 @@ std::vector<uint8_t> ToStorage(const float* v, size_t n, StorageType st) {
     std::memcpy(out.data(), v, n * 4);
   } else {
     auto* h = reinterpret_cast<uint16_t*>(out.data());
-    gpu::FloatsToHalves(v, h, n);
+    FloatsToHalves(v, h, n);
   }
   return out;
 }
@@ -34,6 +34,8 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& fmg_path,
   auto plan = e->PlanFor(1);
   if (!plan.ok()) return plan.status();
   FM_RETURN_IF_ERROR(e->UploadWeights(**plan));
+  e->weights_uploaded_ = true;
+  e->plans_.begin()->second->constants.clear();
   return e;
 }
 
@@ -72,6 +74,9 @@ Result<const Plan*> Engine::PlanFor(int batch) {
                               " plan differ from the batch-1 plan");
   }
   auto p = std::make_unique<Plan>(std::move(plan).value());
+  // The weights' host values are needed only to upload them, once: a plan keeps none after
+  // (on the CPU, where the device is the host, yolov8s held 43 MB of them twice more).
+  if (weights_uploaded_) p->constants.clear();
   const Plan* raw = p.get();
   plans_[batch] = std::move(p);
   return raw;
@@ -82,7 +87,7 @@ int64_t Engine::PlanBytes(int batch) {
   return p.ok() ? (*p)->DeviceBytes() : -1;
 }
 
-Result<std::map<std::string, gpu::Tensor>> Engine::Run(const gpu::Tensor& input) {
+Result<std::map<std::string, Tensor>> Engine::Run(const Tensor& input) {
   if (input.shape.empty() || input.shape[0] < 1)
     return Status::InvalidArgument("engine: input has no batch dimension");
   int batch = static_cast<int>(input.shape[0]);
@@ -123,7 +128,7 @@ void* Engine::Where(const Plan& plan, int b) const {
   return (buf.weight ? static_cast<uint8_t*>(weights_) : static_cast<uint8_t*>(arena_)) + buf.offset;
 }
 
-Status Engine::UploadInput(const Plan& plan, const gpu::Tensor& input) {
+Status Engine::UploadInput(const Plan& plan, const Tensor& input) {
   const Buffer& in = plan.buffers[plan.input];
   size_t n_in = static_cast<size_t>(in.elements);
   if (input.data.size() != n_in * input.ElementBytes())
@@ -169,13 +174,13 @@ Status Engine::RunStep(const Plan& plan, const Step& s) {
   return Status::OK();
 }
 
-Result<std::map<std::string, gpu::Tensor>> Engine::DownloadOutputs(const Plan& plan) {
-  std::map<std::string, gpu::Tensor> outs;
+Result<std::map<std::string, Tensor>> Engine::DownloadOutputs(const Plan& plan) {
+  std::map<std::string, Tensor> outs;
   for (const PlanOutput& o : plan.outputs) {
     const Buffer& b = plan.buffers[o.buffer];
     std::vector<uint8_t> raw(static_cast<size_t>(b.bytes));
     FM_RETURN_IF_ERROR(kernels_->Download(raw.data(), Where(plan, o.buffer), raw.size()));
-    gpu::Tensor t;
+    Tensor t;
     t.shape = o.shape;
     t.type = TensorType::kFloat32;
     t.data.resize(static_cast<size_t>(b.elements) * 4);
@@ -184,11 +189,11 @@ Result<std::map<std::string, gpu::Tensor>> Engine::DownloadOutputs(const Plan& p
     } else {
       auto* h = reinterpret_cast<const uint16_t*>(raw.data());
       auto* f = reinterpret_cast<float*>(t.data.data());
-      gpu::HalvesToFloats(h, f, static_cast<size_t>(b.elements));
+      HalvesToFloats(h, f, static_cast<size_t>(b.elements));
     }
     outs[o.name] = std::move(t);
   }
   return outs;
 }
 
-}  // namespace framemill::gpu::engine
+}  // namespace framemill::engine

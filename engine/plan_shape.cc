@@ -7,9 +7,9 @@
 #include <numeric>
 #include <set>
 
-#include "gpu/engine/plan_builder.h"
+#include "engine/plan_builder.h"
 
-namespace framemill::gpu::engine::plan_detail {
+namespace framemill::engine::plan_detail {
 
 
 Status PlanBuilder::LowerResize(size_t i) {
@@ -470,4 +470,4 @@ Status PlanBuilder::LowerReshapeLike(size_t i) {
   return Status::OK();
 }
 
-}  // namespace framemill::gpu::engine::plan_detail
+}  // namespace framemill::engine::plan_detail

@@ -1,4 +1,4 @@
-// The reference Kernels (gpu/engine/kernels.h) on the host: plain loops, fp32
+// The reference Kernels (engine/kernels.h) on the host: plain loops, fp32
 // accumulation, parallel with TBB. "Device" memory is host memory. With fp16 storage
 // every stored value goes through IEEE half (gpu::FloatToHalf), so the error fp16
 // storage causes can be studied without a GPU; the CUDA kernels are tested against it.
@@ -7,12 +7,12 @@
 
 #include <memory>
 
-#include "gpu/engine/kernels.h"
+#include "engine/kernels.h"
 
-namespace framemill::gpu::engine {
+namespace framemill::engine {
 
 // `memory_limit` > 0 makes Alloc refuse (OutOfMemory) once the live allocations would
 // exceed it: a host stand-in for a device of that size.
 std::unique_ptr<Kernels> MakeCpuKernels(int64_t memory_limit = 0);
 
-}  // namespace framemill::gpu::engine
+}  // namespace framemill::engine

@@ -7,9 +7,9 @@
 #include <numeric>
 #include <set>
 
-#include "gpu/engine/plan_builder.h"
+#include "engine/plan_builder.h"
 
-namespace framemill::gpu::engine::plan_detail {
+namespace framemill::engine::plan_detail {
 
 namespace {
 
@@ -198,4 +198,4 @@ Status PlanBuilder::LowerBatchNorm(size_t i) {
   return Emit(StepKind::kBinary, {scaled, shift}, n, dims, p, out);
 }
 
-}  // namespace framemill::gpu::engine::plan_detail
+}  // namespace framemill::engine::plan_detail
