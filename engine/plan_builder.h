@@ -8,6 +8,7 @@
 // one row of Lowerings(), and one kernel (engine/kernels.h: its CPU and CUDA twins).
 #pragma once
 
+#include <array>
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -206,6 +207,8 @@ class PlanBuilder {
     plan_.fused += 2;
     return m.outputs[0];
   }
+  // A Pad node absorbed by its Conv (pad_into_conv_); true when it emits nothing.
+  bool FusePadIntoConv(const Node& n, const PadParams& p);
   // Reads `n` as a fusable activation.
   bool AsActivation(const Node& n, ActivationParams* act);
   // Fuses a following activation node into *act; returns the new output name.
@@ -288,6 +291,9 @@ class PlanBuilder {
   const Kernels* kernels_;
   Plan plan_;
   std::map<std::string, Val> vals_;
+  // A zero Pad of H and W whose only consumer is a Conv: no step of its own, its pads (t, l,
+  // b, r) added to the convolution's, which reads the Pad's input (FusePadIntoConv).
+  std::map<std::string, std::array<int64_t, 4>> pad_into_conv_;
   std::map<std::string, std::vector<size_t>> consumers_;
   std::set<std::string> graph_outputs_;
   std::vector<bool> skip_;

@@ -112,6 +112,10 @@ Status PlanBuilder::LowerConv(size_t i) {
   } else if (auto_pad == "VALID") {
     p.pad_t = p.pad_l = p.pad_b = p.pad_r = 0;
   }
+  if (auto pad = pad_into_conv_.find(n.inputs[0]); pad != pad_into_conv_.end()) {
+    p.pad_t += pad->second[0]; p.pad_l += pad->second[1];
+    p.pad_b += pad->second[2]; p.pad_r += pad->second[3];
+  }
   p.h_out = (p.h_in + p.pad_t + p.pad_b - ekh) / p.stride_h + 1;
   p.w_out = (p.w_in + p.pad_l + p.pad_r - ekw) / p.stride_w + 1;
   if (p.h_out <= 0 || p.w_out <= 0) return Bad(n, "empty output for input " + ShapeStr(x.shape));

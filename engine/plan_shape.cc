@@ -104,7 +104,25 @@ Status PlanBuilder::LowerPad(size_t i) {
     if (p.mode == PadMode::kReflect && (pads[d] >= x.shape[d] || pads[d + r] >= x.shape[d]))
       return Bad(n, "reflect pad wider than the input");
   }
+  if (FusePadIntoConv(n, p)) return Status::OK();
   return Emit(StepKind::kPad, {x.buf}, n, out, p);
+}
+
+// Keras' ZeroPadding2D before a "valid" strided convolution (MobileNetV2: nsfw's five) is the
+// convolution's own padding: the copy, and on the CPU two layout changes, saved.
+bool PlanBuilder::FusePadIntoConv(const Node& n, const PadParams& p) {
+  const int c = SoleConsumer(n.outputs[0]);
+  if (c < 0 || p.rank != 4 || p.mode != PadMode::kConstant || p.value != 0) return false;
+  const Node& conv = g_.nodes[c];
+  if (conv.op != "Conv" || conv.inputs.empty() || conv.inputs[0] != n.outputs[0]) return false;
+  const std::string auto_pad = conv.AttrString("auto_pad", "NOTSET");
+  if (auto_pad != "NOTSET" && auto_pad != "VALID") return false;
+  for (int d : {0, 1})
+    if (p.before[d] != 0 || p.after[d] != 0) return false;
+  vals_[n.outputs[0]] = V(n.inputs[0]);
+  pad_into_conv_[n.outputs[0]] = {p.before[2], p.before[3], p.after[2], p.after[3]};
+  plan_.fused++;
+  return true;
 }
 
 

@@ -59,7 +59,12 @@ fi
 if [ ! -f build/Testing/Temporary/CTestCostData.txt ]; then
   install -D -m 644 tests/ctest-costs.txt build/Testing/Temporary/CTestCostData.txt
 fi
-(cd build && ctest --output-on-failure -j2 --timeout 900)
+# ctest runs two tests at once on the 2 cores; a test that runs models in its own process would
+# give oneDNN's OpenMP team both cores, and two such teams spin against each other (GNU OpenMP
+# waits actively): FacesStageTest.ATightCloseUpGivesOneFace took 121 s beside another test,
+# 3.2 s alone. One thread a test process; `framemill run` in a test still gives each worker its
+# share of the cores.
+(cd build && OMP_NUM_THREADS=1 ctest --output-on-failure -j2 --timeout 900)
 if [ -x build/framemill_cpu ]; then
   # The CPU-only configuration itself (-DFRAMEMILL_CUDA=OFF) must configure: its binary is
   # built from the same sources as framemill_cpu above, which the suite just ran.

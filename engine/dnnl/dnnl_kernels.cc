@@ -133,13 +133,11 @@ struct ConvPrim {
 class DnnlKernels final : public Kernels {
  public:
   explicit DnnlKernels(DnnlOptions o)
-      : options_(o), ref_(MakeCpuKernels()), eng_(dnnl::engine::kind::cpu, 0), strm_(eng_) {
+      : options_(o), ref_(MakeCpuKernels(o.memory_limit)), eng_(dnnl::engine::kind::cpu, 0), strm_(eng_) {
     bf16_ = o.bf16 && CpuHasBf16();
     g_started = true;
   }
-  ~DnnlKernels() override {
-    for (auto& [p, n] : live_) std::free(p);
-  }
+  ~DnnlKernels() override = default;  // ref_ frees what it allocated
   std::string name() const override { return "cpu"; }
   Status Prepare(StorageType storage) override {
     if (storage != StorageType::kFloat32)
@@ -147,36 +145,22 @@ class DnnlKernels final : public Kernels {
     return ref_->Prepare(storage);
   }
 
-  // ---- memory ----
+  // ---- memory: the reference kernels' (host memory, the same limit) ----
   Status Alloc(size_t bytes, void** out) override {
-    const size_t size = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
-    if (options_.memory_limit > 0 && used_ + static_cast<int64_t>(size) > options_.memory_limit)
-      return Status::OutOfMemory("cpu kernels: " + std::to_string(size) + " bytes over the limit of " +
-                                 std::to_string(options_.memory_limit));
-    void* p = std::aligned_alloc(256, size);
-    if (!p) return Status::OutOfMemory("cpu kernels: host allocation of " + std::to_string(size) + " bytes failed");
-    live_[p] = static_cast<int64_t>(size);
-    used_ += static_cast<int64_t>(size);
-    *out = p;
+    FM_RETURN_IF_ERROR(ref_->Alloc(bytes, out));
+    live_[*out] = static_cast<int64_t>(bytes);
     return Status::OK();
   }
+  // The tags of what lived in the block go with it.
   void Free(void* p) override {
-    if (!p) return;
-    auto it = live_.find(p);
-    if (it != live_.end()) {
+    if (auto it = live_.find(p); it != live_.end()) {
       const char* lo = static_cast<const char*>(p);
-      for (auto t = nhwc_.begin(); t != nhwc_.end();) {
-        const char* q = static_cast<const char*>(t->first);
-        t = q >= lo && q < lo + it->second ? nhwc_.erase(t) : std::next(t);
-      }
-      for (auto t = reordered_.begin(); t != reordered_.end();) {
-        const char* q = static_cast<const char*>(t->first);
-        t = q >= lo && q < lo + it->second ? reordered_.erase(t) : std::next(t);
-      }
-      used_ -= it->second;
+      auto inside = [&](const void* q) { return q >= lo && static_cast<const char*>(q) < lo + it->second; };
+      std::erase_if(nhwc_, [&](const auto& t) { return inside(t.first); });
+      std::erase_if(reordered_, [&](const auto& t) { return inside(t.first); });
       live_.erase(it);
     }
-    std::free(p);
+    ref_->Free(p);
   }
   Status Upload(void* dst, const void* src, size_t bytes) override {
     std::memcpy(dst, src, bytes);
@@ -735,8 +719,7 @@ class DnnlKernels final : public Kernels {
   std::unique_ptr<Kernels> ref_;
   dnnl::engine eng_;
   dnnl::stream strm_;
-  std::map<void*, int64_t> live_;
-  int64_t used_ = 0;
+  std::map<const void*, int64_t> live_;  // allocated blocks' sizes, for Free's tags
   std::unordered_map<const void*, Nhwc> nhwc_;
   mutable std::map<std::string, ConvPrim> convs_;  // std::map: WeightsFor keys on a ConvPrim's address
   std::unordered_map<std::string, memory> weights_;

@@ -102,6 +102,29 @@ TEST(PlanTest, ShapesFollowTheBatch) {
   }
 }
 
+// Keras' ZeroPadding2D before a valid strided convolution, and YOLOv8's SiLU after one: the
+// Pad is the convolution's own padding, Sigmoid -> Mul one swish; one step is left. (Whole
+// models through both plans: GoldenTest and DnnlKernelsTest.WholeModelsAgreeWithTheReference.)
+TEST(PlanTest, AZeroPadGoesIntoTheConvolutionAndSigmoidMulIsOneSwish) {
+  Chain c;
+  c.j["nodes"] = json::array();
+  c.j["outputs"] = {{{"name", "y"}}};
+  c.Init("pads", {8}, true, {0, 0, 0, 1, 0, 0, 1, 2});
+  c.Node("Pad", {"x", "pads"}, {"xp"}, {{"mode", "constant"}});
+  c.Node("Conv", {"xp", "w0", "b0"}, {"c"}, {{"strides", {2, 2}}});
+  c.Node("Sigmoid", {"c"}, {"s"});
+  c.Node("Mul", {"c", "s"}, {"y"});
+  Graph g = c.Parse();
+  auto p = BuildPlan(g, 1, StorageType::kFloat32);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_EQ(p->steps.size(), 1u);
+  EXPECT_EQ(p->fused, 3);  // the Pad, the Sigmoid and the Mul
+  const auto& conv = std::get<Conv2dParams>(p->steps[0].params);
+  EXPECT_EQ(conv.act.kind, Activation::kSwish);
+  EXPECT_EQ(std::vector<int>({conv.pad_t, conv.pad_l, conv.pad_b, conv.pad_r}), std::vector<int>({0, 1, 1, 2}));
+  EXPECT_EQ(p->outputs[0].shape, (std::vector<int64_t>{1, 16, 16, 17}));
+}
+
 TEST(PlanTest, ArenaReusesDeadBuffersAndNoLiveBuffersOverlap) {
   Graph g = Chain().Parse();
   auto p = BuildPlan(g, 2, StorageType::kFloat32);
