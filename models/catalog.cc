@@ -177,7 +177,10 @@ DevicePrecision PrecisionOnCpu(std::string_view name, std::string_view setting) 
   if (setting == "bf16" || setting == "fp32") return {std::string(setting), "CPU_PRECISION=" + std::string(setting)};
   const ModelSpec* m = FindModel(name);
   if (m == nullptr) return {"fp32", "a model framemill does not list: fp32"};
-  const std::string why = m->cpu_precision_why.empty() ? "not measured in bf16" : m->cpu_precision_why;
+  const std::string why = m->cpu_precision_why.empty()
+                              ? "fp32: with every model in bf16, face embeddings (10 of 15), segment coverage "
+                                "(121 of 132), pose tracks (1 of 3) and content types (131 of 132) moved"
+                              : m->cpu_precision_why;
   return {m->cpu_precision, why};
 }
 
