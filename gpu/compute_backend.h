@@ -95,7 +95,9 @@ class ComputeBackend {
 };
 
 // The CPU backend: the reference implementations, parallel over the batch.
-std::unique_ptr<ComputeBackend> MakeCpuBackend();
+// `bf16`: the engine's kernels (oneDNN's) compute in bf16 where the CPU has AVX512-BF16 or
+// AMX (engine/dnnl/dnnl_kernels.h); fp32 elsewhere.
+std::unique_ptr<ComputeBackend> MakeCpuBackend(bool bf16 = false);
 
 // A simulated GPU for tests and CI: runs the CPU code but enforces a VRAM budget of
 // `vram_mb`, charging each batch the per-item bytes of gpu/ops.h (times

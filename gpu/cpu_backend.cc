@@ -27,10 +27,11 @@ Result<std::vector<Out>> EachOnHost(const std::vector<In>& inputs, Fn one, const
 
 class CpuBackend : public ComputeBackend {
  public:
+  explicit CpuBackend(bool bf16 = false) : bf16_(bf16) {}
   std::string device() const override { return "cpu"; }
   bool is_gpu() const override { return false; }
   Result<std::unique_ptr<engine::Kernels>> MakeEngineKernels() override {
-    return engine::MakeDnnlKernels();
+    return engine::MakeDnnlKernels({.bf16 = bf16_});
   }
   Result<DeviceInfo> Info() override {
     DeviceInfo d;
@@ -97,6 +98,8 @@ class CpuBackend : public ComputeBackend {
     return EachOnHost<cv::Mat>(tasks, [&](const HoleFillTask& t) { return HoleFillCpu(t, spec); },
                                "filling a hole");
   }
+ private:
+  bool bf16_;  // the engine's kernels compute in bf16 (where the CPU has it)
 };
 
 // The simulated device's arithmetic: the CPU's, named as a device. Its memory is the
@@ -127,7 +130,7 @@ class SimCore : public CpuBackend {
 
 }  // namespace
 
-std::unique_ptr<ComputeBackend> MakeCpuBackend() { return std::make_unique<CpuBackend>(); }
+std::unique_ptr<ComputeBackend> MakeCpuBackend(bool bf16) { return std::make_unique<CpuBackend>(bf16); }
 
 std::unique_ptr<ComputeBackend> MakeSimBackend(int64_t vram_mb, double cost_multiplier) {
   return MakeSharedSimBackend(DeviceLedger::Private("sim:0", vram_mb << 20), cost_multiplier);

@@ -2,21 +2,17 @@
 
 #include <cstring>
 
-#include "engine/dnnl/dnnl_kernels.h"
 #include "models/catalog.h"
 #include "models/letterbox.h"
 
 namespace framemill::models {
 
 Result<std::unique_ptr<EngineModel>> EngineModel::Open(const ModelManifest& m,
-                                                       gpu::ComputeBackend& backend,
-                                                       const std::string& cpu_precision) {
+                                                       gpu::ComputeBackend& backend) {
   if (m.graph_file.empty())
     return Status::NotFound("model " + m.name + " has no engine graph (model.fmg.json): run "
                             "`framemill models fetch --force --only " + m.name + "`");
-  auto kernels = backend.is_gpu() ? backend.MakeEngineKernels()
-                                  : Result<std::unique_ptr<engine::Kernels>>(engine::MakeDnnlKernels(
-                                        {.bf16 = PrecisionOnCpu(m.name, cpu_precision).precision == "bf16"}));
+  auto kernels = backend.MakeEngineKernels();
   if (!kernels.ok()) return kernels.status();
   engine::EngineOptions options;
   const gpu::EngineStorage storage = backend.Storage();

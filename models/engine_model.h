@@ -23,11 +23,8 @@ class EngineModel {
  public:
   // `backend` is borrowed and must outlive the model. An OutOfMemory (the weights do not
   // fit) comes back as the backend's kernels reported it.
-  // On the CPU (a backend that is not a GPU) the engine runs on the oneDNN kernels, in the
-  // precision PrecisionOnCpu gives the model under `cpu_precision` (CPU_PRECISION).
   static Result<std::unique_ptr<EngineModel>> Open(const ModelManifest& manifest,
-                                                   gpu::ComputeBackend& backend,
-                                                   const std::string& cpu_precision = "auto");
+                                                   gpu::ComputeBackend& backend);
 
   // result[b][i] = manifest.outputs[i] of image b. One engine run for the whole batch
   // when batched(), else image by image. Tells the backend the batch's

@@ -1,6 +1,7 @@
 #include "models/model_cache.h"
 
 #include "base/time_split.h"
+#include "models/catalog.h"
 #include "models/engine_model.h"
 
 namespace framemill::models {
@@ -33,8 +34,9 @@ Result<std::unique_ptr<ModelRunner>> OpenRunner(const ModelManifest& manifest,
                                                 gpu::ComputeBackend* device,
                                                 const std::string& cpu_precision) {
   if (device == nullptr) {  // the CPU: our engine on its oneDNN kernels, a backend of its own
-    std::unique_ptr<gpu::ComputeBackend> cpu = gpu::MakeCpuBackend();
-    auto m = EngineModel::Open(manifest, *cpu, cpu_precision);
+    std::unique_ptr<gpu::ComputeBackend> cpu =
+        gpu::MakeCpuBackend(PrecisionOnCpu(manifest.name, cpu_precision).precision == "bf16");
+    auto m = EngineModel::Open(manifest, *cpu);
     if (m.status().IsCorruption())  // a damaged model: its jobs fail for good, saying which file
       return Status::Corruption("model " + manifest.name + ": cannot load '" + manifest.graph_file +
                                 "': " + m.status().message());

@@ -128,12 +128,13 @@ struct ConvPrim {
   dnnl::convolution_forward prim;
   memory::desc src, weights, plain_weights, bias, dst;
   size_t scratch = 0;
+  mutable int64_t reserved = -1;  // the plan's scratch for this step (Conv2dScratchBytes), once known
 };
 
 class DnnlKernels final : public Kernels {
  public:
   explicit DnnlKernels(DnnlOptions o)
-      : options_(o), ref_(MakeCpuKernels(o.memory_limit)), eng_(dnnl::engine::kind::cpu, 0), strm_(eng_) {
+      : ref_(MakeCpuKernels(o.memory_limit)), eng_(dnnl::engine::kind::cpu, 0), strm_(eng_) {
     bf16_ = o.bf16 && CpuHasBf16();
     g_started = true;
   }
@@ -210,10 +211,10 @@ class DnnlKernels final : public Kernels {
         return;
       }
       const ConvPrim& c = ConvFor(p, bias != nullptr, residual != nullptr);
-      const int64_t reserved = Conv2dScratchBytes(p);
+      if (c.reserved < 0) c.reserved = Conv2dScratchBytes(p);
       const size_t need = Align(c.scratch) + Align(c.src.get_size());
       char* s = static_cast<char*>(scratch);
-      if (!s || static_cast<int64_t>(need) > reserved) s = static_cast<char*>(own_scratch_.Get(need));
+      if (!s || static_cast<int64_t>(need) > c.reserved) s = static_cast<char*>(own_scratch_.Get(need));
       const Dt dt = c.src.data_type();
       const Nhwc in{p.n, p.c_in, p.h_in, p.w_in, dt}, out{p.n, p.c_out, p.h_out, p.w_out, dt};
       const void* src = x;
@@ -228,9 +229,8 @@ class DnnlKernels final : public Kernels {
       memory src_m(c.src, eng_, const_cast<void*>(src));
       memory wei_m = WeightsFor(c, w);
       memory dst_m(c.dst, eng_, y);
-      memory scr_m(memory::desc({static_cast<int64_t>(c.scratch)}, Dt::u8, Tag::a), eng_, s);
       std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src_m}, {DNNL_ARG_WEIGHTS, wei_m},
-                                           {DNNL_ARG_DST, dst_m}, {DNNL_ARG_SCRATCHPAD, scr_m}};
+                                           {DNNL_ARG_DST, dst_m}, {DNNL_ARG_SCRATCHPAD, Scratchpad(c.scratch, s)}};
       if (bias) args.insert({DNNL_ARG_BIAS, memory(c.bias, eng_, const_cast<void*>(bias))});
       c.prim.execute(strm_, args);
       nhwc_[y] = out;
@@ -239,11 +239,7 @@ class DnnlKernels final : public Kernels {
 
   Status ConvTranspose2d(const ConvTranspose2dParams& p, const void* x, const void* w,
                          const void* bias, void* y, void* scratch) override {
-    return Guard([&] {
-      Plain(x);
-      Check(ref_->ConvTranspose2d(p, x, w, bias, y, scratch));
-      nhwc_.erase(y);
-    });
+    return OnReference(x, y, [&] { return ref_->ConvTranspose2d(p, x, w, bias, y, scratch); });
   }
 
   Status Pool2d(const Pool2dParams& p, const void* x, void* y) override {
@@ -257,9 +253,7 @@ class DnnlKernels final : public Kernels {
       if (!fits(p.w_in, ekw, p.pad_l, pr, p.stride_w, p.w_out)) pr = (p.w_out - 1) * p.stride_w + ekw - p.w_in - p.pad_l;
       const bool reshaped = pb != p.pad_b || pr != p.pad_r;
       if (pb < 0 || pr < 0 || (reshaped && p.kind == PoolKind::kAvg && p.count_include_pad)) {
-        Plain(x);
-        Check(ref_->Pool2d(p, x, y));
-        nhwc_.erase(y);
+        Check(OnReference(x, y, [&] { return ref_->Pool2d(p, x, y); }));
         return;
       }
       Nhwc in{p.n, p.c, p.h_in, p.w_in}, out{p.n, p.c, p.h_out, p.w_out};
@@ -285,9 +279,8 @@ class DnnlKernels final : public Kernels {
         it = pools_.emplace(key, Prim{dnnl::pooling_v2_forward(pd), s, d, pd.scratchpad_desc().get_size()}).first;
       }
       const Prim& pr_ = it->second;
-      memory scr(memory::desc({static_cast<int64_t>(pr_.scratch)}, Dt::u8, Tag::a), eng_, own_scratch_.Get(pr_.scratch + 1));
       pr_.prim.execute(strm_, {{DNNL_ARG_SRC, memory(pr_.a, eng_, const_cast<void*>(x))},
-                               {DNNL_ARG_DST, memory(pr_.c, eng_, y)}, {DNNL_ARG_SCRATCHPAD, scr}});
+                               {DNNL_ARG_DST, memory(pr_.c, eng_, y)}, {DNNL_ARG_SCRATCHPAD, Scratchpad(pr_.scratch)}});
       if (cl) nhwc_[y] = out; else nhwc_.erase(y);
     });
   }
@@ -306,7 +299,7 @@ class DnnlKernels final : public Kernels {
         std::swap(x0, x1);
         std::swap(ad, bd);
       }
-      if (ad != full || (ad == full && bd == full && x1 == out && x0 != out)) return RefBinary(p, a, b, out);
+      if (ad != full || (bd == full && x1 == out && x0 != out)) return RefBinary(p, a, b, out);
       // Channels-last where the full operand is, and the other one's too when it is full.
       const bool four = p.rank == 4;
       Nhwc shape = four ? Nhwc{full[0], full[1], full[2], full[3]} : Nhwc{};
@@ -341,10 +334,9 @@ class DnnlKernels final : public Kernels {
         it = binaries_.emplace(key, Prim{dnnl::binary(pd), m0, m1, pd.scratchpad_desc().get_size()}).first;
       }
       const Prim& bp = it->second;
-      memory scr(memory::desc({static_cast<int64_t>(bp.scratch)}, Dt::u8, Tag::a), eng_, own_scratch_.Get(bp.scratch + 1));
       bp.prim.execute(strm_, {{DNNL_ARG_SRC_0, memory(m0, eng_, const_cast<void*>(x0))},
                               {DNNL_ARG_SRC_1, memory(m1, eng_, const_cast<void*>(x1))},
-                              {DNNL_ARG_DST, memory(md_out, eng_, out)}, {DNNL_ARG_SCRATCHPAD, scr}});
+                              {DNNL_ARG_DST, memory(md_out, eng_, out)}, {DNNL_ARG_SCRATCHPAD, Scratchpad(bp.scratch)}});
       if (cl) nhwc_[out] = shape; else nhwc_.erase(out);
     });
   }
@@ -377,18 +369,10 @@ class DnnlKernels final : public Kernels {
   }
 
   Status Resize(const ResizeParams& p, const void* x, void* y) override {
-    return Guard([&] {
-      Plain(x);
-      Check(ref_->Resize(p, x, y));
-      nhwc_.erase(y);
-    });
+    return OnReference(x, y, [&] { return ref_->Resize(p, x, y); });
   }
   Status Pad(const PadParams& p, const void* x, void* y) override {
-    return Guard([&] {
-      Plain(x);
-      Check(ref_->Pad(p, x, y));
-      nhwc_.erase(y);
-    });
+    return OnReference(x, y, [&] { return ref_->Pad(p, x, y); });
   }
 
   Status Concat(const ConcatParams& p, const void* const* inputs, void* y) override {
@@ -432,11 +416,7 @@ class DnnlKernels final : public Kernels {
   }
 
   Status Transpose(const TransposeParams& p, const void* x, void* y) override {
-    return Guard([&] {
-      Plain(x);
-      Check(ref_->Transpose(p, x, y));
-      nhwc_.erase(y);
-    });
+    return OnReference(x, y, [&] { return ref_->Transpose(p, x, y); });
   }
 
   Status Slice(const SliceParams& p, const void* x, void* y) override {
@@ -447,9 +427,7 @@ class DnnlKernels final : public Kernels {
       Nhwc in = unit ? Nhwc{p.in_dims[0], p.in_dims[1], p.in_dims[2], p.in_dims[3]} : Nhwc{};
       if (const Nhwc* t = TagOf(x); unit && t && *t == in.As(t->dt)) in.dt = t->dt;
       if (!unit || !IsNhwc(x, in)) {
-        Plain(x);
-        Check(ref_->Slice(p, x, y));
-        nhwc_.erase(y);
+        Check(OnReference(x, y, [&] { return ref_->Slice(p, x, y); }));
         return;
       }
       const Nhwc out{p.out_dims[0], p.out_dims[1], p.out_dims[2], p.out_dims[3], in.dt};
@@ -461,18 +439,10 @@ class DnnlKernels final : public Kernels {
   }
 
   Status Reduce(const ReduceParams& p, const void* x, void* y) override {
-    return Guard([&] {
-      Plain(x);
-      Check(ref_->Reduce(p, x, y));
-      nhwc_.erase(y);
-    });
+    return OnReference(x, y, [&] { return ref_->Reduce(p, x, y); });
   }
   Status Softmax(const SoftmaxParams& p, const void* x, void* y) override {
-    return Guard([&] {
-      Plain(x);
-      Check(ref_->Softmax(p, x, y));
-      nhwc_.erase(y);
-    });
+    return OnReference(x, y, [&] { return ref_->Softmax(p, x, y); });
   }
 
   Status MatMul(const MatMulParams& p, const void* a, const void* b, const void* c, void* y,
@@ -514,21 +484,16 @@ class DnnlKernels final : public Kernels {
         it = matmuls_.emplace(key, Prim{dnnl::matmul(pd), am, bm, pd.scratchpad_desc().get_size()}).first;
       }
       const Prim& mp = it->second;
-      memory scr(memory::desc({static_cast<int64_t>(mp.scratch)}, Dt::u8, Tag::a), eng_, own_scratch_.Get(mp.scratch + 1));
       std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(am, eng_, const_cast<void*>(a))},
                                            {DNNL_ARG_WEIGHTS, memory(bm, eng_, const_cast<void*>(b))},
-                                           {DNNL_ARG_DST, memory(ym, eng_, y)}, {DNNL_ARG_SCRATCHPAD, scr}};
+                                           {DNNL_ARG_DST, memory(ym, eng_, y)}, {DNNL_ARG_SCRATCHPAD, Scratchpad(mp.scratch)}};
       if (c) args.insert({DNNL_ARG_BIAS, memory(cm, eng_, const_cast<void*>(c))});
       mp.prim.execute(strm_, args);
     });
   }
 
   Status ArgMax(const ArgMaxParams& p, const void* x, void* y) override {
-    return Guard([&] {
-      Plain(x);
-      Check(ref_->ArgMax(p, x, y));
-      nhwc_.erase(y);
-    });
+    return OnReference(x, y, [&] { return ref_->ArgMax(p, x, y); });
   }
   Status Copy(const void* src, void* dst, int64_t elements) override {
     return Guard([&] {
@@ -566,6 +531,20 @@ class DnnlKernels final : public Kernels {
   };
   static void Check(Status s) {
     if (!s.ok()) throw StatusError{std::move(s)};
+  }
+  // A reference kernel on `x` as plain NCHW; its output `y` is plain.
+  template <class F>
+  Status OnReference(const void* x, void* y, F&& kernel) {
+    return Guard([&] {
+      Plain(x);
+      Check(kernel());
+      nhwc_.erase(y);
+    });
+  }
+  // A oneDNN user scratchpad of `bytes` at `at` (the kernels' own buffer when null).
+  memory Scratchpad(size_t bytes, void* at = nullptr) {
+    return memory(memory::desc({static_cast<int64_t>(bytes)}, Dt::u8, Tag::a), eng_,
+                  at ? at : own_scratch_.Get(bytes + 1));
   }
   void RefBinary(const BinaryParams& p, const void* a, const void* b, void* out) {
     Plain(a);
@@ -714,7 +693,6 @@ class DnnlKernels final : public Kernels {
     return tmp;
   }
 
-  DnnlOptions options_;
   bool bf16_ = false;
   std::unique_ptr<Kernels> ref_;
   dnnl::engine eng_;

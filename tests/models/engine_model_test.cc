@@ -19,6 +19,7 @@
 #include "models/decode.h"
 #include "models/dnn_model.h"
 #include "models/manifest.h"
+#include "models/model_cache.h"
 #include "tests/support/model_test_support.h"
 
 namespace framemill::models {
@@ -38,7 +39,7 @@ EngineAndDnn OnEngineAndDnn(const ModelManifest& m, const std::vector<cv::Mat>& 
                             std::unique_ptr<EngineModel>* engine = nullptr) {
   static const std::unique_ptr<gpu::ComputeBackend> cpu = gpu::MakeCpuBackend();
   EngineAndDnn out;
-  auto ours = EngineModel::Open(m, *cpu, "fp32");  // cv::dnn's numbers: fp32 on every CPU
+  auto ours = EngineModel::Open(m, *cpu);  // fp32, as cv::dnn
   auto dnn = DnnModel::Open(m);
   EXPECT_TRUE(ours.ok()) << ours.status().ToString();
   EXPECT_TRUE(dnn.ok()) << dnn.status().ToString();
@@ -201,9 +202,8 @@ TEST(EngineModelTest, TheCpuRunsEachModelInItsOwnPrecisionWhereItHasBf16) {
     EXPECT_EQ(PrecisionOnCpu("yolov8n", "bf16").why, "this CPU has neither AVX512-BF16 nor AMX");
     GTEST_SKIP() << "this CPU has no bf16: the bf16 run is not possible here";
   }
-  auto cpu = gpu::MakeCpuBackend();
-  auto in_bf16 = EngineModel::Open(yolo, *cpu, "auto");
-  auto in_fp32 = EngineModel::Open(yolo, *cpu, "fp32");
+  auto in_bf16 = OpenRunner(yolo, nullptr, "auto");
+  auto in_fp32 = OpenRunner(yolo, nullptr, "fp32");
   ASSERT_TRUE(in_bf16.ok() && in_fp32.ok());
   const std::vector<cv::Mat> photo = {Photo("messi5.jpg")};
   auto a = (*in_bf16)->Run(photo);
