@@ -14,6 +14,8 @@
 //               has AVX512-BF16 or AMX, bf16; --threads=N OpenMP threads (default: all)
 //   engine_cpu  our engine (engine/) on its CPU reference kernels, fp32 and fp16
 //               storage, batch 1: the same graph the CUDA kernels run
+//   profile     (not by default) where one forward's time goes on the oneDNN kernels (fp32,
+//               batch 1): per kind of step, the ten slowest steps, and the time outside them
 //   plan        the engine's memory plan: device bytes for batch 1 and per extra item,
 //               the figure the batch tuner starts from (fp32 and fp16 storage)
 //   faces       the faces stage end to end (decode, detection, embeddings) on --image and
@@ -68,7 +70,7 @@
 #include "engine/dnnl/dnnl_kernels.h"
 #include "engine/engine.h"
 #include "gpu/ops.h"
-#include "models/dnn_model.h"
+#include "tests/support/dnn_model.h"
 #include "models/model_cache.h"
 #include "models/model_store.h"
 #include "media/geometry.h"
@@ -179,6 +181,57 @@ void EngineDnnl(const Flags& flags, const models::ModelManifest& m, const cv::Ma
     std::printf("\n");
     std::fflush(stdout);
   }
+}
+
+const char* StepKindName(engine::StepKind k) {
+  static const char* const kNames[] = {"conv", "conv_transpose", "pool", "binary", "unary", "resize", "pad",
+                                       "concat", "transpose", "slice", "reduce", "softmax", "matmul",
+                                       "argmax", "copy"};
+  return kNames[static_cast<int>(k)];
+}
+
+// Where one forward's time goes on the CPU's oneDNN kernels (fp32, batch 1): per kind of
+// step, and the ten slowest steps, as the mean of --reps runs after a warm-up; `other` is
+// the run's time outside its steps (the input's upload, the outputs' layout and download).
+void Profile(const Flags& flags, const models::ModelManifest& m, const cv::Mat& photo) {
+  auto engine = engine::Engine::Load(m.graph_file, engine::MakeDnnlKernels());
+  if (!engine.ok()) {
+    std::printf("profile     %-18s error: %s\n", m.name.c_str(), engine.status().ToString().c_str());
+    return;
+  }
+  const gpu::Tensor one = Inputs(m, photo, 1);
+  (void)(*engine)->Run(one);
+  std::vector<double> ms;
+  (*engine)->ProfileSteps(&ms);
+  const double t0 = NowMs();
+  for (int r = 0; r < flags.reps; ++r) (void)(*engine)->Run(one);
+  const double total = (NowMs() - t0) / flags.reps;
+  (*engine)->ProfileSteps(nullptr);
+  const engine::Plan& plan = **(*engine)->PlanFor(1);
+  std::map<std::string, std::pair<int, double>> by_kind;
+  double steps = 0;
+  for (size_t k = 0; k < plan.steps.size(); ++k) {
+    auto& [count, t] = by_kind[StepKindName(plan.steps[k].kind)];
+    ++count;
+    t += ms[k] / flags.reps;
+    steps += ms[k] / flags.reps;
+  }
+  std::printf("profile     %-18s %zu steps, %.2f ms a forward (steps %.2f, other %.2f)\n", m.name.c_str(),
+              plan.steps.size(), total, steps, total - steps);
+  for (const auto& [kind, v] : by_kind)
+    std::printf("profile     %-18s   %-15s %4d steps %8.2f ms %5.1f%%\n", m.name.c_str(), kind.c_str(), v.first,
+                v.second, 100 * v.second / total);
+  std::vector<size_t> order(plan.steps.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ms[a] > ms[b]; });
+  for (size_t k = 0; k < std::min<size_t>(10, order.size()); ++k) {
+    const engine::Step& st = plan.steps[order[k]];
+    std::string shape;
+    for (int64_t d : plan.buffers[st.output].shape) shape += (shape.empty() ? "" : "x") + std::to_string(d);
+    std::printf("profile     %-18s   step %3zu %-14s %7.3f ms  %s -> %s\n", m.name.c_str(), order[k],
+                StepKindName(st.kind), ms[order[k]] / flags.reps, st.node.c_str(), shape.c_str());
+  }
+  std::fflush(stdout);
 }
 
 void PlanBytes(const models::ModelManifest& m) {
@@ -626,13 +679,15 @@ int Main(int argc, char** argv) {
     for (std::string d; std::getline(detectors, d, ',');) CategorizePrecision(flags, d);
   }
   if (Listed(flags.benchmarks, "dedup")) Dedup(flags);
-  for (const std::string& w : {std::string("engine"), std::string("dnn"), std::string("engine_cpu"), std::string("plan")}) {
+  for (const std::string& w : {std::string("engine"), std::string("dnn"), std::string("engine_cpu"), std::string("plan"),
+                               std::string("profile")}) {
     if (!Listed(flags.benchmarks, w)) continue;
     for (const auto& m : installed) {
       if (w == "engine") EngineDnnl(flags, m, photo);
       if (w == "dnn") Dnn(flags, m, photo);
       if (w == "engine_cpu") EngineCpu(flags, m, photo);
       if (w == "plan") PlanBytes(m);
+      if (w == "profile") Profile(flags, m, photo);
     }
   }
   return 0;

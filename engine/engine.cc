@@ -1,6 +1,9 @@
 #include "engine/engine.h"
 
+#include <chrono>
 #include <cstring>
+
+#include "engine/onnx_import.h"
 
 namespace framemill::engine {
 
@@ -24,7 +27,7 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& fmg_path,
                                              std::unique_ptr<Kernels> kernels,
                                              EngineOptions options) {
   if (!kernels) return Status::InvalidArgument("engine: no kernels");
-  auto graph = LoadGraph(fmg_path);
+  auto graph = IsOnnxPath(fmg_path) ? LoadOnnxGraph(fmg_path) : LoadGraph(fmg_path);
   if (!graph.ok()) return graph.status();
   std::unique_ptr<Engine> e(new Engine());
   e->graph_ = std::move(graph).value();
@@ -88,23 +91,47 @@ int64_t Engine::PlanBytes(int batch) {
 }
 
 Result<std::map<std::string, Tensor>> Engine::Run(const Tensor& input) {
-  if (input.shape.empty() || input.shape[0] < 1)
+  return Run(std::vector<const Tensor*>{&input});
+}
+
+std::vector<std::string> Engine::InputNames() {
+  std::vector<std::string> names;
+  auto plan = PlanFor(1);
+  if (plan.ok())
+    for (const PlanInput& in : (*plan)->inputs) names.push_back(in.name);
+  return names;
+}
+
+Result<std::map<std::string, Tensor>> Engine::Run(const std::vector<const Tensor*>& inputs) {
+  if (inputs.empty() || inputs[0] == nullptr || inputs[0]->shape.empty() || inputs[0]->shape[0] < 1)
     return Status::InvalidArgument("engine: input has no batch dimension");
-  int batch = static_cast<int>(input.shape[0]);
+  int batch = static_cast<int>(inputs[0]->shape[0]);
   auto planr = PlanFor(batch);
   if (!planr.ok()) return planr.status();
   const Plan& plan = **planr;
-  if (input.shape != plan.input_shape) {
+  if (inputs.size() != plan.inputs.size())
+    return Status::InvalidArgument("engine: " + std::to_string(inputs.size()) + " input(s) given, the graph takes " +
+                                   std::to_string(plan.inputs.size()));
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    if (inputs[k] != nullptr && inputs[k]->shape == plan.inputs[k].shape) continue;
     std::string want, got;
-    for (auto d : plan.input_shape) want += std::to_string(d) + " ";
-    for (auto d : input.shape) got += std::to_string(d) + " ";
-    return Status::InvalidArgument("engine: input shape [" + got + "] but the graph wants [" + want + "]");
+    for (auto d : plan.inputs[k].shape) want += std::to_string(d) + " ";
+    if (inputs[k] != nullptr)
+      for (auto d : inputs[k]->shape) got += std::to_string(d) + " ";
+    return Status::InvalidArgument("engine: input '" + plan.inputs[k].name + "' shape [" + got +
+                                   "] but the graph wants [" + want + "]");
   }
   FM_RETURN_IF_ERROR(EnsureArena(plan, batch));
-  FM_RETURN_IF_ERROR(UploadInput(plan, input));
-  for (const Step& s : plan.steps) {
-    Status st = RunStep(plan, s);
+  for (size_t k = 0; k < inputs.size(); ++k) FM_RETURN_IF_ERROR(UploadInput(plan, plan.inputs[k], *inputs[k]));
+  if (step_ms_ != nullptr) step_ms_->resize(plan.steps.size(), 0.0);
+  for (size_t k = 0; k < plan.steps.size(); ++k) {
+    const auto t0 = step_ms_ != nullptr ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    Status st = RunStep(plan, plan.steps[k]);
     if (!st.ok()) return Status(st);  // the Kernels' status, unchanged
+    if (step_ms_ != nullptr) {
+      FM_RETURN_IF_ERROR(kernels_->Sync());
+      (*step_ms_)[k] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    }
   }
   FM_RETURN_IF_ERROR(kernels_->Sync());
   return DownloadOutputs(plan);
@@ -128,17 +155,17 @@ void* Engine::Where(const Plan& plan, int b) const {
   return (buf.weight ? static_cast<uint8_t*>(weights_) : static_cast<uint8_t*>(arena_)) + buf.offset;
 }
 
-Status Engine::UploadInput(const Plan& plan, const Tensor& input) {
-  const Buffer& in = plan.buffers[plan.input];
+Status Engine::UploadInput(const Plan& plan, const PlanInput& pin, const Tensor& input) {
+  const Buffer& in = plan.buffers[pin.buffer];
   size_t n_in = static_cast<size_t>(in.elements);
   if (input.data.size() != n_in * input.ElementBytes())
     return Status::InvalidArgument("engine: input data size does not match its shape");
   bool same = (input.type == TensorType::kFloat32) == (options_.storage == StorageType::kFloat32);
-  if (same) return kernels_->Upload(Where(plan, plan.input), input.data.data(), input.data.size());
+  if (same) return kernels_->Upload(Where(plan, pin.buffer), input.data.data(), input.data.size());
   std::vector<float> f(n_in);
   for (size_t k = 0; k < n_in; ++k) f[k] = input.At(k);
   const std::vector<uint8_t> staged = ToStorage(f.data(), n_in, options_.storage);
-  return kernels_->Upload(Where(plan, plan.input), staged.data(), staged.size());
+  return kernels_->Upload(Where(plan, pin.buffer), staged.data(), staged.size());
 }
 
 Status Engine::RunStep(const Plan& plan, const Step& s) {

@@ -22,9 +22,9 @@ struct EngineOptions {
 
 class Engine {
  public:
-  // Loads the graph, plans batch 1 (so an unsupported op fails here) and uploads the
-  // weights. Errors from the Kernels (an allocation the device refuses) come back as
-  // the Kernels returned them.
+  // Loads the graph (an fmg json, or an ONNX file: engine/onnx_import.h), plans batch 1
+  // (so an unsupported op fails here) and uploads the weights. Errors from the Kernels
+  // (an allocation the device refuses) come back as the Kernels returned them.
   static Result<std::unique_ptr<Engine>> Load(const std::string& fmg_path,
                                                std::unique_ptr<Kernels> kernels,
                                                EngineOptions options = {});
@@ -39,8 +39,17 @@ class Engine {
   Result<const Plan*> PlanFor(int batch);
 
   // input: NCHW, fp32 or fp16, batch = shape[0]. Returns every graph output by name,
-  // fp32, in the shape the plan gives it.
+  // fp32, in the shape the plan gives it. For a graph of one input.
   Result<std::map<std::string, Tensor>> Run(const Tensor& input);
+  // A graph of several inputs: one tensor per input of the plan, in the graph's order
+  // (InputNames()), all of one batch.
+  Result<std::map<std::string, Tensor>> Run(const std::vector<const Tensor*>& inputs);
+  // The inputs Run takes, in order (those no output depends on are left out).
+  std::vector<std::string> InputNames();
+
+  // For benchmarks: while set, each Run adds every step's wall time in ms, after the
+  // Kernels' Sync, to (*ms)[its index in the plan] (resized to the plan's steps).
+  void ProfileSteps(std::vector<double>* ms) { step_ms_ = ms; }
 
   const Graph& graph() const { return graph_; }
   Kernels& kernels() { return *kernels_; }
@@ -53,8 +62,8 @@ class Engine {
   Status EnsureArena(const Plan& plan, int batch);
   // Where buffer b of `plan` lives on the device (null for -1).
   void* Where(const Plan& plan, int b) const;
-  // The input, converted on the host to the storage type, into its buffer.
-  Status UploadInput(const Plan& plan, const Tensor& input);
+  // An input, converted on the host to the storage type, into its buffer.
+  Status UploadInput(const Plan& plan, const PlanInput& in, const Tensor& input);
   // One step: its kernel with its buffers.
   Status RunStep(const Plan& plan, const Step& s);
   // The graph's outputs, as float32 tensors.
@@ -69,6 +78,7 @@ class Engine {
   void* arena_ = nullptr;
   int arena_batch_ = 0;
   bool weights_uploaded_ = false;  // then plans drop their host copy of the weights
+  std::vector<double>* step_ms_ = nullptr;
 };
 
 }  // namespace framemill::engine

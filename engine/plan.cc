@@ -125,23 +125,31 @@ std::set<std::string> PlanBuilder::MarkLive() {
   return live;
 }
 
-Status PlanBuilder::PlanInput() {
-  const ValueDecl& in = g_.inputs[0];
-  Shape in_shape = in.shape;
-  if (in_shape.empty()) return Status::InvalidArgument("plan: input has no shape");
-  if (in_shape[0] == 1 && batch_ != 1) {
-    // A fixed-batch graph (shape [1, ...]) still runs batches when nothing ties it to 1.
-    in_shape[0] = batch_;
-  } else if (in_shape[0] < 0) {
-    in_shape[0] = batch_;
-  } else if (in_shape[0] != batch_) {
-    return Status::InvalidArgument("plan: input batch is fixed at " + std::to_string(in.shape[0]));
+// Every input an output depends on gets a buffer. A batch dimension of -1 (or 1, where
+// nothing ties the graph to one image) becomes the plan's batch; the rest must be fixed.
+Status PlanBuilder::PlanInputs(const std::set<std::string>& live) {
+  for (size_t k = 0; k < g_.inputs.size(); ++k) {
+    const ValueDecl& in = g_.inputs[k];
+    if (k > 0 && !live.count(in.name)) continue;  // the first is planned even when unused
+    Shape shape = in.shape;
+    if (shape.empty()) return Status::InvalidArgument("plan: input '" + in.name + "' has no shape");
+    if (shape[0] < 0 || (shape[0] == 1 && batch_ != 1)) {
+      shape[0] = batch_;
+    } else if (shape[0] != batch_) {
+      return Status::InvalidArgument("plan: input '" + in.name + "' batch is fixed at " +
+                                     std::to_string(in.shape[0]));
+    }
+    for (size_t d = 1; d < shape.size(); ++d)
+      if (shape[d] <= 0)
+        return Status::Unsupported("plan: input '" + in.name + "' dimension " + std::to_string(d) +
+                                   " is not fixed");
+    PlanInput pi;
+    pi.name = in.name;
+    pi.shape = shape;
+    pi.buffer = NewBuffer(in.name, shape);
+    plan_.buffers[pi.buffer].first_step = -1;
+    plan_.inputs.push_back(std::move(pi));
   }
-  for (size_t d = 1; d < in_shape.size(); ++d)
-    if (in_shape[d] <= 0) return Status::Unsupported("plan: input dimension " + std::to_string(d) + " is not fixed");
-  plan_.input_shape = in_shape;
-  plan_.input = NewBuffer(in.name, in_shape);
-  plan_.buffers[plan_.input].first_step = -1;
   return Status::OK();
 }
 
@@ -165,10 +173,8 @@ Result<Plan> PlanBuilder::Build() {
   if (batch_ < 1) return Status::InvalidArgument("plan: batch must be >= 1");
   const std::set<std::string> live = MarkLive();
   for (const auto& [name, t] : g_.initializers) SetConst(name, t);
-  for (size_t k = 1; k < g_.inputs.size(); ++k)
-    if (live.count(g_.inputs[k].name))
-      return Status::Unsupported("plan: graphs with more than one input");
-  FM_RETURN_IF_ERROR(PlanInput());
+  if (g_.inputs.empty()) return Status::InvalidArgument("plan: the graph has no input");
+  FM_RETURN_IF_ERROR(PlanInputs(live));
   for (size_t k = 0; k < g_.nodes.size(); ++k) {
     if (skip_[k]) continue;
     Status st = Lower(k);

@@ -60,14 +60,21 @@ struct PlanOutput {
   int buffer = -1;
 };
 
+// A graph input the plan reads (in the graph's order; an input no output depends on is
+// left out), at the plan's batch.
+struct PlanInput {
+  std::string name;
+  std::vector<int64_t> shape;
+  int buffer = -1;
+};
+
 struct Plan {
   int batch = 1;
   StorageType storage = StorageType::kFloat32;
   std::vector<Buffer> buffers;
   std::vector<Step> steps;
   std::vector<HostTensor> constants;  // host values of weight buffers (fp32)
-  int input = -1;                     // buffer of the graph's first input
-  std::vector<int64_t> input_shape;
+  std::vector<PlanInput> inputs;      // the graph's inputs, in its order
   std::vector<PlanOutput> outputs;
   int64_t weight_bytes = 0;   // weights region
   int64_t arena_bytes = 0;    // activations region

@@ -245,8 +245,8 @@ class PlanBuilder {
   Status LowerConstant(size_t i);
   Status LowerSoftmax(size_t i);
   Status LowerArgMax(size_t i);
-  // The graph's input as the plan's, at this batch (a fixed batch of 1 follows it).
-  Status PlanInput();
+  // The graph's inputs an output depends on as the plan's, at this batch.
+  Status PlanInputs(const std::set<std::string>& live);
   // The graph's outputs, each live to the end of the plan.
   Status PlanOutputs();
   // Drops dead nodes (no output reaches a graph output) and counts each value's consumers.

@@ -11,6 +11,8 @@ pkgs=(
   ffmpeg python3-imageio python3-skimage
   python3-onnx python3-numpy python3-opencv
   libopencv-contrib-dev libdnnl-dev
+  ocl-icd-opencl-dev  # oneDNN's CMake config asks for OpenCL (Debian built it with its GPU runtime); only recommended
+  libonnx-dev libprotobuf-dev  # a user's ONNX network read into the engine (engine/onnx_import.cc)
   postgresql libpq-dev
   libarchive-dev chromium help2man
   prometheus-cpp-dev prometheus slurm-wlm munge

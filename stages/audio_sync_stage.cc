@@ -223,7 +223,7 @@ struct Sound {
   std::string device;         // where the VAD's encoder ran
 };
 
-// Silero's encoder runs where AUDIO_SYNC does (our engine on a device, else cv::dnn), its
+// Silero's encoder runs on our engine where AUDIO_SYNC does (a device, else the CPU), its
 // recurrent decoder on the CPU.
 Result<Sound> HearSound(const std::string& path, const AudioSyncOptions& o, models::ModelCache& cache,
                         const StageContext& ctx, std::string* skip) {

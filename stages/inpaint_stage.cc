@@ -1,10 +1,10 @@
 #include "stages/inpaint_stage.h"
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 
-#include <opencv2/dnn.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
@@ -12,6 +12,7 @@
 #include "gpu/ops.h"
 #include "jobs/stage_names.h"
 #include "media/image.h"
+#include "models/user_network.h"
 #include "stages/artifact.h"
 
 namespace framemill {
@@ -106,8 +107,24 @@ struct InpaintStage::Hole {
 };
 
 struct InpaintStage::Network {
-  cv::dnn::Net net;
+  std::unique_ptr<models::UserNetwork> net;
 };
+
+namespace {
+
+// A 1x1xSxS tensor of the hole (0 or 1), nearest-neighbour at side x side.
+gpu::Tensor HoleTensor(const cv::Mat& hole, int side) {
+  cv::Mat small, ones;
+  cv::resize(hole, small, cv::Size(side, side), 0, 0, cv::INTER_NEAREST);
+  small.convertTo(ones, CV_32F, 1.0 / 255);
+  gpu::Tensor t;
+  t.shape = {1, 1, side, side};
+  t.data.resize(static_cast<size_t>(side) * side * 4);
+  std::memcpy(t.data.data(), ones.ptr<float>(), t.data.size());
+  return t;
+}
+
+}  // namespace
 
 // Video keyframes are not inpainted: their jobs are skipped with the reason. The segment
 // stage's masks make it depend on segment.
@@ -176,39 +193,35 @@ Result<InpaintStage::Hole> InpaintStage::FindHole(const ClaimedJob& job, const S
 
 Result<cv::Mat> InpaintStage::RunModel(const cv::Mat& bgr, const cv::Mat& hole) {
   const int side = options_.model_size;
-  cv::Mat image = cv::dnn::blobFromImage(bgr, 1.0 / 255, cv::Size(side, side), cv::Scalar(), true,
-                                         false, CV_32F);
-  cv::Mat small_hole;
-  cv::resize(hole, small_hole, cv::Size(side, side), 0, 0, cv::INTER_NEAREST);
-  cv::Mat mask = cv::dnn::blobFromImage(small_hole, 1.0 / 255, cv::Size(), cv::Scalar(), false,
-                                        false, CV_32F);
-  cv::Mat out;
+  gpu::PreprocessSpec rgb;  // RGB in [0, 1], bilinear to side x side
+  rgb.width = rgb.height = side;
+  std::map<std::string, gpu::Tensor> inputs;
+  inputs["image"] = gpu::PreprocessCpu({bgr}, rgb);
+  inputs["mask"] = HoleTensor(hole, side);
+  gpu::Tensor out;
   {
     std::lock_guard<std::mutex> lock(model_mu_);
     if (!model_) {
-      auto n = std::make_unique<Network>();
-      try {
-        n->net = cv::dnn::readNetFromONNX(options_.model);
-      } catch (const cv::Exception& e) {
-        return Status::InvalidArgument("inpaint.model " + options_.model + " cannot be loaded: " + e.what());
-      }
-      if (n->net.empty()) return Status::InvalidArgument("inpaint.model " + options_.model + " is empty");
-      model_ = std::move(n);
+      auto net = models::UserNetwork::Open(options_.model);
+      if (!net.ok())
+        return Status::InvalidArgument("inpaint.model " + options_.model + " cannot be loaded: " +
+                                       net.status().message());
+      model_ = std::make_unique<Network>(Network{std::move(net).value()});
     }
-    try {
-      model_->net.setInput(image, "image");
-      model_->net.setInput(mask, "mask");
-      out = model_->net.forward().clone();
-    } catch (const cv::Exception& e) {
-      return Status::InvalidArgument("inpaint.model " + options_.model +
-                                     " (inputs image 1x3xSxS, mask 1x1xSxS): " + e.what());
-    }
+    auto outs = model_->net->Run(inputs);
+    if (!outs.ok())
+      return Status::InvalidArgument("inpaint.model " + options_.model + " (inputs image 1x3xSxS, mask 1x1xSxS): " +
+                                     outs.status().message());
+    if (outs->empty()) return Status::InvalidArgument("inpaint.model " + options_.model + " has no output");
+    out = std::move(outs->begin()->second);  // the graph's outputs by name: one is expected
   }
-  if (out.dims != 4 || out.size[0] != 1 || out.size[1] != 3)
+  if (out.shape.size() != 4 || out.shape[0] != 1 || out.shape[1] != 3)
     return Status::InvalidArgument("inpaint.model " + options_.model + " must output 1x3xHxW");
+  const int h = static_cast<int>(out.shape[2]), w = static_cast<int>(out.shape[3]);
+  auto* f = reinterpret_cast<float*>(out.data.data());
   std::vector<cv::Mat> planes;
   for (int c = 2; c >= 0; --c)  // RGB planes into BGR order
-    planes.emplace_back(out.size[2], out.size[3], CV_32F, out.ptr<float>(0, c));
+    planes.emplace_back(h, w, CV_32F, f + static_cast<size_t>(c) * h * w);
   cv::Mat merged, filled;
   cv::merge(planes, merged);
   merged.convertTo(filled, CV_8UC3, 255.0);

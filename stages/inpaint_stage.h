@@ -39,7 +39,7 @@ class InpaintStage : public PerJobStage {
   Result<cv::Mat> RunModel(const cv::Mat& bgr, const cv::Mat& hole);
 
   InpaintOptions options_;
-  std::mutex model_mu_;  // guards model_: cv::dnn::Net is not thread-safe
+  std::mutex model_mu_;  // guards model_: an engine runs one call at a time
   std::unique_ptr<Network> model_;
 };
 

@@ -12,6 +12,7 @@
 
 #include "engine/tensor.h"
 #include "engine/reference/cpu_conv_loops.h"
+#include "engine/reference/resize_taps.h"
 
 namespace framemill::engine {
 
@@ -338,58 +339,21 @@ class CpuKernels final : public Kernels {
     return Status::OK();
   }
 
-  static float SourceCoord(ResizeCoord c, int64_t o, int64_t in, int64_t out, float scale) {
-    switch (c) {
-      case ResizeCoord::kHalfPixel: return (o + 0.5f) / scale - 0.5f;
-      case ResizeCoord::kPytorchHalfPixel: return out > 1 ? (o + 0.5f) / scale - 0.5f : 0.0f;
-      case ResizeCoord::kAlignCorners:
-        return out > 1 ? static_cast<float>(o) * (in - 1) / static_cast<float>(out - 1) : 0.0f;
-      case ResizeCoord::kAsymmetric: return o / scale;
-      case ResizeCoord::kTfHalfPixelForNn: return (o + 0.5f) / scale;
-    }
-    return 0;
-  }
-
   Status Resize(const ResizeParams& p, const void* x, void* y) override {
     const int64_t hw_in = p.h_in * p.w_in, hw = p.h_out * p.w_out;
     In X(x, p.planes * hw_in, st_);
     Out Y(y, p.planes * hw, st_);
     // Per-axis taps, shared by every plane.
-    struct Tap { int64_t i0, i1; float f; };
-    auto taps = [&](int64_t in, int64_t out, float scale) {
-      std::vector<Tap> t(static_cast<size_t>(out));
-      for (int64_t o = 0; o < out; ++o) {
-        float s = SourceCoord(p.coord, o, in, out, scale);
-        if (p.mode == ResizeMode::kNearest) {
-          float fl = std::floor(s);
-          int64_t i;
-          switch (p.nearest) {
-            case ResizeNearest::kRoundPreferFloor: i = (s - fl == 0.5f) ? static_cast<int64_t>(fl) : static_cast<int64_t>(std::round(s)); break;
-            case ResizeNearest::kRoundPreferCeil: i = (s - fl == 0.5f) ? static_cast<int64_t>(fl) + 1 : static_cast<int64_t>(std::round(s)); break;
-            case ResizeNearest::kFloor: i = static_cast<int64_t>(fl); break;
-            default: i = static_cast<int64_t>(std::ceil(s)); break;
-          }
-          i = std::clamp<int64_t>(i, 0, in - 1);
-          t[o] = {i, i, 0.0f};
-        } else {
-          s = std::clamp(s, 0.0f, static_cast<float>(in - 1));
-          int64_t i0 = static_cast<int64_t>(std::floor(s));
-          int64_t i1 = std::min(i0 + 1, in - 1);
-          t[o] = {i0, i1, s - static_cast<float>(i0)};
-        }
-      }
-      return t;
-    };
-    auto ty = taps(p.h_in, p.h_out, p.scale_h), tx = taps(p.w_in, p.w_out, p.scale_w);
+    const auto ty = ResizeTaps(p, p.h_in, p.h_out, p.scale_h), tx = ResizeTaps(p, p.w_in, p.w_out, p.scale_w);
     tbb::parallel_for(int64_t{0}, p.planes, [&](int64_t pl) {
       const float* xc = X.get() + pl * hw_in;
       float* yc = Y.get() + pl * hw;
       for (int64_t oy = 0; oy < p.h_out; ++oy) {
-        const Tap& a = ty[oy];
+        const ResizeTap& a = ty[oy];
         const float* r0 = xc + a.i0 * p.w_in;
         const float* r1 = xc + a.i1 * p.w_in;
         for (int64_t ox = 0; ox < p.w_out; ++ox) {
-          const Tap& b = tx[ox];
+          const ResizeTap& b = tx[ox];
           float top = r0[b.i0] + (r0[b.i1] - r0[b.i0]) * b.f;
           float bot = r1[b.i0] + (r1[b.i1] - r1[b.i0]) * b.f;
           yc[oy * p.w_out + ox] = top + (bot - top) * a.f;

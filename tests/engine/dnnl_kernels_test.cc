@@ -95,6 +95,13 @@ double WorstError(const Floats& got, const Floats& want) {
 using Program = std::function<Floats(Kernels& k, Mem& m, const std::vector<void*>& in)>;
 
 class DnnlKernelsTest : public ::testing::Test {
+ public:
+  // Compare, for the helpers outside the fixture.
+  void CompareFor(const std::string& what, const std::vector<Floats>& inputs, const Program& prog, double tol = 1e-4,
+                  bool bf16 = false) {
+    Compare(what, inputs, prog, tol, bf16);
+  }
+
  protected:
   void Compare(const std::string& what, const std::vector<Floats>& inputs, const Program& prog, double tol = 1e-4,
                bool bf16 = false) {
@@ -362,6 +369,151 @@ TEST_F(DnnlKernelsTest, ChannelsLastChainsAgreeWithTheReference) {
   }
 }
 
+// Each op given its input both plain and channels-last (a 1x1 convolution's output on the
+// oneDNN kernels): x (n x c x h x w) -> [conv] -> op -> the op's output.
+void PlainAndChannelsLast(DnnlKernelsTest& t, std::mt19937& rng, const std::string& what, int64_t n, int64_t c,
+                          int64_t h, int64_t w, int64_t out_elems,
+                          const std::function<Status(Kernels&, const void*, void*, const void*, const void*)>& op,
+                          const Floats& weights = {}, const Floats& bias = {}, double tol = 1e-4, bool bf16 = false);
+
+TEST_F(DnnlKernelsTest, ConvTransposeOnRandomShapes) {
+  std::mt19937 rng(SeedFor("ConvTransposeOnRandomShapes"));
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  for (int t = 0; t < 16; ++t) {
+    ConvTranspose2dParams p;
+    const int kind = t % 4;  // 0 kernel = stride into few channels (blockwise), 1 general, 2 grouped, 3 output padding
+    p.n = pick(1, 2);
+    p.groups = kind == 2 ? pick(2, 3) : 1;
+    p.c_in = p.groups * pick(1, 9);
+    p.c_out = p.groups * (kind == 0 ? pick(1, 5) : pick(1, 11));
+    p.kh = p.kw = kind == 0 ? pick(2, 3) : std::array<int, 3>{2, 3, 4}[pick(0, 2)];
+    p.stride_h = p.stride_w = kind == 0 ? p.kh : pick(1, 2);
+    if (kind != 0) { p.pad_t = p.pad_b = pick(0, p.kh / 2); p.pad_l = p.pad_r = pick(0, p.kw / 2); }
+    const int out_pad = kind == 3 && p.stride_h > 1 ? 1 : 0;
+    p.h_in = pick(2, 11); p.w_in = pick(2, 13);
+    p.h_out = (p.h_in - 1) * p.stride_h + p.kh - p.pad_t - p.pad_b + out_pad;
+    p.w_out = (p.w_in - 1) * p.stride_w + p.kw - p.pad_l - p.pad_r + out_pad;
+    p.act.kind = static_cast<Activation>(pick(0, 6));
+    p.act.alpha = 0.1f; p.act.lo = -0.25f; p.act.hi = 0.5f;
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "ConvTranspose n%lld %lldx%lldx%lld -> %lld k%d s%d g%d pad %d%d outpad %d act%d",
+                  (long long)p.n, (long long)p.c_in, (long long)p.h_in, (long long)p.w_in, (long long)p.c_out, p.kh,
+                  p.stride_h, p.groups, p.pad_t, p.pad_l, out_pad, static_cast<int>(p.act.kind));
+    const int64_t out = p.n * p.c_out * p.h_out * p.w_out;
+    const Floats wts = Random(rng, p.c_in * (p.c_out / p.groups) * p.kh * p.kw, -0.5f, 0.5f), b = Random(rng, p.c_out);
+    PlainAndChannelsLast(*this, rng, buf, p.n, p.c_in, p.h_in, p.w_in, out,
+                         [&](Kernels& k, const void* x, void* y, const void* wv, const void* bv) {
+                           return k.ConvTranspose2d(p, x, wv, bv, y, nullptr);
+                         }, wts, b);
+  }
+}
+
+TEST_F(DnnlKernelsTest, ResizeEveryModeOnBothLayouts) {
+  std::mt19937 rng(SeedFor("ResizeEveryModeOnBothLayouts"));
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  const ResizeCoord coords[] = {ResizeCoord::kHalfPixel, ResizeCoord::kPytorchHalfPixel, ResizeCoord::kAlignCorners,
+                                ResizeCoord::kAsymmetric, ResizeCoord::kTfHalfPixelForNn};
+  for (int t = 0; t < 20; ++t) {
+    ResizeParams p;
+    p.mode = t % 2 ? ResizeMode::kLinear : ResizeMode::kNearest;
+    p.coord = coords[(t / 2) % 5];
+    p.nearest = static_cast<ResizeNearest>(pick(0, 3));
+    const int64_t n = pick(1, 2), c = pick(1, 19);
+    p.h_in = pick(2, 9); p.w_in = pick(2, 9);
+    const bool whole = pick(0, 1);  // a whole factor, or any size
+    p.h_out = whole ? p.h_in * pick(1, 3) : pick(1, 17);
+    p.w_out = whole ? p.w_in * pick(1, 3) : pick(1, 17);
+    p.planes = n * c;
+    p.scale_h = float(p.h_out) / p.h_in; p.scale_w = float(p.w_out) / p.w_in;
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "Resize %s coord%d nearest%d n%lld c%lld %lldx%lld -> %lldx%lld",
+                  p.mode == ResizeMode::kLinear ? "linear" : "nearest", static_cast<int>(p.coord),
+                  static_cast<int>(p.nearest), (long long)n, (long long)c, (long long)p.h_in, (long long)p.w_in,
+                  (long long)p.h_out, (long long)p.w_out);
+    PlainAndChannelsLast(*this, rng, buf, n, c, p.h_in, p.w_in, p.planes * p.h_out * p.w_out,
+                         [&](Kernels& k, const void* x, void* y, const void*, const void*) { return k.Resize(p, x, y); });
+  }
+}
+
+// In bf16 a convolution's output is channels-last bf16: oneDNN's resampling takes YOLOv8's
+// nearest 2x (asymmetric, floor) and a linear half-pixel one.
+TEST_F(DnnlKernelsTest, ResizeOfBf16ChannelsLast) {
+  if (!CpuHasBf16()) GTEST_SKIP() << "this CPU has neither AVX512-BF16 nor AMX";
+  std::mt19937 rng(SeedFor("ResizeOfBf16ChannelsLast"));
+  for (ResizeMode mode : {ResizeMode::kNearest, ResizeMode::kLinear}) {
+    ResizeParams p;
+    p.mode = mode;
+    p.coord = mode == ResizeMode::kNearest ? ResizeCoord::kAsymmetric : ResizeCoord::kHalfPixel;
+    p.nearest = ResizeNearest::kFloor;
+    const int64_t n = 2, c = 19;
+    p.h_in = 5; p.w_in = 7; p.h_out = 10; p.w_out = 14; p.planes = n * c; p.scale_h = p.scale_w = 2;
+    PlainAndChannelsLast(*this, rng, mode == ResizeMode::kNearest ? "Resize nearest 2x bf16" : "Resize linear 2x bf16",
+                         n, c, p.h_in, p.w_in, p.planes * p.h_out * p.w_out,
+                         [&](Kernels& k, const void* x, void* y, const void*, const void*) { return k.Resize(p, x, y); },
+                         {}, {}, 3e-2, true);
+  }
+}
+
+TEST_F(DnnlKernelsTest, PadTransposeAndGlobalReduceOnBothLayouts) {
+  std::mt19937 rng(SeedFor("PadTransposeAndGlobalReduceOnBothLayouts"));
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  for (int t = 0; t < 6; ++t) {
+    const int64_t n = pick(1, 2), c = pick(1, 21), h = pick(1, 9), w = pick(1, 9);
+    PadParams pad;  // the channels alone (BlazeFace's), or the channels and the width
+    pad.rank = 4;
+    const int64_t dims[4] = {n, c, h, w};
+    std::copy(dims, dims + 4, pad.in_dims);
+    pad.before[1] = pick(0, 3); pad.after[1] = pick(1, 9);
+    if (t % 3 == 2) pad.after[3] = 1;
+    pad.value = t % 2 ? 0.0f : 0.5f;
+    const int64_t pad_out = n * (c + pad.before[1] + pad.after[1]) * h * (w + pad.after[3]);
+    PlainAndChannelsLast(*this, rng, "Pad channels " + std::to_string(pad.before[1]) + "+" + std::to_string(pad.after[1]) +
+                                         (pad.after[3] ? " and width" : "") + " of " + std::to_string(c),
+                         n, c, h, w, pad_out,
+                         [&](Kernels& k, const void* x, void* y, const void*, const void*) { return k.Pad(pad, x, y); });
+    for (const std::array<int32_t, 4>& perm : {std::array<int32_t, 4>{0, 2, 3, 1}, std::array<int32_t, 4>{0, 3, 1, 2},
+                                               std::array<int32_t, 4>{0, 1, 3, 2}}) {
+      TransposeParams tp;
+      tp.rank = 4;
+      std::copy(dims, dims + 4, tp.in_dims);
+      std::copy(perm.begin(), perm.end(), tp.perm);
+      // The output read again by a 1x1 convolution where it is 4-D NCHW-like, as the next op would.
+      PlainAndChannelsLast(*this, rng, "Transpose " + std::to_string(perm[1]) + std::to_string(perm[2]) + std::to_string(perm[3]),
+                           n, c, h, w, n * c * h * w,
+                           [&](Kernels& k, const void* x, void* y, const void*, const void*) { return k.Transpose(tp, x, y); });
+    }
+    for (ReduceOp op : {ReduceOp::kMean, ReduceOp::kMax, ReduceOp::kSum}) {
+      ReduceParams r;
+      r.op = op; r.outer = n * c; r.reduce = h * w; r.inner = 1;
+      PlainAndChannelsLast(*this, rng, "Reduce over h*w op" + std::to_string(static_cast<int>(op)), n, c, h, w, n * c,
+                           [&](Kernels& k, const void* x, void* y, const void*, const void*) { return k.Reduce(r, x, y); });
+    }
+  }
+}
+
+void PlainAndChannelsLast(DnnlKernelsTest& t, std::mt19937& rng, const std::string& what, int64_t n, int64_t c,
+                          int64_t h, int64_t w, int64_t out_elems,
+                          const std::function<Status(Kernels&, const void*, void*, const void*, const void*)>& op,
+                          const Floats& weights, const Floats& bias, double tol, bool bf16) {
+  const Conv2dParams conv = Pointwise(n, c, c, h, w);
+  const Floats x = Random(rng, n * c * h * w), cw = Random(rng, c * c, -0.5f, 0.5f);
+  for (bool channels_last : {false, true}) {
+    t.CompareFor(what + (channels_last ? " (channels-last in)" : " (plain in)"), {x, cw, weights, bias},
+                 [&](Kernels& k, Mem& m, const std::vector<void*>& v) {
+                   const void* in = v[0];
+                   if (channels_last) {
+                     void* a = m.New(n * c * h * w);
+                     EXPECT_TRUE(k.Conv2d(conv, v[0], v[1], nullptr, nullptr, a, nullptr).ok());
+                     in = a;
+                   }
+                   void* y = m.New(out_elems);
+                   const Status st = op(k, in, y, v[2], v[3]);
+                   EXPECT_TRUE(st.ok()) << st.ToString();
+                   return m.Get(y, out_elems);
+                 }, tol, bf16);
+  }
+}
+
 TEST_F(DnnlKernelsTest, MatMulShapes) {
   std::mt19937 rng(SeedFor("MatMulShapes"));
   struct Case { int64_t batch, m, n, k; bool ta, tb, bcast_b; int bias; float alpha; };
@@ -476,10 +628,10 @@ TEST_F(DnnlKernelsTest, WholeModelsAgreeWithTheReference) {
     ASSERT_TRUE(plan.ok());
     // Large inputs (isnet's 1024x1024) make the reference slow: the small models only.
     int64_t elems = 1;
-    for (int64_t d : (*plan)->input_shape) elems *= d;
+    for (int64_t d : (*plan)->inputs[0].shape) elems *= d;
     if (elems > 3 * 640 * 640) continue;
     gpu::Tensor in;
-    in.shape = (*plan)->input_shape;
+    in.shape = (*plan)->inputs[0].shape;
     in.type = TensorType::kFloat32;
     const Floats v = Random(rng, elems, 0.f, 1.f);
     in.data.resize(v.size() * 4);

@@ -86,7 +86,7 @@ TEST(PlanTest, ShapesFollowTheBatch) {
     ASSERT_EQ(p->outputs.size(), 2u);
     EXPECT_EQ(p->outputs[0].shape, (std::vector<int64_t>{n, 8 * 8 * 8}));
     EXPECT_EQ(p->outputs[1].shape, (std::vector<int64_t>{n, 8, 8, 8}));
-    EXPECT_EQ(p->input_shape, (std::vector<int64_t>{n, 3, 32, 32}));
+    EXPECT_EQ(p->inputs[0].shape, (std::vector<int64_t>{n, 3, 32, 32}));
     // Clip, Relu and the residual Add are fused; the shape subgraph folds; the Reshape
     // is a view: Conv x4 + Transpose remain.
     EXPECT_EQ(p->fused, 3);

@@ -15,7 +15,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "models/decode.h"
-#include "models/dnn_model.h"
+#include "tests/support/dnn_model.h"
 #include "models/letterbox.h"
 #include "stages/categorize_stage.h"
 #include "tests/support/model_test_support.h"

@@ -1,6 +1,6 @@
 // DnnModel on an installed model (FRAMEMILL_MODELS, default <repo>/.cache/models); the
 // tests that need one skip when it is absent unless FRAMEMILL_REQUIRE_MODELS=1.
-#include "models/dnn_model.h"
+#include "tests/support/dnn_model.h"
 
 #include <cmath>
 #include <cstdlib>

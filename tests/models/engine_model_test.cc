@@ -17,7 +17,7 @@
 #include "gpu/shared_device.h"
 #include "models/catalog.h"
 #include "models/decode.h"
-#include "models/dnn_model.h"
+#include "tests/support/dnn_model.h"
 #include "models/manifest.h"
 #include "models/model_cache.h"
 #include "tests/support/model_test_support.h"

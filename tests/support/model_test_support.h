@@ -15,7 +15,7 @@
 #include <opencv2/core.hpp>
 
 #include "jobs/job.h"
-#include "models/dnn_model.h"
+#include "tests/support/dnn_model.h"
 #include "models/manifest.h"
 
 namespace framemill::testing {

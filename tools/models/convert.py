@@ -4,8 +4,8 @@
 usage: /usr/bin/python3 tools/models/convert.py --packages DIR --out DIR [--only a,b] [--no-check]
 
 Each model is written to <out>/<model>.tmp/ and renamed when complete. After conversion the
-ONNX file is loaded with cv2.dnn (OpenCV 4.6, the library the C++ runtime uses) and run once on
-a zero image unless --no-check. Exits non-zero naming the model and op on an unsupported TF.js op.
+ONNX file is loaded with cv2.dnn (OpenCV 4.6) and run once on a random image unless --no-check;
+`framemill models fetch` passes --no-check and loads each model in its own engine instead. Exits non-zero naming the model and op on an unsupported TF.js op.
 """
 import argparse
 import hashlib

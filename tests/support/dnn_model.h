@@ -1,5 +1,7 @@
-// CPU inference of one converted model through OpenCV's DNN module (model.onnx).
-// A DnnModel owns its cv::dnn::Net and is NOT thread-safe: keep one per worker thread.
+// One converted model (model.onnx) run through OpenCV's DNN module: not a path of the
+// product any more (the engine runs every model, engine/), but a second implementation the
+// tests compare the engine with and models_bench's `dnn` column (the runner framemill used
+// until f34cd8b). Owns its cv::dnn::Net and is NOT thread-safe.
 #pragma once
 
 #include <cstdint>

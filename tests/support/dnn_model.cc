@@ -1,4 +1,4 @@
-#include "models/dnn_model.h"
+#include "tests/support/dnn_model.h"
 
 #include <algorithm>
 #include <cmath>
@@ -34,11 +34,6 @@ Result<std::unique_ptr<DnnModel>> DnnModel::Open(const ModelManifest& manifest) 
   return m;
 }
 
-namespace {
-constexpr size_t kChunkInputBytes = 16 << 20;  // a forward's input, at most (one image at least)
-constexpr size_t kMaxChunk = 16;               // images per forward
-}  // namespace
-
 Result<std::vector<std::vector<OutputTensor>>> DnnModel::Run(const std::vector<cv::Mat>& pictures) {
   if (pictures.empty()) return std::vector<std::vector<OutputTensor>>{};
   for (size_t i = 0; i < pictures.size(); ++i) {
@@ -46,28 +41,11 @@ Result<std::vector<std::vector<OutputTensor>>> DnnModel::Run(const std::vector<c
       return Status::InvalidArgument("model " + manifest_.name + ": image " + std::to_string(i) +
                                      " is empty or not 8-bit BGR");
   }
-  const std::vector<cv::Mat> bgr = ModelInputImages(manifest_, pictures);
   gpu::PreprocessSpec spec = manifest_.preprocess;
   spec.type = gpu::TensorType::kFloat32;
-  // In chunks: OpenCV DNN sizes its buffers for the batch it is given, and a batch's input
-  // and layer outputs past glibc's 32 MB mmap threshold were fresh pages on every forward
-  // (a faces batch of 64 tiles: 100 MB; 20% of its CPU time in page faults). A chunk keeps
-  // its input under kChunkInputBytes, and its buffers stay in the heap to be reused.
-  // Measured on 20 photos, faces on one worker: 9.7 s -> 5.6 s of job time, results
-  // identical (chunks of 4, 8 and 16 within noise of each other; bench/README "CPU").
-  const size_t per_image = static_cast<size_t>(spec.width) * spec.height * 3 * sizeof(float);
-  const size_t chunk = std::clamp<size_t>(kChunkInputBytes / std::max<size_t>(per_image, 1), 1, kMaxChunk);
-  std::vector<std::vector<OutputTensor>> all;
-  for (size_t b = 0; b < bgr.size(); b += chunk) {
-    const size_t e = std::min(bgr.size(), b + chunk);
-    gpu::Tensor t = gpu::PreprocessCpu(std::vector<cv::Mat>(bgr.begin() + b, bgr.begin() + e), spec);
-    RoundIfIntegerInput(manifest_, &t);
-    auto r = RunTensor(t);
-    if (!r.ok()) return r.status();
-    if (b == 0 && e == bgr.size()) return r;
-    for (auto& o : *r) all.push_back(std::move(o));
-  }
-  return all;
+  gpu::Tensor t = gpu::PreprocessCpu(ModelInputImages(manifest_, pictures), spec);
+  RoundIfIntegerInput(manifest_, &t);
+  return RunTensor(t);
 }
 
 Result<std::vector<std::vector<OutputTensor>>> DnnModel::RunTensor(const gpu::Tensor& nchw) {
