@@ -12,7 +12,7 @@ namespace {
 const std::set<std::string, std::less<>>& SupportedOps() {
   static const std::set<std::string, std::less<>> kOps = {
       "Conv", "ConvTranspose", "Relu", "Clip", "Sigmoid", "LeakyRelu", "Tanh", "HardSigmoid",
-      "HardSwish", "Add", "Sub", "Mul", "Div", "Max", "Min", "Pow", "Sqrt", "Abs", "Neg",
+      "HardSwish", "Add", "Sub", "Mul", "Div", "Max", "Min", "Pow", "PRelu", "Sqrt", "Abs", "Neg",
       "Exp", "Log", "Reciprocal", "Floor", "Ceil", "Erf", "MaxPool", "AveragePool",
       "GlobalAveragePool", "GlobalMaxPool", "Pad", "Resize", "Reshape", "Transpose",
       "Concat", "Split", "Squeeze", "Unsqueeze", "Flatten", "MatMul", "Gemm", "ReduceMean",

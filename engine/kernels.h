@@ -95,7 +95,10 @@ struct Pool2dParams {
   bool count_include_pad = false;
 };
 
-enum class BinaryOp : int32_t { kAdd = 0, kSub, kMul, kDiv, kMax, kMin, kPow };
+// kPRelu: max(a, 0) + b * min(a, 0) (ONNX PRelu, b the slope: a >= 0 ? a : a * b but for the
+// sign of a zero), computed as the Relu/Clip/Mul/Add that TF.js converters write for it, so
+// that its fused form gives the same floats.
+enum class BinaryOp : int32_t { kAdd = 0, kSub, kMul, kDiv, kMax, kMin, kPow, kPRelu };
 
 // out[i] = op(a[i . a_strides], b[i . b_strides]) over the multi-index i of `dims`
 // (numpy broadcasting: a broadcast dimension has stride 0). `rank` <= kMaxRank; out is

@@ -20,7 +20,7 @@ const std::map<std::string, PlanBuilder::Lowering>& PlanBuilder::Lowerings() {
     add({"Conv"}, &B::LowerConv);
     add({"ConvTranspose"}, &B::LowerConvTranspose);
     add({"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"}, &B::LowerPool);
-    add({"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow"}, &B::LowerBinary);
+    add({"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow", "PRelu"}, &B::LowerBinary);
     add({"Relu", "Clip", "Sigmoid", "LeakyRelu", "Tanh", "Abs", "Neg", "Sqrt", "Exp", "Log",
          "Reciprocal", "Floor", "Ceil", "Erf", "HardSigmoid", "HardSwish"},
         &B::LowerUnary);

@@ -10,6 +10,7 @@
 
 #include <array>
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -222,7 +223,32 @@ class PlanBuilder {
     *act = a;
     skip_[c] = true;
     plan_.fused++;
-    return g_.nodes[c].outputs[0];
+    return MergeClamps(g_.nodes[c].outputs[0], act);
+  }
+  // Relu and Clips one after another (faceres' Relu -> Clip -> Clip after each convolution)
+  // are one clamp to the intersection of their ranges: the same floats. Returns the last
+  // one's output.
+  std::string MergeClamps(std::string out, ActivationParams* act) {
+    const auto clamp = [](const ActivationParams& a, float* lo, float* hi) {
+      if (a.kind == Activation::kRelu) { *lo = 0.0f; *hi = INFINITY; return true; }
+      if (a.kind == Activation::kClip) { *lo = a.lo; *hi = a.hi; return true; }
+      return false;
+    };
+    float lo, hi;
+    while (clamp(*act, &lo, &hi)) {
+      const int c = SoleConsumer(out);
+      ActivationParams next;
+      float lo2, hi2;
+      if (c < 0 || !AsActivation(g_.nodes[c], &next) || !clamp(next, &lo2, &hi2)) break;
+      if (std::max(lo, lo2) > std::min(hi, hi2)) break;  // disjoint ranges: not one clamp
+      act->kind = Activation::kClip;
+      act->lo = std::max(lo, lo2);
+      act->hi = std::min(hi, hi2);
+      skip_[c] = true;
+      plan_.fused++;
+      out = g_.nodes[c].outputs[0];
+    }
+    return out;
   }
   // Input k's values, which must be a constant.
   template <class T>
@@ -261,6 +287,10 @@ class PlanBuilder {
   // plan_elementwise.cc
   Status LowerBinary(size_t i);
   Status LowerUnary(size_t i);
+  // Relu(x) + k * Clip(x, max 0) (a PReLU as TF.js converters write it: facemesh's 23) as one
+  // kPRelu step from the Relu at node i; false when the nodes after it are not that.
+  bool FusePRelu(size_t i, Status* st);
+  bool MatchPRelu(size_t i, std::string* slope, std::vector<size_t>* fused, std::string* out);
   Status LowerBatchNorm(size_t i);
   // plan_linear.cc
   Status LowerMatMul(size_t i);

@@ -46,6 +46,7 @@ double ApplyBinary(const std::string& op, double a, double b, bool ints) {
   if (op == "Max") return std::max(a, b);
   if (op == "Min") return std::min(a, b);
   if (op == "Pow") return std::pow(a, b);
+  if (op == "PRelu") return std::max(a, 0.0) + b * std::min(a, 0.0);
   return NAN;
 }
 
@@ -92,7 +93,7 @@ Status PlanBuilder::LowerBinary(size_t i) {
   static const std::map<std::string, BinaryOp> kOps = {
       {"Add", BinaryOp::kAdd}, {"Sub", BinaryOp::kSub}, {"Mul", BinaryOp::kMul},
       {"Div", BinaryOp::kDiv}, {"Max", BinaryOp::kMax}, {"Min", BinaryOp::kMin},
-      {"Pow", BinaryOp::kPow}};
+      {"Pow", BinaryOp::kPow}, {"PRelu", BinaryOp::kPRelu}};
   p.op = kOps.at(n.op);
   // Merge nothing; rank as is (at least 1).
   Shape dims = *out_shape;
@@ -111,9 +112,98 @@ Status PlanBuilder::LowerBinary(size_t i) {
 }
 
 
+// The nodes of a PReLU after the Relu at node i, as TF.js converters write one:
+//   Relu(x) + k * Clip(x, max 0)       (facemesh): the slope is k;
+//   Relu(x) + k * (x - Abs(x))         (mobilefacenet): x - |x| is 2 min(x, 0), the slope 2k
+//                                      (k * 2x and 2k * x round alike: the same floats).
+// Fills the slope's constant and the nodes to fuse; false when the nodes are not that.
+bool PlanBuilder::MatchPRelu(size_t i, std::string* slope, std::vector<size_t>* fused, std::string* out) {
+  const Node& relu = g_.nodes[i];
+  const std::string& x = relu.inputs[0];
+  auto users = consumers_.find(x);
+  if (V(x).is_const || graph_outputs_.count(x) || users == consumers_.end()) return false;
+  const int add_i = SoleConsumer(relu.outputs[0]);
+  if (add_i < 0 || g_.nodes[add_i].op != "Add" || g_.nodes[add_i].inputs.size() != 2) return false;
+  const Node& add = g_.nodes[add_i];
+  const std::string& m_name = add.inputs[0] == relu.outputs[0] ? add.inputs[1] : add.inputs[0];
+  // The Mul by the slope (the node that makes the Add's other input), and what it multiplies.
+  int mul_i = -1;
+  for (size_t k = 0; k < g_.nodes.size() && mul_i < 0; ++k)
+    if (!skip_[k] && !g_.nodes[k].outputs.empty() && g_.nodes[k].outputs[0] == m_name) mul_i = static_cast<int>(k);
+  if (mul_i < 0 || g_.nodes[mul_i].op != "Mul" || g_.nodes[mul_i].inputs.size() != 2 || SoleConsumer(m_name) != add_i)
+    return false;
+  const Node& mul = g_.nodes[mul_i];
+  // The nodes after the Relu are not lowered yet: only constants have values.
+  const auto is_const = [&](const std::string& v) { return vals_.count(v) > 0 && V(v).is_const; };
+  const bool k_first = is_const(mul.inputs[0]);
+  const std::string& k = k_first ? mul.inputs[0] : mul.inputs[1];
+  const std::string& neg = k_first ? mul.inputs[1] : mul.inputs[0];
+  if (!is_const(k) || is_const(neg) || SoleConsumer(neg) != mul_i) return false;
+  int neg_i = -1;
+  for (size_t u : users->second)
+    if (!skip_[u] && g_.nodes[u].outputs[0] == neg) neg_i = static_cast<int>(u);
+  std::vector<size_t> nodes;
+  float scale = 1.0f;
+  ActivationParams a;
+  if (neg_i >= 0 && g_.nodes[neg_i].op == "Clip" && users->second.size() == 2 && AsActivation(g_.nodes[neg_i], &a) &&
+      a.hi == 0.0f && a.lo <= -3.0e38f) {
+    nodes = {static_cast<size_t>(neg_i)};
+  } else {
+    // x - Abs(x): x used by the Relu, the Abs and the Sub alone.
+    int sub_i = -1, abs_i = -1;
+    for (size_t u : users->second) {
+      if (skip_[u]) return false;
+      if (g_.nodes[u].op == "Sub" && g_.nodes[u].outputs[0] == neg) sub_i = static_cast<int>(u);
+      if (g_.nodes[u].op == "Abs") abs_i = static_cast<int>(u);
+    }
+    if (users->second.size() != 3 || sub_i < 0 || abs_i < 0) return false;
+    const Node& sub = g_.nodes[sub_i];
+    if (sub.inputs.size() != 2 || sub.inputs[0] != x || sub.inputs[1] != g_.nodes[abs_i].outputs[0] ||
+        SoleConsumer(g_.nodes[abs_i].outputs[0]) != sub_i)
+      return false;
+    nodes = {static_cast<size_t>(abs_i), static_cast<size_t>(sub_i)};
+    scale = 2.0f;
+  }
+  const Shape& dims = V(x).shape;
+  auto shape = Broadcast(dims, V(k).shape);
+  if (!shape.ok() || *shape != dims || dims.empty() || dims.size() > static_cast<size_t>(kMaxRank)) return false;
+  *slope = k;
+  if (scale != 1.0f) {
+    HostTensor t = V(k).c;
+    if (t.is_int) return false;
+    for (float& v : t.f) v *= scale;
+    *slope = relu.outputs[0] + "#prelu_slope";
+    SetConst(*slope, std::move(t));
+  }
+  nodes.push_back(static_cast<size_t>(mul_i));
+  nodes.push_back(static_cast<size_t>(add_i));
+  *fused = std::move(nodes);
+  *out = add.outputs[0];
+  return true;
+}
+
+bool PlanBuilder::FusePRelu(size_t i, Status* st) {
+  std::string slope, out;
+  std::vector<size_t> fused;
+  if (!MatchPRelu(i, &slope, &fused, &out)) return false;
+  const Node& relu = g_.nodes[i];
+  const Shape& dims = V(relu.inputs[0]).shape;
+  BinaryParams p;
+  p.op = BinaryOp::kPRelu;
+  p.rank = static_cast<int32_t>(dims.size());
+  const Shape xs = Strides(dims), ks = BroadcastStrides(V(slope).shape, dims);
+  for (size_t d = 0; d < dims.size(); ++d) { p.dims[d] = dims[d]; p.a_strides[d] = xs[d]; p.b_strides[d] = ks[d]; }
+  const int xb = V(relu.inputs[0]).buf, kb = DeviceOf(slope);
+  for (size_t f : fused) skip_[f] = true;
+  plan_.fused += static_cast<int>(fused.size());
+  *st = Emit(StepKind::kBinary, {xb, kb}, relu, dims, p, out);
+  return true;
+}
+
 Status PlanBuilder::LowerUnary(size_t i) {
   const Node& n = g_.nodes[i];
   const Val& x = V(n.inputs[0]);
+  if (Status st; n.op == "Relu" && FusePRelu(i, &st)) return st;
   UnaryParams u;
   ActivationParams act;
   if (AsActivation(n, &act)) {

@@ -39,8 +39,11 @@ in_image() {
 }
 in_image "$image" enqueue /data/photos
 # The image's binary is CPU-only: with ALL_GPU=false it says so per operation.
-in_image -e ALL_GPU=false "$image" gpu | grep -q "^CATEGORIZE  *cpu  *ALL_GPU=false" ||
-  { echo "test-image: framemill gpu did not report the CPU choice"; exit 1; }
+# Read whole before grep: `grep -q` stops at its match, and podman, writing the rest to a
+# closed pipe, then fails the pipeline (pipefail) though the image said the right thing.
+gpu_report=$(in_image -e ALL_GPU=false "$image" gpu)
+grep -q "^CATEGORIZE  *cpu  *ALL_GPU=false" <<<"$gpu_report" ||
+  { echo "test-image: framemill gpu did not report the CPU choice"; echo "$gpu_report"; exit 1; }
 start_workers() {
   podman --runtime runc run -d --name framemill-test-workers --network=host -e FRAMEMILL_DB="$db" \
     -e FRAMEMILL_STAGES=lighting,categorize -e FRAMEMILL_OUT=/data/out -e FRAMEMILL_WORKERS=2 \

@@ -102,7 +102,7 @@ bool BinaryAlgOf(BinaryOp op, dnnl::algorithm* alg) {
     case BinaryOp::kDiv: *alg = A::binary_div; return true;
     case BinaryOp::kMax: *alg = A::binary_max; return true;
     case BinaryOp::kMin: *alg = A::binary_min; return true;
-    case BinaryOp::kPow: return false;
+    case BinaryOp::kPow: case BinaryOp::kPRelu: return false;
   }
   return false;
 }
@@ -357,6 +357,7 @@ class DnnlKernels final : public Kernels {
   }
 
   Status Binary(const BinaryParams& p, const void* a, const void* b, void* out) override {
+    if (p.op == BinaryOp::kPRelu) return Guard([&] { PRelu(p, a, b, out); });
     return Guard([&] {
       dnnl::algorithm alg;
       if (!BinaryAlgOf(p.op, &alg) || p.rank < 1 || p.rank > kMaxRank) return RefBinary(p, a, b, out);
@@ -516,6 +517,32 @@ class DnnlKernels final : public Kernels {
       }
     }
     nhwc_[y] = {in.n, in.c, p.h_out, p.w_out, Dt::f32};
+  }
+
+  // PReLU of a channels-last fp32 tensor with one slope per channel (or one for all), written
+  // channels-last: facemesh's 23 were four steps each (Relu, Clip, Mul, Add); the rest on the
+  // reference.
+  void PRelu(const BinaryParams& p, const void* a, const void* b, void* out) {
+    const Nhwc* t = TagOf(a);
+    const bool per_channel = p.b_strides[0] == 0 && p.b_strides[2] == 0 && p.b_strides[3] == 0 &&
+                             (p.b_strides[1] == 1 || p.b_strides[1] == 0);
+    if (p.rank != 4 || !t || t->dt != Dt::f32 || !(*t == Nhwc{p.dims[0], p.dims[1], p.dims[2], p.dims[3]}) ||
+        !per_channel || p.act.kind != Activation::kNone)
+      return RefBinary(p, a, b, out);
+    const Nhwc shape = *t;
+    const int64_t c = shape.c, pixels = shape.n * shape.h * shape.w, ks = p.b_strides[1];
+    const float* x = static_cast<const float*>(a);
+    std::vector<float> k(static_cast<size_t>(c));  // one slope a channel
+    for (int64_t ch = 0; ch < c; ++ch) k[ch] = static_cast<const float*>(b)[ch * ks];
+    float* y = static_cast<float*>(out);
+    const float* kv = k.data();
+#pragma omp parallel for schedule(static)
+    for (int64_t px = 0; px < pixels; ++px) PReluPixel(x + px * c, kv, y + px * c, c);
+    nhwc_[out] = shape;
+  }
+  // As the reference computes it: the same floats.
+  static void PReluPixel(const float* __restrict x, const float* __restrict k, float* __restrict y, int64_t c) {
+    for (int64_t ch = 0; ch < c; ++ch) y[ch] = std::max(x[ch], 0.0f) + k[ch] * std::min(x[ch], 0.0f);
   }
 
   // A constant pad of the channels alone on a channels-last fp32 tensor (BlazeFace widens its

@@ -292,6 +292,7 @@ class CpuKernels final : public Kernels {
             case BinaryOp::kMax: z = std::max(u, v); break;
             case BinaryOp::kMin: z = std::min(u, v); break;
             case BinaryOp::kPow: z = std::pow(u, v); break;
+            case BinaryOp::kPRelu: z = std::max(u, 0.0f) + v * std::min(u, 0.0f); break;
             default: z = 0;
           }
           yr[j] = Act(p.act, z);

@@ -69,6 +69,7 @@ __device__ __forceinline__ float ApplyBinary(engine::BinaryOp op, float a, float
     case engine::BinaryOp::kMax: return fmaxf(a, b);
     case engine::BinaryOp::kMin: return fminf(a, b);
     case engine::BinaryOp::kPow: return powf(a, b);
+    case engine::BinaryOp::kPRelu: return fmaxf(a, 0.f) + b * fminf(a, 0.f);
   }
   return 0.f;
 }

@@ -435,6 +435,27 @@ TEST_F(DnnlKernelsTest, ResizeEveryModeOnBothLayouts) {
   }
 }
 
+TEST_F(DnnlKernelsTest, PReluPerChannelAndScalarOnBothLayouts) {
+  std::mt19937 rng(SeedFor("PReluPerChannelAndScalarOnBothLayouts"));
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  for (int t = 0; t < 6; ++t) {
+    const int64_t n = pick(1, 2), c = pick(1, 37), h = pick(1, 9), w = pick(1, 9);
+    const bool scalar = t % 3 == 2;
+    BinaryParams p;
+    p.op = BinaryOp::kPRelu;
+    p.rank = 4;
+    const int64_t dims[4] = {n, c, h, w}, strides[4] = {c * h * w, h * w, w, 1};
+    for (int d = 0; d < 4; ++d) { p.dims[d] = dims[d]; p.a_strides[d] = strides[d]; p.b_strides[d] = 0; }
+    if (!scalar) p.b_strides[1] = 1;
+    const Floats slope = Random(rng, scalar ? 1 : c, -0.5f, 0.5f);
+    PlainAndChannelsLast(*this, rng, std::string("PRelu ") + (scalar ? "one slope" : "a slope per channel") + " c" +
+                                         std::to_string(c),
+                         n, c, h, w, n * c * h * w,
+                         [&](Kernels& k, const void* x, void* y, const void* s, const void*) { return k.Binary(p, x, s, y); },
+                         slope);
+  }
+}
+
 // In bf16 a convolution's output is channels-last bf16: oneDNN's resampling takes YOLOv8's
 // nearest 2x (asymmetric, floor) and a linear half-pixel one.
 TEST_F(DnnlKernelsTest, ResizeOfBf16ChannelsLast) {

@@ -125,6 +125,75 @@ TEST(PlanTest, AZeroPadGoesIntoTheConvolutionAndSigmoidMulIsOneSwish) {
   EXPECT_EQ(p->outputs[0].shape, (std::vector<int64_t>{1, 16, 16, 17}));
 }
 
+// x -> Conv = c -> Relu = pos, a slope k [16, 1, 1], and outputs y and z: the start of a PReLU.
+Chain ConvThenRelu() {
+  Chain c;
+  c.j["nodes"] = json::array();
+  c.j["outputs"] = {{{"name", "y"}}, {{"name", "z"}}};
+  c.Init("k", {16, 1, 1});
+  c.Node("Conv", {"x", "w0", "b0"}, {"c"}, {{"pads", {1, 1, 1, 1}}});
+  c.Node("Relu", {"c"}, {"pos"});
+  return c;
+}
+
+// A PReLU as TF.js converters write it (Relu(x) + k * Clip(x, max 0), facemesh's), and ONNX's
+// own PRelu: each one kPRelu step; x's other uses keep it unfused.
+TEST(PlanTest, ReluPlusSlopeTimesNegativePartIsOnePRelu) {
+  Chain c = ConvThenRelu();
+  c.Node("Clip", {"c"}, {"neg"}, {{"max", 0.0}});
+  c.Node("Mul", {"neg", "k"}, {"m"});
+  c.Node("Add", {"pos", "m"}, {"y"});
+  c.Node("PRelu", {"y", "k"}, {"z"});
+  Graph g = c.Parse();
+  auto p = BuildPlan(g, 2, StorageType::kFloat32);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_EQ(p->steps.size(), 3u);  // the conv, the fused PReLU, ONNX's PRelu
+  EXPECT_EQ(p->fused, 3);
+  for (int s : {1, 2}) {
+    ASSERT_EQ(p->steps[s].kind, StepKind::kBinary);
+    const auto& b = std::get<BinaryParams>(p->steps[s].params);
+    EXPECT_EQ(b.op, BinaryOp::kPRelu);
+    EXPECT_EQ(std::vector<int64_t>(b.b_strides, b.b_strides + 4), (std::vector<int64_t>{0, 1, 0, 0}));
+  }
+  EXPECT_EQ(p->steps[2].inputs[0], p->steps[1].output);
+  // The Clip's input used elsewhere too: no fusion, four steps as written.
+  c.Node("Sigmoid", {"c"}, {"other"});
+  c.j["outputs"].push_back({{"name", "other"}});
+  auto q = BuildPlan(c.Parse(), 1, StorageType::kFloat32);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_EQ(q->steps.size(), 7u);
+}
+
+// mobilefacenet's form, Relu(x) + k * (x - Abs(x)): one PReLU of slope 2k; faceres' Relu ->
+// Clip -> Clip after a convolution: one clamp to the ranges' intersection.
+TEST(PlanTest, TheAbsFormOfPReluAndClampsInARowFuse) {
+  Chain c = ConvThenRelu();
+  c.Node("Abs", {"c"}, {"a"});
+  c.Node("Sub", {"c", "a"}, {"neg2"});
+  c.Node("Mul", {"neg2", "k"}, {"m"});
+  c.Node("Add", {"pos", "m"}, {"y"});
+  c.Node("Conv", {"y", "w2"}, {"d"});
+  c.Node("Relu", {"d"}, {"r"});
+  c.Node("Clip", {"r"}, {"r6"}, {{"min", -1.0}, {"max", 6.0}});
+  c.Node("Clip", {"r6"}, {"z"}, {{"min", 0.5}, {"max", 8.0}});
+  Graph g = c.Parse();
+  auto p = BuildPlan(g, 1, StorageType::kFloat32);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_EQ(p->steps.size(), 3u);  // conv, PReLU, conv with its one clamp
+  const auto& b = std::get<BinaryParams>(p->steps[1].params);
+  EXPECT_EQ(b.op, BinaryOp::kPRelu);
+  const auto& conv = std::get<Conv2dParams>(p->steps[2].params);
+  EXPECT_EQ(conv.act.kind, Activation::kClip);
+  EXPECT_EQ(conv.act.lo, 0.5f);
+  EXPECT_EQ(conv.act.hi, 6.0f);
+  // The slope doubled (x - |x| = 2 min(x, 0); k * 2x and 2k * x round alike). Whole models
+  // through the fused plan: GoldenTest, ModelTest, DnnlKernelsTest.WholeModelsAgreeWithTheReference.
+  const HostTensor& k = g.initializers.at("k");
+  const HostTensor& slope = p->constants[p->buffers[p->steps[1].inputs[1]].host_const];
+  ASSERT_EQ(slope.f.size(), k.f.size());
+  for (size_t e = 0; e < k.f.size(); ++e) EXPECT_EQ(slope.f[e], 2 * k.f[e]);
+}
+
 TEST(PlanTest, ArenaReusesDeadBuffersAndNoLiveBuffersOverlap) {
   Graph g = Chain().Parse();
   auto p = BuildPlan(g, 2, StorageType::kFloat32);
