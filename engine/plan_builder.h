@@ -291,6 +291,7 @@ class PlanBuilder {
   // kPRelu step from the Relu at node i; false when the nodes after it are not that.
   bool FusePRelu(size_t i, Status* st);
   bool MatchPRelu(size_t i, std::string* slope, std::vector<size_t>* fused, std::string* out);
+  int NegativePart(size_t relu_i, const std::vector<size_t>& users, std::vector<size_t>* nodes, float* scale);
   Status LowerBatchNorm(size_t i);
   // plan_linear.cc
   Status LowerMatMul(size_t i);

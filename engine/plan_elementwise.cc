@@ -38,6 +38,16 @@ Shape BroadcastStrides(const Shape& s, const Shape& out) {
 }
 
 
+// `op` of a dense tensor of `dims` with a second operand of `b_shape` broadcast to it.
+BinaryParams PerElementOf(BinaryOp op, const Shape& dims, const Shape& b_shape) {
+  BinaryParams p;
+  p.op = op;
+  p.rank = static_cast<int32_t>(dims.size());
+  const Shape as = Strides(dims), bs = BroadcastStrides(b_shape, dims);
+  for (size_t d = 0; d < dims.size(); ++d) { p.dims[d] = dims[d]; p.a_strides[d] = as[d]; p.b_strides[d] = bs[d]; }
+  return p;
+}
+
 double ApplyBinary(const std::string& op, double a, double b, bool ints) {
   if (op == "Add") return a + b;
   if (op == "Sub") return a - b;
@@ -112,65 +122,70 @@ Status PlanBuilder::LowerBinary(size_t i) {
 }
 
 
-// The nodes of a PReLU after the Relu at node i, as TF.js converters write one:
-//   Relu(x) + k * Clip(x, max 0)       (facemesh): the slope is k;
-//   Relu(x) + k * (x - Abs(x))         (mobilefacenet): x - |x| is 2 min(x, 0), the slope 2k
-//                                      (k * 2x and 2k * x round alike: the same floats).
-// Fills the slope's constant and the nodes to fuse; false when the nodes are not that.
+// x's negative part beside the Relu at node relu_i, as TF.js converters write a PReLU:
+//   Clip(x, max 0)   (facemesh): the slope is k;
+//   x - Abs(x)       (mobilefacenet): 2 min(x, 0), the slope 2k (k * 2x and 2k * x round
+//                    alike: the same floats).
+// x's only other users are those nodes. Returns the node giving the part (the Clip or the
+// Sub), with the nodes to fuse and the slope's scale; -1 when x is not used so.
+int PlanBuilder::NegativePart(size_t relu_i, const std::vector<size_t>& users, std::vector<size_t>* nodes,
+                              float* scale) {
+  const std::string& x = g_.nodes[relu_i].inputs[0];
+  for (size_t u : users)
+    if (skip_[u]) return -1;
+  ActivationParams a;
+  if (users.size() == 2) {
+    const size_t c = users[0] == relu_i ? users[1] : users[0];
+    const Node& clip = g_.nodes[c];
+    if (clip.op != "Clip" || clip.inputs[0] != x || !AsActivation(clip, &a) || a.hi != 0.0f || a.lo > -3.0e38f)
+      return -1;
+    *nodes = {c};
+    *scale = 1.0f;
+    return static_cast<int>(c);
+  }
+  if (users.size() != 3) return -1;
+  int sub_i = -1, abs_i = -1;
+  for (size_t u : users) {
+    if (g_.nodes[u].op == "Sub") sub_i = static_cast<int>(u);
+    if (g_.nodes[u].op == "Abs") abs_i = static_cast<int>(u);
+  }
+  if (sub_i < 0 || abs_i < 0) return -1;
+  const Node& sub = g_.nodes[sub_i];
+  const std::string& abs_out = g_.nodes[abs_i].outputs[0];
+  if (sub.inputs.size() != 2 || sub.inputs[0] != x || sub.inputs[1] != abs_out || SoleConsumer(abs_out) != sub_i)
+    return -1;
+  *nodes = {static_cast<size_t>(abs_i), static_cast<size_t>(sub_i)};
+  *scale = 2.0f;
+  return sub_i;
+}
+
+// Relu(x) + k * (x's negative part) after the Relu at node i: fills the slope's constant,
+// the nodes to fuse and the last one's output; false when the nodes are not that.
 bool PlanBuilder::MatchPRelu(size_t i, std::string* slope, std::vector<size_t>* fused, std::string* out) {
   const Node& relu = g_.nodes[i];
   const std::string& x = relu.inputs[0];
   auto users = consumers_.find(x);
   if (V(x).is_const || graph_outputs_.count(x) || users == consumers_.end()) return false;
-  const int add_i = SoleConsumer(relu.outputs[0]);
-  if (add_i < 0 || g_.nodes[add_i].op != "Add" || g_.nodes[add_i].inputs.size() != 2) return false;
-  const Node& add = g_.nodes[add_i];
-  const std::string& m_name = add.inputs[0] == relu.outputs[0] ? add.inputs[1] : add.inputs[0];
-  // The Mul by the slope (the node that makes the Add's other input), and what it multiplies.
-  int mul_i = -1;
-  for (size_t k = 0; k < g_.nodes.size() && mul_i < 0; ++k)
-    if (!skip_[k] && !g_.nodes[k].outputs.empty() && g_.nodes[k].outputs[0] == m_name) mul_i = static_cast<int>(k);
-  if (mul_i < 0 || g_.nodes[mul_i].op != "Mul" || g_.nodes[mul_i].inputs.size() != 2 || SoleConsumer(m_name) != add_i)
-    return false;
-  const Node& mul = g_.nodes[mul_i];
-  // The nodes after the Relu are not lowered yet: only constants have values.
-  const auto is_const = [&](const std::string& v) { return vals_.count(v) > 0 && V(v).is_const; };
-  const bool k_first = is_const(mul.inputs[0]);
-  const std::string& k = k_first ? mul.inputs[0] : mul.inputs[1];
-  const std::string& neg = k_first ? mul.inputs[1] : mul.inputs[0];
-  if (!is_const(k) || is_const(neg) || SoleConsumer(neg) != mul_i) return false;
-  int neg_i = -1;
-  for (size_t u : users->second)
-    if (!skip_[u] && g_.nodes[u].outputs[0] == neg) neg_i = static_cast<int>(u);
   std::vector<size_t> nodes;
   float scale = 1.0f;
-  ActivationParams a;
-  if (neg_i >= 0 && g_.nodes[neg_i].op == "Clip" && users->second.size() == 2 && AsActivation(g_.nodes[neg_i], &a) &&
-      a.hi == 0.0f && a.lo <= -3.0e38f) {
-    nodes = {static_cast<size_t>(neg_i)};
-  } else {
-    // x - Abs(x): x used by the Relu, the Abs and the Sub alone.
-    int sub_i = -1, abs_i = -1;
-    for (size_t u : users->second) {
-      if (skip_[u]) return false;
-      if (g_.nodes[u].op == "Sub" && g_.nodes[u].outputs[0] == neg) sub_i = static_cast<int>(u);
-      if (g_.nodes[u].op == "Abs") abs_i = static_cast<int>(u);
-    }
-    if (users->second.size() != 3 || sub_i < 0 || abs_i < 0) return false;
-    const Node& sub = g_.nodes[sub_i];
-    if (sub.inputs.size() != 2 || sub.inputs[0] != x || sub.inputs[1] != g_.nodes[abs_i].outputs[0] ||
-        SoleConsumer(g_.nodes[abs_i].outputs[0]) != sub_i)
-      return false;
-    nodes = {static_cast<size_t>(abs_i), static_cast<size_t>(sub_i)};
-    scale = 2.0f;
-  }
+  const int neg_i = NegativePart(i, users->second, &nodes, &scale);
+  if (neg_i < 0) return false;
+  const std::string& neg = g_.nodes[neg_i].outputs[0];
+  const int mul_i = SoleConsumer(neg), add_i = SoleConsumer(relu.outputs[0]);
+  if (mul_i < 0 || add_i < 0 || g_.nodes[mul_i].op != "Mul" || g_.nodes[add_i].op != "Add") return false;
+  const Node &mul = g_.nodes[mul_i], &add = g_.nodes[add_i];
+  if (mul.inputs.size() != 2 || add.inputs.size() != 2 || SoleConsumer(mul.outputs[0]) != add_i) return false;
+  const std::string& k = mul.inputs[0] == neg ? mul.inputs[1] : mul.inputs[0];
+  const bool add_ok = (add.inputs[0] == relu.outputs[0] && add.inputs[1] == mul.outputs[0]) ||
+                      (add.inputs[1] == relu.outputs[0] && add.inputs[0] == mul.outputs[0]);
+  // The nodes after the Relu are not lowered yet: only constants have values.
+  if (!add_ok || vals_.count(k) == 0 || !V(k).is_const || (scale != 1.0f && V(k).c.is_int)) return false;
   const Shape& dims = V(x).shape;
   auto shape = Broadcast(dims, V(k).shape);
   if (!shape.ok() || *shape != dims || dims.empty() || dims.size() > static_cast<size_t>(kMaxRank)) return false;
   *slope = k;
   if (scale != 1.0f) {
     HostTensor t = V(k).c;
-    if (t.is_int) return false;
     for (float& v : t.f) v *= scale;
     *slope = relu.outputs[0] + "#prelu_slope";
     SetConst(*slope, std::move(t));
@@ -188,11 +203,7 @@ bool PlanBuilder::FusePRelu(size_t i, Status* st) {
   if (!MatchPRelu(i, &slope, &fused, &out)) return false;
   const Node& relu = g_.nodes[i];
   const Shape& dims = V(relu.inputs[0]).shape;
-  BinaryParams p;
-  p.op = BinaryOp::kPRelu;
-  p.rank = static_cast<int32_t>(dims.size());
-  const Shape xs = Strides(dims), ks = BroadcastStrides(V(slope).shape, dims);
-  for (size_t d = 0; d < dims.size(); ++d) { p.dims[d] = dims[d]; p.a_strides[d] = xs[d]; p.b_strides[d] = ks[d]; }
+  const BinaryParams p = PerElementOf(BinaryOp::kPRelu, dims, V(slope).shape);
   const int xb = V(relu.inputs[0]).buf, kb = DeviceOf(slope);
   for (size_t f : fused) skip_[f] = true;
   plan_.fused += static_cast<int>(fused.size());
@@ -275,12 +286,8 @@ Status PlanBuilder::LowerBatchNorm(size_t i) {
               tname = n.outputs[0] + "#bn_tmp";
   SetConst(mname, std::move(mul));
   SetConst(aname, std::move(add));
-  Shape dims = x.shape;
-  BinaryParams p;
-  p.rank = static_cast<int32_t>(dims.size());
-  Shape xs = Strides(dims), cs = BroadcastStrides(V(mname).shape, dims);
-  for (size_t k = 0; k < dims.size(); ++k) { p.dims[k] = dims[k]; p.a_strides[k] = xs[k]; p.b_strides[k] = cs[k]; }
-  p.op = BinaryOp::kMul;
+  const Shape dims = x.shape;
+  BinaryParams p = PerElementOf(BinaryOp::kMul, dims, V(mname).shape);
   FM_RETURN_IF_ERROR(Emit(StepKind::kBinary, {x.buf, DeviceOf(mname)}, n, dims, p, tname));
   p.op = BinaryOp::kAdd;
   const int scaled = V(tname).buf, shift = DeviceOf(aname);
