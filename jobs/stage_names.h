@@ -8,6 +8,7 @@ namespace framemill::stage_names {
 inline constexpr char kFetch[] = "fetch";
 inline constexpr char kLighting[] = "lighting";
 inline constexpr char kMotion[] = "motion";
+inline constexpr char kClips[] = "clips";
 inline constexpr char kCategorize[] = "categorize";
 inline constexpr char kDedup[] = "dedup";
 inline constexpr char kFaces[] = "faces";
@@ -19,7 +20,7 @@ inline constexpr char kAudioSync[] = "audio_sync";
 
 // Every stage of this build: the default registry (stages/registry.cc) holds exactly these
 // (StageRegistryTest checks it), so a new stage is named here once.
-inline constexpr const char* kAll[] = {kFetch, kLighting, kMotion, kCategorize, kDedup, kFaces,
+inline constexpr const char* kAll[] = {kFetch, kLighting, kMotion, kClips, kCategorize, kDedup, kFaces,
                                        kFaceClusters, kPose, kSegment, kInpaint, kAudioSync};
 
 }  // namespace framemill::stage_names

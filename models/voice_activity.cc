@@ -14,7 +14,7 @@ namespace {
 // Windows encoded per forward: 8 s of audio, about 2.6 MB of input.
 constexpr size_t kEncodeBatch = 256;
 
-float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+float GateSigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 struct DecoderFile {
   std::vector<float> data;
@@ -174,13 +174,13 @@ Result<std::vector<float>> VoiceActivity::Run(std::span<const float> samples, co
       }
       float logit = b_out_;
       for (int k = 0; k < H; ++k) {
-        const float i = Sigmoid(gates[k]), f = Sigmoid(gates[H + k]);
-        const float g = std::tanh(gates[2 * H + k]), o = Sigmoid(gates[3 * H + k]);
+        const float i = GateSigmoid(gates[k]), f = GateSigmoid(gates[H + k]);
+        const float g = std::tanh(gates[2 * H + k]), o = GateSigmoid(gates[3 * H + k]);
         c[k] = f * c[k] + i * g;
         h[k] = o * std::tanh(c[k]);
         logit += w_out_[k] * std::max(h[k], 0.0f);
       }
-      probs.push_back(Sigmoid(logit));
+      probs.push_back(GateSigmoid(logit));
     }
   }
   return probs;

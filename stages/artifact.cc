@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 
@@ -28,6 +29,45 @@ std::string ArtifactPath(const std::string& dir, const ClaimedJob& job, int64_t 
   char token[24];
   std::snprintf(token, sizeof token, "-%016llx", static_cast<unsigned long long>(job.lease_token));
   return dir + "/" + name + token + "." + ext;
+}
+
+namespace {
+
+// Whether `name` is <item>[-f<frame>]-<token>.<ext>[.tmp...] of `item` and another token.
+bool EarlierAttempt(const std::string& name, int64_t item, const std::string& token,
+                    const std::string& ext) {
+  const std::string prefix = std::to_string(item) + "-";
+  if (name.rfind(prefix, 0) != 0) return false;
+  size_t at = prefix.size();
+  if (at < name.size() && name[at] == 'f') {  // -f<frame>-
+    size_t digits = at + 1;
+    while (digits < name.size() && std::isdigit(static_cast<unsigned char>(name[digits]))) ++digits;
+    if (digits == at + 1 || digits >= name.size() || name[digits] != '-') return false;
+    at = digits + 1;
+  }
+  if (name.size() < at + 16 + 1 + ext.size()) return false;
+  const std::string theirs = name.substr(at, 16);
+  if (theirs.find_first_not_of("0123456789abcdef") != std::string::npos || theirs == token) return false;
+  const std::string rest = name.substr(at + 16);
+  return rest == "." + ext || rest.rfind("." + ext + ".tmp", 0) == 0;
+}
+
+}  // namespace
+
+Status RemoveEarlierAttempts(const std::string& dir, const ClaimedJob& job, const std::string& ext) {
+  char token[24];
+  std::snprintf(token, sizeof token, "%016llx", static_cast<unsigned long long>(job.lease_token));
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return Status::OK();
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!EarlierAttempt(name, job.item_id, token, ext)) continue;
+    std::error_code rm;
+    fs::remove(it->path(), rm);
+    if (rm) return Status::IOError("cannot remove " + it->path().string() + ": " + rm.message());
+  }
+  if (ec) return Status::IOError("cannot list " + dir + ": " + ec.message());
+  return Status::OK();
 }
 
 Status WriteArtifact(const std::string& path, std::string_view bytes) {

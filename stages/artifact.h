@@ -24,6 +24,12 @@ std::string ArtifactDir(const std::string& out_dir, const std::string& stage);
 std::string ArtifactPath(const std::string& dir, const ClaimedJob& job, int64_t frame,
                          const std::string& ext);
 
+// Removes this job's item's files of `ext` that other claims of it wrote under `dir` (and
+// their temporaries): what a worker killed mid-job, or a lost lease, left. Only the claim
+// that holds the lease calls it: an older holder's result is fenced out, so its files are
+// no one's.
+Status RemoveEarlierAttempts(const std::string& dir, const ClaimedJob& job, const std::string& ext);
+
 // Writes `bytes` at `path` (creating its directory) through a temporary name.
 Status WriteArtifact(const std::string& path, std::string_view bytes);
 

@@ -3,6 +3,7 @@
 #include "models/model_cache.h"
 #include "stages/audio_sync_stage.h"
 #include "stages/categorize_stage.h"
+#include "stages/clips_stage.h"
 #include "stages/dedup_stage.h"
 #include "stages/face_clusters_stage.h"
 #include "stages/faces_stage.h"
@@ -52,6 +53,7 @@ Result<std::unique_ptr<StageRegistry>> MakeDefaultRegistry(const StageOptions& o
   stages.push_back(std::make_unique<FetchStage>(fetch));
   stages.push_back(std::make_unique<LightingStage>(o.lighting));
   stages.push_back(std::make_unique<MotionStage>(o.motion, o.out_dir));
+  stages.push_back(std::make_unique<ClipsStage>(o.clips, o.out_dir));
   stages.push_back(std::make_unique<CategorizeStage>(cache, o.model_frames, o.categorize));
   stages.push_back(std::make_unique<DedupStage>(o.dedup));
   stages.push_back(std::make_unique<FacesStage>(cache, o.model_frames, o.faces));

@@ -12,9 +12,11 @@
 #include "base/option_rows.h"
 #include "fetch/fetcher.h"
 #include "media/image.h"
+#include "media/clip_writer.h"
 #include "media/video.h"
 #include "models/face_tiles.h"
 #include "analysis/av_sync.h"
+#include "analysis/clip_plan.h"
 #include "analysis/motion_analysis.h"
 #include "analysis/pose_tracks.h"
 #include "analysis/same_picture.h"
@@ -142,6 +144,14 @@ struct InpaintOptions {  // the inpaint stage
   bool operator==(const InpaintOptions&) const = default;
 };
 
+struct ClipsOptions {  // the clips stage
+  VideoLimits video_limits;
+  ClipPlanOptions plan;    // clips.min_s, clips.max_s
+  ClipEncoding encoding;   // clips.mode, clips.preset, clips.crf, clips.audio_kbps
+
+  bool operator==(const ClipsOptions&) const = default;
+};
+
 struct AudioSyncOptions {  // the audio_sync stage
   VideoLimits video_limits;
   double max_seconds = 120;      // only the first this many seconds are analysed (audio_sync.max_seconds)
@@ -174,6 +184,7 @@ struct StageOptions {
   SegmentOptions segment;
   InpaintOptions inpaint;
   MotionOptions motion;
+  ClipsOptions clips;
   AudioSyncOptions audio_sync;
 
   bool operator==(const StageOptions&) const = default;

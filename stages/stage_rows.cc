@@ -13,7 +13,7 @@ std::vector<int64_t*> EveryVideoLimit(StageOptions* o, int64_t VideoLimits::*fie
   std::vector<int64_t*> out;
   for (VideoLimits* v : {&o->lighting.video_limits, &o->model_frames.video_limits,
                          &o->dedup.video_limits, &o->motion.video_limits,
-                         &o->audio_sync.video_limits})
+                         &o->clips.video_limits, &o->audio_sync.video_limits})
     out.push_back(&(v->*field));
   return out;
 }
@@ -154,6 +154,25 @@ void AddMotionRows(MotionOptions* m, OptionRows* rows) {
                             &m->analysis.cut_residual, 0, 10));
 }
 
+// libx264's presets, fastest first.
+const std::vector<std::string>& X264Presets() {
+  static const std::vector<std::string> presets = {"ultrafast", "superfast", "veryfast", "faster",
+                                                   "fast", "medium", "slow", "slower", "veryslow"};
+  return presets;
+}
+
+void AddClipsRows(ClipsOptions* c, OptionRows* rows) {
+  rows->push_back(NumberRow("clips.min_s", "FRAMEMILL_CLIPS_MIN_S", &c->plan.min_s, 0, 86400));
+  rows->push_back(NumberRow("clips.max_s", "FRAMEMILL_CLIPS_MAX_S", &c->plan.max_s, 0.1, 86400));
+  rows->push_back(ChoiceRow("clips.mode", "FRAMEMILL_CLIPS_MODE", "", &c->encoding.mode,
+                            Choices<ClipMode>{{"encode", ClipMode::kEncode}, {"copy", ClipMode::kCopy}}));
+  rows->push_back(TextChoiceRow("clips.preset", "FRAMEMILL_CLIPS_PRESET", "", &c->encoding.preset,
+                                X264Presets()));
+  rows->push_back(IntRow("clips.crf", "FRAMEMILL_CLIPS_CRF", "", {&c->encoding.crf}, 0, 51));
+  rows->push_back(IntRow("clips.audio_kbps", "FRAMEMILL_CLIPS_AUDIO_KBPS", "",
+                         {&c->encoding.audio_kbps}, 16, 512));
+}
+
 void AddAudioSyncRows(AudioSyncOptions* a, OptionRows* rows) {
   rows->push_back(NumberRow("audio_sync.max_seconds", "FRAMEMILL_AUDIO_SYNC_MAX_SECONDS",
                             &a->max_seconds, 1, 86400));
@@ -181,6 +200,7 @@ void AddStageRows(StageOptions* o, OptionRows* rows) {
   AddPoseRows(&o->pose, rows);
   AddInpaintRows(o, rows);
   AddMotionRows(&o->motion, rows);
+  AddClipsRows(&o->clips, rows);
   AddAudioSyncRows(&o->audio_sync, rows);
   fetch::AddFetchRows(&o->fetch, rows);
 }
