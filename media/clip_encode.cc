@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <optional>
 
 extern "C" {
 #include <libavutil/audio_fifo.h>
@@ -329,94 +330,115 @@ struct OpenClip {
   int64_t first_pts = AV_NOPTS_VALUE, last_pts = AV_NOPTS_VALUE;
 };
 
-}  // namespace
+// The encode pass over one source: frames decoded in order, each span's encoded into its clip.
+class EncodeWriter {
+ public:
+  EncodeWriter(const Source& src, const std::vector<ClipSpan>& spans, const ClipWriteOptions& options,
+               const std::function<std::string(size_t)>& path_for, std::vector<ClipOutcome>* outcomes)
+      : src_(src), spans_(spans), options_(options), path_for_(path_for), outcomes_(outcomes) {}
 
-Status EncodePass(const Source& src, const std::vector<ClipSpan>& spans,
-                  const ClipWriteOptions& options, const std::function<std::string(size_t)>& path_for,
-                  std::vector<ClipOutcome>* outcomes) {
-  AvDecoder av;
-  FM_RETURN_IF_ERROR(src.OpenVideo(&av, options.encoding.threads));
-  const AVStream* st = av.stream();
-  FrameClock clock(st, src.fps);
-  auto audio = AudioCutter::Open(src.path, src.format, clock.start_s());
-  if (!audio.ok()) return audio.status();
-  const AVRational rate = av_guess_frame_rate(av.format(), const_cast<AVStream*>(st), nullptr);
-  std::optional<OpenClip> clip;
-  size_t k = 0;
-  int64_t last_index = -1;
-  double last_t = 0;
+  Status Run() {
+    FM_RETURN_IF_ERROR(src_.OpenVideo(&av_, options_.encoding.threads));
+    clock_.emplace(av_.stream(), src_.fps);
+    auto audio = AudioCutter::Open(src_.path, src_.format, clock_->start_s());
+    if (!audio.ok()) return audio.status();
+    audio_ = std::move(audio).value();
+    rate_ = av_guess_frame_rate(av_.format(), av_.stream(), nullptr);
+    while (k_ < spans_.size()) {
+      auto more = av_.Next();
+      if (!more.ok()) return more.status();
+      if (!*more || av_.decoded() > options_.limits.max_frames) break;
+      FM_RETURN_IF_ERROR(OnFrame(av_.decoded() - 1, clock_->Time(av_.frame())));
+    }
+    // The stream ended inside a span: the clip holds what there was.
+    if (clip_) FM_RETURN_IF_ERROR(Close(last_index_ + 1, last_t_ + clock_->FrameSeconds()));
+    for (; k_ < spans_.size(); ++k_)
+      (*outcomes_)[k_].reason = "the video ends at frame " + std::to_string(last_index_ + 1) +
+                                ", before the span starts";
+    return Status::OK();
+  }
 
-  auto close = [&](int64_t end_index, double end_s) -> Status {
-    OpenClip& c = *clip;
+ private:
+  Status OnFrame(int64_t index, double t) {
+    if (clip_ && index >= spans_[clip_->k].end_frame) FM_RETURN_IF_ERROR(Close(index, t));
+    last_index_ = index;
+    last_t_ = t;
+    if (k_ >= spans_.size()) return Status::OK();
+    if (index < spans_[k_].start_frame) return audio_ ? audio_->Skip(t) : Status::OK();
+    if (!clip_) FM_RETURN_IF_ERROR(Open(index, t));
+    FM_RETURN_IF_ERROR(clip_->video->Encode(av_.frame(), ClipPts()));
+    ++clip_->file.frames;
+    return audio_ ? audio_->EncodeUntil(t) : Status::OK();
+  }
+
+  // The frame's time in the clip, from 0, rising.
+  int64_t ClipPts() {
+    int64_t pts = av_.frame()->best_effort_timestamp;
+    if (clip_->first_pts == AV_NOPTS_VALUE) clip_->first_pts = pts;
+    pts = pts == AV_NOPTS_VALUE ? clip_->file.frames : pts - clip_->first_pts;
+    if (clip_->last_pts != AV_NOPTS_VALUE && pts <= clip_->last_pts) pts = clip_->last_pts + 1;
+    clip_->last_pts = pts;
+    return pts;
+  }
+
+  Status Open(int64_t index, double t) {
+    OpenClip c;
+    c.k = k_;
+    auto out = ClipOutput::Open(path_for_(k_));
+    if (!out.ok()) return out.status();
+    c.out = std::move(out).value();
+    auto video = VideoEncoder::Open(av_.frame(), av_.stream(), rate_, options_.encoding, c.out.get());
+    if (!video.ok()) return video.status();
+    c.video = std::move(video).value();
+    bool has_audio = false;
+    if (audio_) {
+      auto began = audio_->BeginClip(t, options_.encoding.audio_kbps, c.out.get());
+      if (!began.ok()) return began.status();
+      has_audio = *began;
+    }
+    FM_RETURN_IF_ERROR(c.out->Start());
+    c.file = ClipFile{{index, spans_[k_].end_frame}, t, 0, 0, src_.fps, c.video->width(),
+                      c.video->height(), "h264", has_audio, 0, path_for_(k_)};
+    clip_ = std::move(c);
+    return Status::OK();
+  }
+
+  Status Close(int64_t end_index, double end_s) {
+    OpenClip& c = *clip_;
     FM_RETURN_IF_ERROR(c.video->Finish());
-    if (*audio) FM_RETURN_IF_ERROR((*audio)->EndClip(end_s));
+    if (audio_) FM_RETURN_IF_ERROR(audio_->EndClip(end_s));
     auto bytes = c.out->Finish();
     if (!bytes.ok()) return bytes.status();
     c.file.span.end_frame = end_index;
     c.file.end_s = end_s;
     c.file.bytes = *bytes;
-    (*outcomes)[c.k].file = c.file;
-    clip.reset();
+    (*outcomes_)[c.k].file = c.file;
+    clip_.reset();
+    ++k_;
     return Status::OK();
-  };
-  auto open = [&](int64_t index, double t) -> Status {
-    OpenClip c;
-    c.k = k;
-    auto out = ClipOutput::Open(path_for(k));
-    if (!out.ok()) return out.status();
-    c.out = std::move(out).value();
-    auto video = VideoEncoder::Open(av.frame(), st, rate, options.encoding, c.out.get());
-    if (!video.ok()) return video.status();
-    c.video = std::move(video).value();
-    bool has_audio = false;
-    if (*audio) {
-      auto began = (*audio)->BeginClip(t, options.encoding.audio_kbps, c.out.get());
-      if (!began.ok()) return began.status();
-      has_audio = *began;
-    }
-    FM_RETURN_IF_ERROR(c.out->Start());
-    c.file = ClipFile{{index, spans[k].end_frame}, t, 0, 0, src.fps, c.video->width(),
-                      c.video->height(), "h264", has_audio, 0, path_for(k)};
-    clip = std::move(c);
-    return Status::OK();
-  };
+  }
 
-  while (k < spans.size()) {
-    auto more = av.Next();
-    if (!more.ok()) return more.status();
-    if (!*more || av.decoded() > options.limits.max_frames) break;
-    const int64_t index = av.decoded() - 1;
-    const double t = clock.Time(av.frame());
-    if (clip && index >= spans[clip->k].end_frame) {
-      FM_RETURN_IF_ERROR(close(index, t));
-      ++k;
-    }
-    last_index = index;
-    last_t = t;
-    if (k >= spans.size()) break;
-    if (index < spans[k].start_frame) {
-      if (*audio) FM_RETURN_IF_ERROR((*audio)->Skip(t));
-      continue;
-    }
-    if (!clip) FM_RETURN_IF_ERROR(open(index, t));
-    int64_t pts = av.frame()->best_effort_timestamp;
-    if (clip->first_pts == AV_NOPTS_VALUE) clip->first_pts = pts;
-    pts = pts == AV_NOPTS_VALUE ? clip->file.frames : pts - clip->first_pts;
-    if (clip->last_pts != AV_NOPTS_VALUE && pts <= clip->last_pts) pts = clip->last_pts + 1;
-    clip->last_pts = pts;
-    FM_RETURN_IF_ERROR(clip->video->Encode(av.frame(), pts));
-    ++clip->file.frames;
-    if (*audio) FM_RETURN_IF_ERROR((*audio)->EncodeUntil(t));
-  }
-  // The stream ended inside a span: the clip holds what there was.
-  if (clip) {
-    FM_RETURN_IF_ERROR(close(last_index + 1, last_t + clock.FrameSeconds()));
-    ++k;
-  }
-  for (; k < spans.size(); ++k)
-    (*outcomes)[k].reason = "the video ends at frame " + std::to_string(last_index + 1) +
-                            ", before the span starts";
-  return Status::OK();
+  const Source& src_;
+  const std::vector<ClipSpan>& spans_;
+  const ClipWriteOptions& options_;
+  const std::function<std::string(size_t)>& path_for_;
+  std::vector<ClipOutcome>* outcomes_;
+  AvDecoder av_;
+  std::optional<FrameClock> clock_;
+  std::unique_ptr<AudioCutter> audio_;  // null: the source is silent
+  AVRational rate_{0, 1};
+  std::optional<OpenClip> clip_;
+  size_t k_ = 0;  // the span in hand, or next
+  int64_t last_index_ = -1;
+  double last_t_ = 0;
+};
+
+}  // namespace
+
+Status EncodePass(const Source& src, const std::vector<ClipSpan>& spans,
+                  const ClipWriteOptions& options, const std::function<std::string(size_t)>& path_for,
+                  std::vector<ClipOutcome>* outcomes) {
+  return EncodeWriter(src, spans, options, path_for, outcomes).Run();
 }
 
 }  // namespace framemill::clips

@@ -22,13 +22,22 @@ std::string ArtifactDir(const std::string& out_dir, const std::string& stage) {
   return (fs::path(AbsolutePath(out_dir)) / stage).lexically_normal().string();
 }
 
+namespace {
+
+// The claim's lease token as artifact names carry it: 16 hex digits.
+std::string TokenHex(const ClaimedJob& job) {
+  char token[24];
+  std::snprintf(token, sizeof token, "%016llx", static_cast<unsigned long long>(job.lease_token));
+  return token;
+}
+
+}  // namespace
+
 std::string ArtifactPath(const std::string& dir, const ClaimedJob& job, int64_t frame,
                          const std::string& ext) {
   std::string name = std::to_string(job.item_id);
   if (frame >= 0) name += "-f" + std::to_string(frame);
-  char token[24];
-  std::snprintf(token, sizeof token, "-%016llx", static_cast<unsigned long long>(job.lease_token));
-  return dir + "/" + name + token + "." + ext;
+  return dir + "/" + name + "-" + TokenHex(job) + "." + ext;
 }
 
 namespace {
@@ -55,8 +64,7 @@ bool EarlierAttempt(const std::string& name, int64_t item, const std::string& to
 }  // namespace
 
 Status RemoveEarlierAttempts(const std::string& dir, const ClaimedJob& job, const std::string& ext) {
-  char token[24];
-  std::snprintf(token, sizeof token, "%016llx", static_cast<unsigned long long>(job.lease_token));
+  const std::string token = TokenHex(job);
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return Status::OK();
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
