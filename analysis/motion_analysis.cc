@@ -232,11 +232,12 @@ std::string CameraLabel(const CameraMotion& c, double jitter, int width) {
 }
 
 MotionAnalyser::MotionAnalyser(MotionAnalysisOptions options, cv::Size source_size,
-                               cv::Size analysis_size, FlowFn flow)
+                               cv::Size analysis_size, double analysed_fps, FlowFn flow)
     : options_(options),
       source_(source_size),
       scale_(source_size.width > 0 ? double(analysis_size.width) / source_size.width : 1),
-      flow_(std::move(flow)) {
+      flow_(std::move(flow)),
+      finder_(options.transitions, analysed_fps) {
   if (!flow_) {
     cv::Ptr<cv::DISOpticalFlow> dis = cv::DISOpticalFlow::create(options.preset);
     flow_ = [dis](const cv::Mat& from, const cv::Mat& to) -> Result<cv::Mat> {
@@ -253,7 +254,7 @@ MotionAnalyser::Frame MotionAnalyser::Prepare(int64_t index, const cv::Mat& bgr)
   cv::cvtColor(bgr, f.gray, cv::COLOR_BGR2GRAY);
   cv::Scalar mean, stddev;
   cv::meanStdDev(f.gray, mean, stddev);
-  f.flat = stddev[0] < options_.flat_std;
+  f.flat = stddev[0] < options_.flat_std && mean[0] < options_.flat_luma;
   f.luma = mean[0];
   f.gray.convertTo(f.normalised, CV_32F, 1.0 / std::max(stddev[0], 1.0),
                    -mean[0] / std::max(stddev[0], 1.0));
@@ -336,6 +337,7 @@ Status MotionAnalyser::Add(int64_t index, double time_s, const cv::Mat& bgr) {
       across_flat_.back() = std::move(across).value();
     }
   }
+  finder_.Add(f.index, f.gray, f.histogram, f.flat, pairs_.empty() || pairs_.back().frame != f.index ? 0 : pairs_.back().residual);
   if (!f.flat) last_solid_ = f;
   before_previous_ = std::move(previous_);
   previous_ = std::move(f);
@@ -358,7 +360,21 @@ size_t MotionAnalyser::CutAfterFlatRun(size_t last) const {
   return std::min(k, last);
 }
 
-MotionSummary MotionAnalyser::Finish(int64_t frames_total) {
+std::optional<GradualTransition> MotionAnalyser::FadeAround(size_t last, size_t cut) const {
+  constexpr double kStep = 1.0;  // gray levels a frame of a fade changes by, at least
+  auto luma = [&](size_t i) { return pairs_[i].luma; };
+  size_t first = last;  // the run: pairs first..last-1 end on flat frames
+  while (first > 0 && pairs_[first - 1].flat) --first;
+  size_t out = first;   // back over the fade out: each frame darker than the one before
+  while (out > 0 && luma(out - 1) < (out >= 2 ? luma(out - 2) : first_luma_) - kStep) --out;
+  size_t in = last;     // on over the fade in: each frame brighter than the one before
+  while (in + 1 < pairs_.size() && luma(in + 1) > luma(in) + kStep && !pairs_[in + 1].cut) ++in;
+  // No light fading on either side: a cut into a dark or flat picture (a night sky), not a fade.
+  if (out == first && in == last) return std::nullopt;
+  return GradualTransition{pairs_[out].frame, pairs_[in].frame, pairs_[cut].frame, "fade"};
+}
+
+void MotionAnalyser::DecideCuts() {
   auto is_cut = [&](const PairMotion& p) {
     return p.histogram_change > options_.cut_histogram && p.residual > options_.cut_residual;
   };
@@ -367,7 +383,11 @@ MotionSummary MotionAnalyser::Finish(int64_t frames_total) {
     if (across_flat_[i]) {
       // A flat run (black, a fade): a new shot only if what comes out of it is not what
       // went in; it starts at or before this pair.
-      if (is_cut(*across_flat_[i])) pairs_[CutAfterFlatRun(i)].cut = true;
+      if (is_cut(*across_flat_[i])) {
+        const size_t cut = CutAfterFlatRun(i);
+        pairs_[cut].cut = true;
+        if (auto fade = FadeAround(i, cut)) fades_.push_back(*fade);
+      }
     } else if (!p.flat && !p.from_flat) {
       // A flash is one frame unlike both neighbours, which agree with each other.
       const bool flash_here = skip_change_[i] < options_.cut_histogram / 2;
@@ -375,9 +395,32 @@ MotionSummary MotionAnalyser::Finish(int64_t frames_total) {
       p.cut = is_cut(p) && !flash_here && !flash_before;
     }
   }
-  MotionSummary out;
+}
+
+void MotionAnalyser::Place(MotionSummary* out, const std::vector<GradualTransition>& dissolves) {
+  for (const GradualTransition& t : dissolves) {
+    for (PairMotion& p : pairs_)
+      if (p.frame >= t.first && p.frame <= t.last + 1) p.cut = p.frame == t.cut;
+  }
+  out->transitions = fades_;
+  out->transitions.insert(out->transitions.end(), dissolves.begin(), dissolves.end());
+  std::sort(out->transitions.begin(), out->transitions.end(),
+            [](const GradualTransition& a, const GradualTransition& b) { return a.first < b.first; });
   for (const PairMotion& p : pairs_)
-    if (p.cut) out.cuts.push_back(p.frame);
+    if (p.cut) out->cuts.push_back(p.frame);
+}
+
+bool MotionAnalyser::InTransition(int64_t frame, const MotionSummary& s) const {
+  for (const GradualTransition& t : s.transitions)
+    if (frame >= t.first && frame <= t.last + 1) return true;  // the pair touches a mixed frame
+  return false;
+}
+
+MotionSummary MotionAnalyser::Finish(int64_t frames_total) {
+  DecideCuts();
+  MotionSummary out;
+  Place(&out, finder_.Finish());
+
   // Shots: the pairs between cuts; a pair that crosses a cut belongs to none.
   int64_t start = 0;
   std::vector<const PairMotion*> shot, all;
@@ -393,6 +436,7 @@ MotionSummary MotionAnalyser::Finish(int64_t frames_total) {
       start = p.frame;
       continue;
     }
+    if (InTransition(p.frame, out)) continue;
     shot.push_back(&p);
     all.push_back(&p);
   }
@@ -427,6 +471,8 @@ std::string MotionAnalyser::SeriesCsv() const {
 
 nlohmann::json MotionJson(const MotionSummary& s, double fps, int64_t frames_analysed,
                           cv::Size analysis_size) {
+  nlohmann::json transitions = nlohmann::json::array();
+  for (const GradualTransition& t : s.transitions) transitions.push_back({t.first, t.last});
   nlohmann::json shots = nlohmann::json::array();
   for (const ShotMotion& shot : s.shots)
     shots.push_back({{"start", shot.start}, {"end", shot.end},
@@ -437,6 +483,7 @@ nlohmann::json MotionJson(const MotionSummary& s, double fps, int64_t frames_ana
           {"camera", CameraJson(s.overall)},
           {"subject", SubjectJson(s.overall.subject)},
           {"cuts", s.cuts},
+          {"transitions", transitions},
           {"shots", shots}};
 }
 

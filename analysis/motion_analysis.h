@@ -15,6 +15,7 @@
 #include <opencv2/core.hpp>
 #include <opencv2/video/tracking.hpp>
 
+#include "analysis/gradual_transitions.h"
 #include "base/status.h"
 
 namespace framemill {
@@ -24,7 +25,9 @@ struct MotionAnalysisOptions {
   double moving_px = 1.0;       // residual speed (source px per frame) above which a pixel moves
   double cut_histogram = 0.15;  // histogram change (Bhattacharyya distance) a cut needs...
   double cut_residual = 0.45;   // ...together with this flow-compensated residual (in luma std)
-  double flat_std = 10.0;       // luma std (of 255) below which a frame is flat (black, faded)
+  double flat_std = 10.0;       // luma std (of 255) below which a dark frame is flat (black, faded)...
+  double flat_luma = 60.0;      // ...when its mean luma is below this: a white wall is a picture
+  TransitionFinderOptions transitions;  // cross-fades and dissolves
 
   bool operator==(const MotionAnalysisOptions&) const = default;
 };
@@ -73,6 +76,9 @@ struct ShotMotion {
 
 struct MotionSummary {
   std::vector<int64_t> cuts;       // source frames where a new shot starts
+  // Gradual transitions between shots (cross-fades, dissolves, fades through black), each
+  // with a cut inside it: the frames of a transition belong to no shot's figures.
+  std::vector<GradualTransition> transitions;
   std::vector<ShotMotion> shots;
   ShotMotion overall;              // over every pair within a shot
 };
@@ -83,9 +89,10 @@ using FlowFn = std::function<Result<cv::Mat>(const cv::Mat& from, const cv::Mat&
 
 class MotionAnalyser {
  public:
-  // `source_size`: the video's frame size; frames arrive scaled to `analysis_size`.
+  // `source_size`: the video's frame size; frames arrive scaled to `analysis_size`, at
+  // `analysed_fps` frames per second of video.
   MotionAnalyser(MotionAnalysisOptions options, cv::Size source_size, cv::Size analysis_size,
-                 FlowFn flow = nullptr);
+                 double analysed_fps, FlowFn flow = nullptr);
 
   // The next analysed frame (8-bit BGR at the analysis size), in order. Fails only when
   // the flow does (a device error other than running out of memory).
@@ -112,6 +119,15 @@ class MotionAnalyser {
   // two shots.
   size_t CutAfterFlatRun(size_t last) const;
   Result<PairMotion> Compare(const Frame& a, const Frame& b, double time_s);
+  void DecideCuts();
+  // A fade through black between two shots, around the flat run that pair `last` ends: from
+  // the first frame of the fade out to the last of the fade in, the cut at `cut`; none when
+  // the light fades on neither side of the run.
+  std::optional<GradualTransition> FadeAround(size_t last, size_t cut) const;
+  // Marks each dissolve's cut on pairs_ (a cut found inside its span is its cut), then lists
+  // the cuts and every transition in order.
+  void Place(MotionSummary* out, const std::vector<GradualTransition>& dissolves);
+  bool InTransition(int64_t frame, const MotionSummary& s) const;
 
   MotionAnalysisOptions options_;
   cv::Size source_;
@@ -119,6 +135,8 @@ class MotionAnalyser {
   FlowFn flow_;
   Frame previous_, before_previous_;
   Frame last_solid_;                   // the last frame that was not flat
+  TransitionFinder finder_;
+  std::vector<GradualTransition> fades_;  // between shots, found in DecideCuts
   std::vector<PairMotion> pairs_;
   // Per pair: the histogram change from the frame before it to the frame after it (a
   // flash differs from both neighbours, which agree); and for a pair that ends a flat

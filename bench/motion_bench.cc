@@ -119,7 +119,7 @@ void Motion(const Flags& flags, const std::string& label, const std::string& pat
   const cv::Size source((*r)->info().width, (*r)->info().height);
   const cv::Size analysis = frames[0].image.size();
   const double analysed = MedianMs(flags.reps, [&] {
-    MotionAnalyser a({}, source, analysis);
+    MotionAnalyser a({}, source, analysis, (*r)->info().fps);
     for (const auto& f : frames) (void)a.Add(f.index, f.time_s, f.image);
     a.Finish(int64_t(frames.size()));
   });
@@ -127,7 +127,7 @@ void Motion(const Flags& flags, const std::string& label, const std::string& pat
     VideoReaderOptions o;
     o.max_width = flags.width;
     auto reader = VideoReader::Open(path, o);
-    MotionAnalyser a({}, source, analysis);
+    MotionAnalyser a({}, source, analysis, (*r)->info().fps);
     VideoFrame f;
     while (*(*reader)->Next(&f)) (void)a.Add(f.index, f.time_s, f.image);
     a.Finish((*reader)->frames_decoded());
@@ -161,7 +161,7 @@ void Camera(const Flags& flags) {
         const cv::Size size(width, width * view.height / view.width);
         MotionAnalysisOptions o;
         o.preset = preset;
-        MotionAnalyser a(o, view, size);
+        MotionAnalyser a(o, view, size, 25);
         const double t0 = NowMs();
         for (size_t k = 0; k < frames.size(); ++k) {
           cv::Mat small;

@@ -82,6 +82,17 @@ void ExportFlags(CLI::App* s, Flags& f) {
   s->add_flag("--unsafe", f.unsafe, "only items categorize finds unsafe")->excludes(safe);
   s->add_option("--faces", f.faces, "only items with at least N faces (N) or N to M (N-M); a video: the "
                 "most in one sampled frame");
+  s->add_flag("--clips", f.clips, "one record per clip of a video (the clips stage's files) instead of "
+              "per item; --label, --no-label and --faces then read what was found inside each clip");
+  s->add_option("--min-duration", f.min_duration, "--clips: only clips at least S seconds long")
+      ->check(CLI::NonNegativeNumber);
+  s->add_option("--max-duration", f.max_duration, "--clips: only clips at most S seconds long")
+      ->check(CLI::NonNegativeNumber);
+  s->add_option("--camera", f.cameras, "--clips: only clips whose shot's camera is one of these "
+                "(static, pan, tilt, zoom, handheld shake, unknown; comma-separated)");
+  s->add_option("--min-subject-motion", f.min_subject_motion,
+                "--clips: only clips whose shot's subject motion (mean, source px per frame) is at least X")
+      ->check(CLI::NonNegativeNumber);
 }
 
 void ReportFlags(CLI::App* s, Flags& f) {

@@ -10,6 +10,7 @@
 
 #include "base/json_text.h"
 #include "models/decode.h"
+#include "outputs/clip_records.h"
 #include "outputs/export_filter.h"
 #include "outputs/result_json.h"
 #include "outputs/webdataset.h"
@@ -28,19 +29,12 @@ std::string CsvField(const std::string& s) {
 Status ParseLabels(const std::string& flag, const std::string& text, std::vector<std::string>* out) {
   std::set<std::string> coco;
   for (int id = 0; id < 80; ++id) coco.insert(models::CocoLabel(id));
-  size_t begin = 0;
-  while (begin <= text.size()) {
-    size_t end = text.find(',', begin);
-    if (end == std::string::npos) end = text.size();
-    std::string label = text.substr(begin, end - begin);
-    while (!label.empty() && label.front() == ' ') label.erase(0, 1);
-    while (!label.empty() && label.back() == ' ') label.pop_back();
+  for (const std::string& label : SplitCommaList(text)) {
     if (!coco.count(label))
       return Status::InvalidArgument(flag + ": '" + label + "' is not one of COCO's 80 labels as "
                                      "categorize names them (person, dog, cat, sports ball, ...; "
                                      "docs/REFERENCE.md lists them)");
     out->push_back(label);
-    begin = end + 1;
   }
   return Status::OK();
 }
@@ -144,6 +138,88 @@ int ExportWebDataset(const Env& env, JobStore& store, const Flags& f, ItemSelect
 
 }  // namespace
 
+namespace {
+
+Result<ClipFilter> ClipFilterOf(const Flags& f) {
+  const bool any = f.min_duration >= 0 || f.max_duration >= 0 || f.min_subject_motion >= 0 || !f.cameras.empty();
+  if (any && !f.clips)
+    return Status::InvalidArgument("--min-duration, --max-duration, --camera and --min-subject-motion "
+                                   "filter clips: add --clips");
+  if (f.clips && !f.stage.empty())
+    return Status::InvalidArgument("--stage: --clips exports the clips stage's clips; leave --stage out");
+  ClipFilter c;
+  c.min_duration_s = f.min_duration;
+  c.max_duration_s = f.max_duration;
+  c.min_subject_motion = f.min_subject_motion;
+  if (!f.cameras.empty()) FM_RETURN_IF_ERROR(ParseCameras(f.cameras, &c.cameras));
+  return c;
+}
+
+// What a clip's row carries in csv: its span and figures, labels joined with '|'.
+std::string ClipCsvRow(const ClipRecord& r) {
+  const nlohmann::json& c = r.clip;
+  const nlohmann::json motion = c.value("motion", nlohmann::json::object());
+  std::string labels;
+  if (c.contains("labels") && c["labels"].is_array())
+    for (const auto& l : c["labels"]) labels += (labels.empty() ? "" : "|") + l.value("label", "");
+  auto text = [](const nlohmann::json& v) { return v.is_null() ? std::string() : v.dump(); };
+  return CsvField(r.item) + ',' + r.key + ',' + text(c["start_frame"]) + ',' + text(c["end_frame"]) + ',' +
+         text(c["start_s"]) + ',' + text(c["end_s"]) + ',' +
+         CsvField(motion.value("camera", nlohmann::json::object()).value("label", "")) + ',' +
+         text(motion.value("subject", nlohmann::json::object()).value("mean", nlohmann::json())) + ',' +
+         CsvField(labels) + ',' + text(c.value("faces", nlohmann::json())) + ',' +
+         text(c.value("people", nlohmann::json())) + ',' + CsvField(r.artifact) + '\n';
+}
+
+int ExportClips(const Env& env, JobStore& store, const Flags& f, const ClipFilter& clips,
+                const ExportFilter& found, ItemSelection selection) {
+  if (f.format == "webdataset") {
+    if (f.output.empty() || f.output == "-")
+      return UsageError("--format webdataset writes shards into a directory: give it with -o DIR");
+    WebDatasetOptions o;
+    o.dir = f.output;
+    o.shard_size = f.shard_size;
+    o.path_map = env.config.paths;
+    o.selection = std::move(selection);
+    auto stats = WriteClipsWebDataset(store, o, clips, found);
+    if (!stats.ok()) {
+      std::fprintf(stderr, "framemill: export failed: %s\n", stats.status().ToString().c_str());
+      return ToInt(ExitCode::kStoreFailed);
+    }
+    std::fprintf(stderr, "exported %lld clip(s) into %lld shard(s) in %s (%.1f MB)\n",
+                 static_cast<long long>(stats->items), static_cast<long long>(stats->shards),
+                 f.output.c_str(), stats->bytes / 1e6);
+    for (const std::string& why : stats->left_out) std::fprintf(stderr, "  left out: %s\n", why.c_str());
+    return ToInt(stats->left_out.empty() ? ExitCode::kOk : ExitCode::kSomeFailed);
+  }
+  ExportSink out(f.output);
+  if (Status st = out.Open(); !st.ok()) return UsageError(st.message());
+  int64_t n = 0;
+  Status s = f.format == "csv" ? out.Write("item,key,start_frame,end_frame,start_s,end_s,camera,"
+                                           "subject_motion,labels,faces,people,artifact\n")
+                               : Status::OK();
+  if (s.ok()) s = ForEachClip(store, selection, clips, found, [&](const ItemView&, const ClipRecord& r) {
+    ++n;
+    if (f.format == "csv") return out.Write(ClipCsvRow(r));
+    nlohmann::json j;
+    SetBytesField(j, "item", r.item);
+    j["key"] = r.key;
+    j.update(r.clip);
+    return out.Write(JsonDump(j) + '\n');
+  });
+  if (s.ok()) s = out.Close();
+  if (!s.ok()) {
+    std::fprintf(stderr, "framemill: export failed after %lld clip(s): %s\n", static_cast<long long>(n),
+                 s.ToString().c_str());
+    return ToInt(ExitCode::kStoreFailed);
+  }
+  if (!f.output.empty() && f.output != "-")
+    std::fprintf(stderr, "exported %lld clip(s) to %s\n", static_cast<long long>(n), f.output.c_str());
+  return ToInt(ExitCode::kOk);
+}
+
+}  // namespace
+
 int CmdExport(const Flags& f) {
   auto env = ResolveExisting(f);
   if (!env.ok()) return UsageError(env.status().message());
@@ -152,10 +228,16 @@ int CmdExport(const Flags& f) {
   if (Status st = CheckStageFlag(*env, f.stage); !st.ok()) return UsageError(st.message());
   auto filter = FilterOf(*env, f);
   if (!filter.ok()) return UsageError(filter.status().message());
+  auto clips = ClipFilterOf(f);
+  if (!clips.ok()) return UsageError(clips.status().message());
   auto store = OpenStore(*env);
   if (!store.ok()) return StoreError(store.status());
-  auto selection = ItemSelection::Make(**store, *filter, f.unique);
+  // With --clips, --label, --no-label and --faces read each clip's contents, not its item's.
+  ExportFilter per_item = *filter;
+  if (f.clips) per_item.labels.clear(), per_item.no_labels.clear(), per_item.min_faces = per_item.max_faces = -1;
+  auto selection = ItemSelection::Make(**store, per_item, f.unique);
   if (!selection.ok()) return StoreError(selection.status());
+  if (f.clips) return ExportClips(*env, **store, f, *clips, *filter, std::move(selection).value());
   if (f.format == "webdataset") return ExportWebDataset(*env, **store, f, std::move(selection).value());
   ExportSink out(f.output);
   if (Status st = out.Open(); !st.ok()) return UsageError(st.message());

@@ -11,6 +11,7 @@
 #include "base/clock.h"
 #include "base/json_text.h"
 #include "media/kind.h"
+#include "jobs/clip_totals.h"
 #include "scheduler/progress.h"
 
 namespace framemill {
@@ -26,6 +27,7 @@ struct StatusReport {
   // job's split (SummariseJobTimes, as the report shows them).
   std::map<std::string, std::map<MediaKind, JobTimeSummary>> times;
   int64_t now_ms = 0;  // when it was read: a running run's busy share is up to now
+  ClipTotals clips;    // what the clips stage made
 };
 
 // The crawler's report, as img2dataset gives it: success rate and failures by class.
@@ -55,6 +57,9 @@ Result<StatusReport> ReadStatus(JobStore& store) {
   auto times = store.RecentJobTimes(kJobTimesShown);
   if (!times.ok()) return times.status();
   for (const auto& [key, summary] : SummariseJobTimes(*times)) r.times[key.first][key.second] = summary;
+  auto clips = CountClips(store);
+  if (!clips.ok()) return clips.status();
+  r.clips = *clips;
   r.now_ms = SystemClock()->NowMs();
   return r;
 }
@@ -107,6 +112,7 @@ nlohmann::json StatusJson(const std::string& db, const StatusReport& r,
     j["fetch"] = fj;
   }
   j["items"] = r.items;
+  j["clips"] = {{"clips", r.clips.clips}, {"seconds", r.clips.seconds}};
   j["stages"] = nlohmann::json::object();
   for (const StageCounts& c : r.counts) {
     const double eta = EtaOf(c);
@@ -155,6 +161,9 @@ void PrintStageTable(const std::string& db, const StatusReport& r) {
                 RateOf(c), FormatDuration(EtaOf(c)).c_str());
   }
   if (r.counts.empty()) std::printf("(no jobs: run `framemill enqueue SOURCE...`)\n");
+  if (r.clips.clips > 0)
+    std::printf("\nclips: %lld made, %.2f hours of video\n", static_cast<long long>(r.clips.clips),
+                r.clips.seconds / 3600);
   if (!r.times.empty())
     std::printf("\ntime per item (median of recent jobs' own times; the median job's decode, "
                 "host, device, wait in ms):\n");

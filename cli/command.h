@@ -33,6 +33,10 @@ struct Flags {
   // --unsafe, --faces
   std::string labels, no_labels, content, faces;
   bool safe = false, unsafe = false;
+  // export --clips (outputs/clip_records.h): one record per clip, and its filters
+  bool clips = false;
+  double min_duration = -1, max_duration = -1, min_subject_motion = -1;
+  std::string cameras;
   std::vector<std::string> sources;
   // models / infer
   std::string models_action;  // "list" | "fetch"

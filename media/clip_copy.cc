@@ -197,6 +197,7 @@ class CopyWriter {
     auto v = c.out->AddStream(vs_->codecpar, vtb_);
     if (!v.ok()) return v.status();
     c.video = *v;
+    FM_RETURN_IF_ERROR(c.out->CopyDisplayMatrix(c.video, vs_));
     if (has_audio_) {
       auto a = c.out->AddStream(audio_.stream()->codecpar, audio_.stream()->time_base);
       if (!a.ok()) return a.status();

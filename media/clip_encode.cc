@@ -110,6 +110,7 @@ class VideoEncoder {
     auto stream = out->AddStream(c);
     if (!stream.ok()) return stream.status();
     v->stream_ = *stream;
+    FM_RETURN_IF_ERROR(out->CopyDisplayMatrix(*stream, source));
     return v;
   }
   ~VideoEncoder() { sws_freeContext(sws_); }

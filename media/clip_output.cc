@@ -1,5 +1,7 @@
 #include "media/clip_output.h"
 
+#include <cstring>
+
 #include <unistd.h>
 
 #include <filesystem>
@@ -53,6 +55,16 @@ Result<int> ClipOutput::AddStream(const AVCodecContext* encoder) {
     return Status::OutOfMemory("codec parameters");
   st->time_base = encoder->time_base;
   return st->index;
+}
+
+Status ClipOutput::CopyDisplayMatrix(int stream, const AVStream* source) {
+  size_t size = 0;
+  const uint8_t* m = av_stream_get_side_data(source, AV_PKT_DATA_DISPLAYMATRIX, &size);
+  if (m == nullptr || size == 0) return Status::OK();
+  uint8_t* out = av_stream_new_side_data(oc_->streams[stream], AV_PKT_DATA_DISPLAYMATRIX, size);
+  if (out == nullptr) return Status::OutOfMemory("display matrix");
+  std::memcpy(out, m, size);
+  return Status::OK();
 }
 
 Status ClipOutput::Start() {

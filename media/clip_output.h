@@ -28,6 +28,9 @@ class ClipOutput {
   // A stream copied from a source stream (copy), or fed by an encoder (encode): its index.
   Result<int> AddStream(const AVCodecParameters* par, AVRational time_base);
   Result<int> AddStream(const AVCodecContext* encoder);
+  // The source stream's display matrix (a rotation), if it has one, on `stream`: a player
+  // shows the clip turned as it shows the source.
+  Status CopyDisplayMatrix(int stream, const AVStream* source);
   Status Start();  // the header: every stream added
   // One packet of `stream`, its times in `from` units; the packet is consumed.
   Status Write(AVPacket* packet, int stream, AVRational from);

@@ -2,6 +2,13 @@
 
 #include "media/clip_pass.h"
 
+#include <cmath>
+#include <cstdio>
+
+extern "C" {
+#include <libavutil/display.h>
+}
+
 namespace framemill {
 
 namespace clips {
@@ -35,6 +42,31 @@ double FrameClock::start_s() const {
 
 }  // namespace clips
 
+namespace {
+
+// Clips are cut by frame index and timed at one rate: a stream whose frames come at another
+// average rate than its nominal one (variable frame rate) would not keep time in them.
+Status CheckConstantRate(const AVStream* st) {
+  const AVRational r = st->r_frame_rate, avg = st->avg_frame_rate;
+  if (r.num <= 0 || r.den <= 0 || avg.num <= 0 || avg.den <= 0) return Status::OK();
+  const double nominal = av_q2d(r), average = av_q2d(avg);
+  if (std::abs(average - nominal) <= 0.02 * nominal) return Status::OK();
+  char why[160];
+  std::snprintf(why, sizeof why, "variable frame rate (frames average %.2f fps against a nominal %.2f): "
+                "clips cut by frame number would not keep time; not cut", average, nominal);
+  return Status::Unsupported(why);
+}
+
+double RotationOf(const AVStream* st) {
+  size_t size = 0;
+  const uint8_t* m = av_stream_get_side_data(st, AV_PKT_DATA_DISPLAYMATRIX, &size);
+  if (m == nullptr || size < 9 * sizeof(int32_t)) return 0;
+  const double deg = av_display_rotation_get(reinterpret_cast<const int32_t*>(m));
+  return std::isnan(deg) ? 0 : deg;
+}
+
+}  // namespace
+
 Result<std::vector<ClipOutcome>> WriteClips(const std::string& source,
                                             const std::vector<ClipSpan>& spans,
                                             const ClipWriteOptions& options,
@@ -47,11 +79,14 @@ Result<std::vector<ClipOutcome>> WriteClips(const std::string& source,
   auto sniffed = SniffVideoFile(source);
   if (!sniffed.ok()) return sniffed.status();
   clips::Source src{source, sniffed->format, 0, options.limits};
+  double rotation = 0;
   {
     AvDecoder probe;  // the rate and the limits, before any clip is opened
     FM_RETURN_IF_ERROR(src.OpenVideo(&probe, 1));
     const AVRational rate = av_guess_frame_rate(probe.format(), probe.stream(), nullptr);
     src.fps = rate.num > 0 && rate.den > 0 ? av_q2d(rate) : 0;
+    FM_RETURN_IF_ERROR(CheckConstantRate(probe.stream()));
+    rotation = RotationOf(probe.stream());
   }
   std::vector<ClipOutcome> outcomes(spans.size());
   if (spans.empty()) return outcomes;
@@ -59,6 +94,8 @@ Result<std::vector<ClipOutcome>> WriteClips(const std::string& source,
                  ? clips::CopyPass(src, spans, options, path_for, &outcomes)
                  : clips::EncodePass(src, spans, options, path_for, &outcomes);
   if (!s.ok()) return s;
+  for (ClipOutcome& o : outcomes)
+    if (o.file) o.file->rotation_deg = rotation;
   return outcomes;
 }
 

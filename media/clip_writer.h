@@ -50,6 +50,7 @@ struct ClipFile {
   bool has_audio = false;
   int64_t bytes = 0;
   std::string path;
+  double rotation_deg = 0;      // the source's display rotation, kept in the clip (counter-clockwise)
 };
 
 // What became of one span: a file, or why there is none.

@@ -78,6 +78,21 @@ Status ReadResults(ResultReader& results, const char* stage, std::initializer_li
 
 }  // namespace
 
+std::vector<std::string> SplitCommaList(const std::string& text) {
+  std::vector<std::string> out;
+  size_t begin = 0;
+  while (begin <= text.size()) {
+    size_t end = text.find(',', begin);
+    if (end == std::string::npos) end = text.size();
+    std::string item = text.substr(begin, end - begin);
+    while (!item.empty() && item.front() == ' ') item.erase(0, 1);
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    out.push_back(std::move(item));
+    begin = end + 1;
+  }
+  return out;
+}
+
 bool ExportFilter::UsesCategorize() const {
   return !labels.empty() || !no_labels.empty() || !content.empty() || safety != Safety::kAny;
 }

@@ -33,6 +33,9 @@ struct ExportFilter {
   bool UsesFaces() const { return min_faces >= 0; }
 };
 
+// "a, b,c" as ["a", "b", "c"]: a comma-separated flag's items, spaces around each trimmed.
+std::vector<std::string> SplitCommaList(const std::string& text);
+
 // --faces: "N" or "N-M" with 0 <= N <= M; InvalidArgument naming the flag otherwise.
 Status ParseFaceCount(const std::string& text, ExportFilter* filter);
 

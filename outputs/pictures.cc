@@ -134,16 +134,20 @@ Status ReportPictures::Make(const ItemView& item, const PictureRequest& r) {
   std::vector<FaceCrop> faces;
   for (const FaceCrop& f : r.faces)
     if (!Have(FaceName(item, f))) faces.push_back(f);
+  std::vector<int64_t> clips;
+  for (int64_t f : r.clip_frames)
+    if (!Have(StillName(item, f, r.clip_side))) clips.push_back(f);
   Status first_error;
-  if (!sides.empty() || !faces.empty())
-    FM_RETURN_IF_ERROR(MakeStillsAndFaces(item, r, sides, faces, &first_error));
+  if (!sides.empty() || !faces.empty() || !clips.empty())
+    FM_RETURN_IF_ERROR(MakeStillsAndFaces(item, r, sides, faces, clips, &first_error));
   FM_RETURN_IF_ERROR(MakeArtifacts(r, &first_error));
   return first_error;
 }
 
 Status ReportPictures::MakeStillsAndFaces(const ItemView& item, const PictureRequest& r,
                                         const std::vector<int>& sides,
-                                        const std::vector<FaceCrop>& faces, Status* first_error) {
+                                        const std::vector<FaceCrop>& faces,
+                                        const std::vector<int64_t>& clips, Status* first_error) {
   const std::string path = path_map_.ToLocal(item.is_url ? item.fetched_path : item.source);
   const bool video = item.kind == MediaKind::kVideo;
   const int64_t still_frame = video ? std::max<int64_t>(0, r.frame) : -1;
@@ -152,6 +156,7 @@ Status ReportPictures::MakeStillsAndFaces(const ItemView& item, const PictureReq
     std::set<int64_t> wanted;
     if (!sides.empty()) wanted.insert(still_frame);
     for (const FaceCrop& f : faces) wanted.insert(f.frame);
+    wanted.insert(clips.begin(), clips.end());
     *first_error = DecodeFrames(path, wanted, &frames);
   } else {
     auto image = DecodeImageFile(path, ImageLimits{});
@@ -171,6 +176,12 @@ Status ReportPictures::MakeStillsAndFaces(const ItemView& item, const PictureReq
     if (crop.width < 2 || crop.height < 2) continue;
     const cv::Mat face = Fit(it->second(crop), 128);
     FM_RETURN_IF_ERROR(Write(FaceName(item, f), &face));
+  }
+  for (int64_t f : clips) {
+    auto it = frames.find(f);
+    if (it == frames.end()) continue;
+    const cv::Mat still = Fit(it->second, r.clip_side);
+    FM_RETURN_IF_ERROR(Write(StillName(item, f, r.clip_side), &still));
   }
   return Status::OK();
 }

@@ -35,6 +35,8 @@ struct PictureRequest {
   std::vector<std::string> masks;      // mask artifacts (8-bit, non-zero = inside)
   std::vector<std::string> images;     // other image artifacts (inpainted)
   int artifact_side = kArtifactSide;
+  std::vector<int64_t> clip_frames;    // video: a still of each (its clips' middle frames)...
+  int clip_side = 160;                 // ...this long on its longest side
 };
 
 class ReportPictures {
@@ -64,7 +66,8 @@ class ReportPictures {
   // The still at each side and the face crops, from the item's media decoded once; a decode
   // that fails is the first error (what can be made still is).
   Status MakeStillsAndFaces(const ItemView& item, const PictureRequest& r, const std::vector<int>& sides,
-                            const std::vector<FaceCrop>& faces, Status* first_error);
+                            const std::vector<FaceCrop>& faces, const std::vector<int64_t>& clips,
+                            Status* first_error);
   // The stages' artifacts (masks drawn translucent, images as they are), fitted to their side.
   Status MakeArtifacts(const PictureRequest& r, Status* first_error);
 

@@ -11,6 +11,7 @@
 
 #include "base/clock.h"
 #include "base/json_text.h"
+#include "jobs/clip_totals.h"
 #include "jobs/job.h"
 #include "jobs/stage_names.h"
 #include "media/kind.h"
@@ -213,6 +214,8 @@ class ReportWriter {
         req.faces.push_back({f.frame, f.box});
     if (!a.mask.empty()) req.masks.push_back(a.mask);
     if (!a.inpainted.empty()) req.images.push_back(a.inpainted);
+    if (auto c = a.results.find(stage_names::kClips); c != a.results.end())
+      for (const json& clip : c->second.value("clips", json::array())) req.clip_frames.push_back(ClipMiddleFrame(clip));
     return req;
   }
 
@@ -290,6 +293,11 @@ class ReportWriter {
   }
 
   void Tally(const ItemView& item, const JobView& j) {
+    if (j.stage == stage_names::kClips && j.state == JobState::kDone) {
+      const ClipTotals t = ClipTotalsOf(j.result_json);
+      clips_.clips += t.clips;
+      clips_.seconds += t.seconds;
+    }
     auto& s = stage_[j.stage];
     s[static_cast<int>(j.state)]++;
     if (j.state == JobState::kDone || j.state == JobState::kFailed || j.state == JobState::kSkipped) {
@@ -356,6 +364,10 @@ class ReportWriter {
     if (auto it = a.results.find(stage_names::kLighting); it != a.results.end()) s << LightingPanel(it->second);
     if (auto it = a.results.find(stage_names::kMotion); it != a.results.end()) s << MotionPanel(it->second, o_.path_map);
     if (auto it = a.results.find(stage_names::kAudioSync); it != a.results.end()) s << AudioSyncPanel(it->second, o_.path_map);
+    s << ClipsPanel(a.results, [&](int64_t frame) {
+      const std::string name = ReportPictures::StillName(item, frame, PictureRequest{}.clip_side);
+      return pictures_.Exists(name) ? name : std::string();
+    });
     s << StagesPanel(item) << "</div></div>" << kFooter;
     const std::string name = std::to_string(item.id) + ".html";
     written_items_.insert(name);
@@ -492,6 +504,10 @@ class ReportWriter {
     kpi(Int(totals[3]), "<a href=\"failures.html\">failed</a>");
     kpi(std::to_string(clusters_.size()), "<a href=\"clusters/index.html\">identity clusters</a>");
     kpi(Int(shown_), "<a href=\"grid/1.html\">items to browse</a>");
+    if (clips_.clips > 0) {
+      kpi(Int(clips_.clips), "clips");
+      kpi(Num(clips_.seconds / 3600, 2), "clip hours");
+    }
     auto times = store_.RecentJobTimes(kJobTimesShown);
     if (!times.ok()) return times.status();
     s << "</div>" << StagesTable(stage_) << "<h2>Throughput</h2>" << ThroughputChart(finished_) << TimeTable(*times) << FailuresTable(failures_, written_items_)
@@ -521,6 +537,7 @@ class ReportWriter {
   std::map<int64_t, size_t> cluster_index_;
   size_t noise_ = 0;
   StateCounts stage_;
+  ClipTotals clips_;  // what the clips stage made, over every item
   std::vector<int64_t> finished_;
   FailureExamples failures_;
   std::vector<FailedJob> failed_jobs_;

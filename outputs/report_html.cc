@@ -136,6 +136,9 @@ th { background:#f2f4f7; font-weight:600; font-size:12px; } td.n, th.n { text-al
 .pager span.cur { background:#101828; color:#fff; }
 .two { display:grid; grid-template-columns:minmax(0, 3fr) minmax(280px, 2fr); gap:20px; }
 .panel { background:var(--card); border:1px solid var(--line); border-radius:8px; padding:12px 14px; margin-bottom:14px; }
+.strip { display:flex; gap:8px; overflow-x:auto; padding-top:6px; }
+.clip { margin:0; flex:0 0 auto; width:160px; }
+.clip img { width:160px; border-radius:4px; display:block; }
 .faces { display:flex; flex-wrap:wrap; gap:8px; } .faces a, .faces div { display:block; text-align:center; font-size:11px; color:var(--muted); }
 .faces img { width:96px; height:96px; object-fit:cover; border-radius:6px; border:3px solid #ccc; display:block; }
 pre { background:#f2f4f7; padding:8px; overflow:auto; max-height:420px; font-size:12px; border-radius:6px; }

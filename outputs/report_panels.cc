@@ -7,6 +7,8 @@
 #include <sstream>
 
 #include "base/json_text.h"
+#include "jobs/stage_names.h"
+#include "outputs/clip_records.h"
 #include "outputs/report_html.h"
 
 namespace framemill::report {
@@ -194,6 +196,33 @@ std::string SeriesChart(const std::string& csv_path, const std::vector<std::stri
 }
 
 // Every stage's state and raw result (long ones cut: `export` has them whole).
+int64_t ClipMiddleFrame(const json& clip) {
+  return (clip.value("start_frame", int64_t{0}) + clip.value("end_frame", int64_t{1}) - 1) / 2;
+}
+
+std::string ClipsPanel(const std::map<std::string, json>& results, const std::function<std::string(int64_t)>& still) {
+  const auto it = results.find(stage_names::kClips);
+  if (it == results.end() || !it->second.contains("clips")) return "";
+  const json& clips = it->second["clips"];
+  std::ostringstream s;
+  s << "<div class=\"panel\"><b>Clips</b> <span class=\"muted small\">" << clips.size() << " clip(s), "
+    << it->second.value("dropped", json::array()).size() << " span(s) left out</span><div class=\"strip\">";
+  for (const json& c : clips) {
+    const json found = ClipContents(c, results);
+    std::string labels;
+    if (found["labels"].is_array())
+      for (const json& l : found["labels"]) labels += (labels.empty() ? "" : ", ") + l.value("label", std::string());
+    const std::string name = still(ClipMiddleFrame(c));
+    s << "<figure class=\"clip\">" << (name.empty() ? "" : "<img src=\"../assets/" + name + "\" alt=\"clip\">")
+      << "<figcaption class=\"small\">f" << c.value("start_frame", int64_t{0}) << "-" << c.value("end_frame", int64_t{0})
+      << " · " << Num(NumberOr(c, "end_s", 0) - NumberOr(c, "start_s", 0), 1) << " s · "
+      << Esc(c.value("motion", json::object()).value("camera", json::object()).value("label", std::string("?")))
+      << "<br>" << (found["labels"].is_null() ? "<span class=\"muted\">not analysed</span>" : Esc(labels.empty() ? "no labels" : labels))
+      << "</figcaption></figure>";
+  }
+  return s.str() + "</div></div>";
+}
+
 std::string StagesPanel(const ItemView& item) {
   std::string s = "<div class=\"panel\"><b>Every stage</b>";
   for (const JobView& j : item.jobs) {

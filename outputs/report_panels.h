@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,14 @@ std::string MotionPanel(const nlohmann::json& r, const PathMap& map);
 std::string AudioSyncPanel(const nlohmann::json& r, const PathMap& map);
 // Every stage's state and raw result (long ones cut: `export` has them whole).
 std::string StagesPanel(const ItemView& item);
+
+// A video's clips as a strip: each clip's middle frame (`still(frame)`: its picture's name
+// under assets/, "" when there is none), span, duration, camera and the labels found inside it
+// (`results`: the item's done results, as outputs/clip_records.h joins them).
+std::string ClipsPanel(const std::map<std::string, nlohmann::json>& results,
+                       const std::function<std::string(int64_t)>& still);
+// A clip's middle frame, whose still the strip shows.
+int64_t ClipMiddleFrame(const nlohmann::json& clip);
 // A line chart of CSV columns against its first column (the motion and audio series), with
 // dashed marks at `marks`; "" when the file has fewer than two rows.
 std::string SeriesChart(const std::string& csv_path, const std::vector<std::string>& columns,

@@ -18,6 +18,7 @@
 #include "base/atomic_file.h"
 #include "base/json_text.h"
 #include "media/content_hash.h"
+#include "outputs/clip_records.h"
 #include "outputs/result_json.h"
 
 namespace framemill {
@@ -178,16 +179,73 @@ std::string MediaExtension(const ItemView& item) {
   return ext.empty() ? "bin" : ext;
 }
 
+namespace {
+
+// Shards one after another: each sample's members go into the open shard, a new one is
+// begun every `shard_size` samples, and Finish completes the last and removes stale ones.
+class ShardSeries {
+ public:
+  ShardSeries(const WebDatasetOptions& options, WebDatasetStats* stats)
+      : options_(options), stats_(stats) {}
+
+  static Status MakeDirectory(const std::string& dir) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec || !fs::is_directory(dir))
+      return Status::InvalidArgument("-o: cannot make the directory " + dir + ": " + ec.message());
+    return Status::OK();
+  }
+
+  Status Add(const std::vector<std::pair<std::string, const std::string*>>& members, int64_t mtime_s) {
+    if (shard_ == nullptr) {
+      shard_ = std::make_unique<Shard>(options_.dir, stats_->shards);
+      FM_RETURN_IF_ERROR(shard_->Open());
+    }
+    for (const auto& [name, bytes] : members) FM_RETURN_IF_ERROR(shard_->Add(name, *bytes, mtime_s));
+    ++stats_->items;
+    if (++in_shard_ == options_.shard_size) FM_RETURN_IF_ERROR(Close());
+    return Status::OK();
+  }
+
+  Status Finish(Status walked) {
+    if (walked.ok() && shard_ != nullptr) walked = Close();
+    shard_.reset();
+    if (!walked.ok()) return walked;
+    stats_->stale_removed = RemoveStale(options_.dir, stats_->shards);
+    SyncDirectory(options_.dir);
+    return Status::OK();
+  }
+
+ private:
+  Status Close() {
+    FM_RETURN_IF_ERROR(shard_->Finish());
+    stats_->bytes += shard_->bytes();
+    ++stats_->shards;
+    shard_.reset();
+    in_shard_ = 0;
+    return Status::OK();
+  }
+
+  const WebDatasetOptions& options_;
+  WebDatasetStats* stats_;
+  std::unique_ptr<Shard> shard_;
+  int64_t in_shard_ = 0;
+};
+
+int64_t NewestFinish(const ItemView& item) {
+  int64_t mtime_s = 0;
+  for (const JobView& j : item.jobs) mtime_s = std::max(mtime_s, j.finished_at / 1000);
+  return mtime_s;
+}
+
+}  // namespace
+
 Result<WebDatasetStats> WriteWebDataset(JobStore& store, const WebDatasetOptions& options) {
   if (options.shard_size < 1) return Status::InvalidArgument("--shard-size must be at least 1");
-  std::error_code ec;
-  fs::create_directories(options.dir, ec);
-  if (ec || !fs::is_directory(options.dir))
-    return Status::InvalidArgument("-o: cannot make the directory " + options.dir + ": " + ec.message());
+  FM_RETURN_IF_ERROR(ShardSeries::MakeDirectory(options.dir));
   WebDatasetStats stats;
+  ShardSeries shards(options, &stats);
   std::unordered_set<std::string> seen;
-  std::unique_ptr<Shard> shard;
-  int64_t in_shard = 0;
   std::string media;
   Status walked = store.ForEachItem([&](const ItemView& item) -> Status {
     if (item.kind == MediaKind::kDataset || !options.selection.Keeps(item.source)) return Status::OK();
@@ -203,35 +261,37 @@ Result<WebDatasetStats> WriteWebDataset(JobStore& store, const WebDatasetOptions
     const bool duplicate = !seen.insert(item.content_hash).second;
     stats.duplicates += duplicate ? 1 : 0;
     const std::string key = WebDatasetKey(item, duplicate);
-    if (shard == nullptr) {
-      shard = std::make_unique<Shard>(options.dir, stats.shards);
-      FM_RETURN_IF_ERROR(shard->Open());
-    }
-    int64_t mtime_s = 0;
-    for (const JobView& j : item.jobs) mtime_s = std::max(mtime_s, j.finished_at / 1000);
-    FM_RETURN_IF_ERROR(shard->Add(key + "." + MediaExtension(item), media, mtime_s));
-    FM_RETURN_IF_ERROR(shard->Add(key + ".json", JsonDump(ItemJson(item, key)) + "\n", mtime_s));
-    ++stats.items;
-    if (++in_shard == options.shard_size) {
-      FM_RETURN_IF_ERROR(shard->Finish());
-      stats.bytes += shard->bytes();
-      ++stats.shards;
-      shard.reset();
-      in_shard = 0;
-    }
-    return Status::OK();
+    const std::string json = JsonDump(ItemJson(item, key)) + "\n";
+    return shards.Add({{key + "." + MediaExtension(item), &media}, {key + ".json", &json}}, NewestFinish(item));
   });
-  if (walked.ok() && shard != nullptr) {
-    walked = shard->Finish();
-    if (walked.ok()) {
-      stats.bytes += shard->bytes();
-      ++stats.shards;
+  FM_RETURN_IF_ERROR(shards.Finish(walked));
+  return stats;
+}
+
+Result<WebDatasetStats> WriteClipsWebDataset(JobStore& store, const WebDatasetOptions& options,
+                                             const ClipFilter& clips, const ExportFilter& found) {
+  if (options.shard_size < 1) return Status::InvalidArgument("--shard-size must be at least 1");
+  FM_RETURN_IF_ERROR(ShardSeries::MakeDirectory(options.dir));
+  WebDatasetStats stats;
+  ShardSeries shards(options, &stats);
+  std::string media;
+  Status walked = ForEachClip(store, options.selection, clips, found,
+                              [&](const ItemView& item, const ClipRecord& r) -> Status {
+    Status read = ReadMedia(options.path_map.ToLocal(r.artifact), "", &media);
+    if (read.ok() && static_cast<int64_t>(media.size()) != r.clip.value("bytes", int64_t{-1}))
+      read = Status::Corruption(r.artifact + " is not the clip the result names (its size differs)");
+    if (!read.ok()) {
+      stats.left_out.push_back(r.key + ": " + read.message());
+      return Status::OK();
     }
-  }
-  shard.reset();
-  if (!walked.ok()) return walked;
-  stats.stale_removed = RemoveStale(options.dir, stats.shards);
-  SyncDirectory(options.dir);
+    nlohmann::json meta = r.clip;
+    meta.erase("artifact");
+    SetBytesField(meta, "item", r.item);
+    meta["key"] = r.key;
+    const std::string json = JsonDump(meta) + "\n";
+    return shards.Add({{r.key + ".mp4", &media}, {r.key + ".json", &json}}, NewestFinish(item));
+  });
+  FM_RETURN_IF_ERROR(shards.Finish(walked));
   return stats;
 }
 

@@ -42,4 +42,12 @@ std::string MediaExtension(const ItemView& item);
 // the file, and what was renamed into place before it is complete.
 Result<WebDatasetStats> WriteWebDataset(JobStore& store, const WebDatasetOptions& options);
 
+// export --clips --format webdataset: a sample per clip that passes `clips` and `found`
+// (outputs/clip_records.h) of the items options.selection keeps: `<key>.mp4`, the clip file
+// byte for byte, and `<key>.json`, its record (item, key, span, figures, what was found in
+// it). A clip file that is missing or not the size its result names is left out and named.
+struct ClipFilter;
+Result<WebDatasetStats> WriteClipsWebDataset(JobStore& store, const WebDatasetOptions& options,
+                                             const ClipFilter& clips, const ExportFilter& found);
+
 }  // namespace framemill

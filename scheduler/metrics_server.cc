@@ -13,6 +13,7 @@
 
 #include "gpu/device_ledger.h"
 #include "scheduler/worker.h"
+#include "jobs/clip_totals.h"
 
 namespace framemill {
 
@@ -25,6 +26,7 @@ struct DeviceSnapshot {
 
 struct MetricsServer::Snapshot {
   std::vector<StageCounts> jobs;
+  ClipTotals clips;
   std::vector<DeviceSnapshot> devices;
   int64_t lease_rescues = 0;
   int workers = 0;
@@ -125,6 +127,10 @@ class MetricsServer::Collector : public prometheus::Collectable {
       s = snapshot_;
     }
     std::vector<MetricFamily> out = {JobsFamily(s.jobs), SecondsFamily(counters_)};
+    out.push_back({"framemill_clips", "Clips the clips stage made (every machine's)", MetricType::Gauge,
+                   {Value(MetricType::Gauge, static_cast<double>(s.clips.clips))}});
+    out.push_back({"framemill_clip_seconds", "Seconds of video in those clips", MetricType::Gauge,
+                   {Value(MetricType::Gauge, s.clips.seconds)}});
     const double claims = counters_ ? static_cast<double>(counters_->claims()) : 0;
     const double claimed = counters_ ? static_cast<double>(counters_->claimed_jobs()) : 0;
     out.push_back({"framemill_claims_total", "Claims this machine's workers made (empty ones too)",
@@ -196,6 +202,7 @@ void MetricsServer::Refresh(JobStore* store, int64_t run_id, int live_workers) {
   Snapshot s;
   s.workers = live_workers;
   if (auto jobs = store->Counts(0); jobs.ok()) s.jobs = std::move(jobs).value();
+  if (auto clips = CountClips(*store); clips.ok()) s.clips = *clips;
   auto runs = store->Runs(64);  // other machines' runs may have begun since
   const RunRecord* run = nullptr;
   if (runs.ok())

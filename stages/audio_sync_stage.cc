@@ -76,7 +76,8 @@ class VisualReader {
     const cv::Size out = r.output_size();
     const cv::Size cut_size(std::min(kCutWidth, out.width),
                             std::max(1, out.height * std::min(kCutWidth, out.width) / out.width));
-    MotionAnalyser cuts(MotionAnalysisOptions{}, cv::Size(r.info().width, r.info().height), cut_size);
+    MotionAnalyser cuts(MotionAnalysisOptions{}, cv::Size(r.info().width, r.info().height), cut_size,
+                        r.info().fps);
     std::vector<VideoFrame> chunk;
     VideoFrame f;
     for (;;) {

@@ -46,6 +46,7 @@ nlohmann::json ClipJson(size_t index, const ClipFile& f, const PlannedClip& plan
                       {"width", f.width},
                       {"height", f.height},
                       {"codec", f.codec},
+                      {"rotation_deg", f.rotation_deg},
                       {"has_audio", f.has_audio},
                       {"bytes", f.bytes},
                       {"artifact", f.path},

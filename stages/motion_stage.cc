@@ -1,5 +1,7 @@
 #include "stages/motion_stage.h"
 
+#include <algorithm>
+
 #include "analysis/motion_analysis.h"
 #include "gpu/ops.h"
 #include "jobs/stage_names.h"
@@ -43,7 +45,9 @@ Outcome MotionStage::RunOne(const ClaimedJob& job, const StageContext& ctx) {
   if (ctx.ladder != nullptr && ctx.ladder->OnDevice(kMotionOperation)) flow = DeviceFlow(*ctx.ladder, &device);
   const std::string method =
       flow ? "lk-pyramid" : "dis-" + FlowPresetName(options_.analysis.preset);
-  MotionAnalyser analyser(options_.analysis, cv::Size(r.info().width, r.info().height), r.output_size(), flow);
+  const double fps = r.info().fps, analysed_fps = options_.max_fps > 0 ? std::min(fps, options_.max_fps) : fps;
+  MotionAnalyser analyser(options_.analysis, cv::Size(r.info().width, r.info().height), r.output_size(),
+                          analysed_fps, flow);
   VideoFrame frame;
   for (;;) {
     auto more = r.Next(&frame);

@@ -165,7 +165,9 @@ void PoseStage::AddCamera(const ModelBatch& batch, std::vector<FrameResult>* res
     const cv::Size source(static_cast<int>(first.cols * scale), static_cast<int>(first.rows * scale));
     const int w = std::min(first.cols, MotionOptions{}.analysis_width);
     const cv::Size analysis(w, std::max(1, first.rows * w / first.cols));
-    MotionAnalyser motion(MotionAnalysisOptions{}, source, analysis);
+    const double span_s = batch.frames[idx.back()].time_s - batch.frames[idx.front()].time_s;
+    const double sampled_fps = span_s > 0 ? double(idx.size() - 1) / span_s : 0;
+    MotionAnalyser motion(MotionAnalysisOptions{}, source, analysis, sampled_fps);
     bool ok = true;
     for (size_t i : idx) {
       cv::Mat small;

@@ -35,7 +35,7 @@ MotionSummary Film(const Camera& cam, int frames, MotionAnalyser* analyser) {
 }
 
 MotionSummary Film(const Camera& cam, int frames = 30) {
-  MotionAnalyser a({}, kView, kAnalysis);
+  MotionAnalyser a({}, kView, kAnalysis, 25);
   return Film(cam, frames, &a);
 }
 
@@ -85,7 +85,7 @@ TEST(MotionAnalysisTest, TheDeviceFlowsCpuTwinMeasuresTheCameraWithinFivePercent
     return gpu::DenseFlowCpu({from, to}, gpu::FlowSpec{});
   };
   auto film = [&](const Camera& cam) {
-    MotionAnalyser a({}, kView, kAnalysis, lk);
+    MotionAnalyser a({}, kView, kAnalysis, 25, lk);
     return Film(cam, 20, &a);
   };
   auto pan = film({.velocity = {3, 0}});
@@ -107,7 +107,7 @@ MotionSummary AnalyseVtest(int64_t frames, const std::function<void(int64_t, cv:
   auto r = VideoReader::Open(SampleData("vtest.avi"), o);
   EXPECT_TRUE(r.ok());
   if (!r.ok()) return {};
-  MotionAnalyser a({}, {768, 576}, (*r)->output_size());
+  MotionAnalyser a({}, {768, 576}, (*r)->output_size(), (*r)->info().fps);
   VideoFrame f;
   while (*(*r)->Next(&f) && f.index < frames) {
     if (edit) edit(f.index, &f.image);
@@ -142,6 +142,58 @@ TEST(MotionAnalysisTest, AFlashAndAFadeThroughBlackAreNotCuts) {
     if (i >= 75 && i < 85) img->convertTo(*img, -1, (i - 74) / 10.0);      // fade in
   }, &series);
   EXPECT_TRUE(m.cuts.empty()) << ::testing::PrintToString(m.cuts) << "\n" << series;
+}
+
+}  // namespace
+}  // namespace framemill
+
+namespace framemill {
+namespace {
+
+// Feeds `views` (at kView) in order at 25 fps.
+MotionSummary FilmViews(const std::vector<cv::Mat>& views) {
+  MotionAnalyser a({}, kView, kAnalysis, 25);
+  for (size_t k = 0; k < views.size(); ++k) {
+    cv::Mat small;
+    cv::resize(views[k], small, kAnalysis, 0, 0, cv::INTER_AREA);
+    EXPECT_TRUE(a.Add(int64_t(k), k / 25.0, small).ok());
+  }
+  return a.Finish(int64_t(views.size()));
+}
+
+TEST(MotionAnalysisTest, ACrossFadeBetweenTwoPansIsATransitionWithOneCutInside) {
+  const auto a = testing::FilmPhoto(cv::imread(SampleData("aloeL.jpg")), {{3, 0}}, kView, 52);
+  const auto b = testing::FilmPhoto(cv::imread(SampleData("baboon.jpg")), {{0, 2}}, kView, 52);
+  std::vector<cv::Mat> views;  // 0-39 the first pan, 40-51 both (1/13 to 12/13), then the second
+  for (int k = 0; k < 92; ++k) {
+    if (k < 40) views.push_back(a[k]);
+    else if (k >= 52) views.push_back(b[k - 40]);
+    else {
+      cv::Mat mix;
+      const double w = (k - 39) / 13.0;
+      cv::addWeighted(a[k], 1 - w, b[k - 40], w, 0, mix);
+      views.push_back(mix);
+    }
+  }
+  const MotionSummary m = FilmViews(views);
+  ASSERT_EQ(m.transitions.size(), 1u) << ::testing::PrintToString(m.cuts);
+  // Every mixed frame (40-51) inside the span, and at most 5 more either side (the pans move
+  // the shots under the mix, so the ramp is fitted a little wider: 36-52 here).
+  EXPECT_LE(m.transitions[0].first, 40);
+  EXPECT_GE(m.transitions[0].last, 51);
+  EXPECT_GE(m.transitions[0].first, 35) << m.transitions[0].first;
+  EXPECT_LE(m.transitions[0].last, 56) << m.transitions[0].last;
+  ASSERT_EQ(m.cuts.size(), 1u) << ::testing::PrintToString(m.cuts);
+  EXPECT_GE(m.cuts[0], m.transitions[0].first);
+  EXPECT_LE(m.cuts[0], m.transitions[0].last + 1);
+  ASSERT_EQ(m.shots.size(), 2u);
+}
+
+TEST(MotionAnalysisTest, AFastPanIsNeitherACutNorATransition) {
+  const auto views = testing::FilmPhoto(cv::imread(SampleData("aloeL.jpg")), {{20, 0}}, kView, 30);
+  const MotionSummary m = FilmViews(views);
+  EXPECT_TRUE(m.cuts.empty()) << ::testing::PrintToString(m.cuts);
+  EXPECT_TRUE(m.transitions.empty());
 }
 
 }  // namespace

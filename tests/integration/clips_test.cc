@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -148,6 +149,138 @@ TEST(ClipsBinaryTest, AKillWhileAClipIsWrittenThenARerunMakesEachClipOnceAndTheS
   for (const auto& row : rows)
     for (const auto& c : row["result"]["clips"]) artifacts.insert(c["artifact"].get<std::string>());
   EXPECT_EQ(FilesUnder(out), artifacts) << "a half clip or another attempt's clip was left";
+}
+
+// Each line of `text` parsed as JSON.
+std::vector<nlohmann::json> JsonLines(const std::string& text) {
+  std::vector<nlohmann::json> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+TEST(ClipsBinaryTest, ExportClipsWritesARecordPerClipAndWebDatasetSamplesTarAndFfprobeRead) {
+  TempDir dir;
+  auto env = EnqueueSampleVideos(dir);
+  ASSERT_EQ(RunProcess({FRAMEMILL_BIN, "run", "--workers", "2"}, env, dir.path(), 300).exit_code, 0);
+  auto all = RunProcess({FRAMEMILL_BIN, "export", "--clips"}, env, dir.path());
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  const auto records = JsonLines(all.out);
+  int64_t clips = 0;
+  for (const auto& row : ExportRows(env, dir.path(), "clips")) clips += row["result"]["clips"].size();
+  ASSERT_EQ(int64_t(records.size()), clips);
+  for (const auto& r : records) {
+    EXPECT_TRUE(r["faces"].is_null()) << r;  // faces did not run: said, not guessed
+    EXPECT_TRUE(r["analysed"].empty()) << r;
+  }
+  // Per-clip filters: vtest.avi's fixed camera is the only static one; none is 60 s long.
+  auto statics = JsonLines(RunProcess({FRAMEMILL_BIN, "export", "--clips", "--camera", "static"}, env, dir.path()).out);
+  ASSERT_FALSE(statics.empty());
+  for (const auto& r : statics) EXPECT_EQ(r["motion"]["camera"]["label"], "static");
+  EXPECT_TRUE(RunProcess({FRAMEMILL_BIN, "export", "--clips", "--min-duration", "60"}, env, dir.path()).out.empty());
+  EXPECT_TRUE(RunProcess({FRAMEMILL_BIN, "export", "--clips", "--faces", "1"}, env, dir.path()).out.empty());
+  EXPECT_EQ(RunProcess({FRAMEMILL_BIN, "export", "--min-duration", "2"}, env, dir.path()).exit_code, 2);
+  // WebDataset: <key>.mp4 byte for byte the clip, <key>.json its record; the same keys twice.
+  const std::string shards = dir / "shards";
+  auto wds = RunProcess({FRAMEMILL_BIN, "export", "--clips", "--format", "webdataset", "-o", shards}, env, dir.path());
+  ASSERT_EQ(wds.exit_code, 0) << wds.err;
+  const std::string unpacked = dir / "unpacked";
+  fs::create_directories(unpacked);
+  ASSERT_EQ(RunProcess({"/usr/bin/tar", "-xf", shards + "/shard-000000.tar", "-C", unpacked}).exit_code, 0);
+  for (const auto& r : records) {
+    const std::string key = r["key"];
+    SCOPED_TRACE(key);
+    EXPECT_EQ(ReadFile(unpacked + "/" + key + ".mp4"), ReadFile(r["artifact"]));
+    EXPECT_EQ(DecodedFrames(unpacked + "/" + key + ".mp4"), r["end_frame"].get<int64_t>() - r["start_frame"].get<int64_t>());
+    const auto meta = nlohmann::json::parse(ReadFile(unpacked + "/" + key + ".json"));
+    EXPECT_EQ(meta["item"], r["item"]);
+    EXPECT_EQ(meta["start_frame"], r["start_frame"]);
+  }
+  const auto again = JsonLines(RunProcess({FRAMEMILL_BIN, "export", "--clips"}, env, dir.path()).out);
+  ASSERT_EQ(again.size(), records.size());
+  for (size_t i = 0; i < again.size(); ++i) EXPECT_EQ(again[i]["key"], records[i]["key"]);
+  // Counted: status --json's clips and seconds, and the report's clip strip on a video's page.
+  double seconds = 0;
+  for (const auto& r : records) seconds += r["end_s"].get<double>() - r["start_s"].get<double>();
+  const auto status = nlohmann::json::parse(RunProcess({FRAMEMILL_BIN, "status", "--json"}, env, dir.path()).out);
+  EXPECT_EQ(status["clips"]["clips"], records.size());
+  EXPECT_NEAR(status["clips"]["seconds"].get<double>(), seconds, 1e-6);
+  const std::string report = dir / "report";
+  ASSERT_EQ(RunProcess({FRAMEMILL_BIN, "report", "-o", report}, env, dir.path(), 300).exit_code, 0);
+  int strips = 0, pictures = 0;
+  for (const auto& e : fs::directory_iterator(report + "/items")) {
+    const std::string page = ReadFile(e.path().string());
+    if (page.find("<b>Clips</b>") == std::string::npos) continue;
+    ++strips;
+    for (size_t at = page.find("<figure class=\"clip\"><img"); at != std::string::npos;
+         at = page.find("<figure class=\"clip\"><img", at + 1))
+      ++pictures;
+  }
+  EXPECT_EQ(strips, 3);  // the three videos
+  EXPECT_EQ(pictures, int(records.size()));
+  EXPECT_NE(ReadFile(report + "/index.html").find("clip hours"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace framemill::testing
+
+namespace framemill::testing {
+namespace {
+
+// Makes `name` in `dir` with ffmpeg from `args` (inputs and options before the output).
+void Ffmpeg(const std::string& dir, const std::string& name, std::vector<std::string> args) {
+  std::vector<std::string> cmd = {"/usr/bin/ffmpeg", "-v", "error", "-y"};
+  cmd.insert(cmd.end(), args.begin(), args.end());
+  cmd.push_back(dir + "/" + name);
+  auto r = RunProcess(cmd);
+  ASSERT_EQ(r.exit_code, 0) << name << ": " << r.err;
+}
+
+TEST(ClipsBinaryTest, BadVideosEachEndWithTheReasonAndARotationIsKept) {
+  TempDir dir;
+  const std::string media = dir / "media";
+  fs::create_directories(media);
+  const std::vector<std::string> src = {"-f", "lavfi", "-i", "testsrc=s=320x240:r=25:d=4"};
+  auto with = [&](std::vector<std::string> more) { more.insert(more.begin(), src.begin(), src.end()); return more; };
+  Ffmpeg(media, "one-frame.mp4", with({"-frames:v", "1", "-c:v", "libx264"}));
+  Ffmpeg(media, "audio-only.m4a", {"-f", "lavfi", "-i", "sine=d=3", "-c:a", "aac"});
+  Ffmpeg(media, "vfr.mp4", {"-f", "lavfi", "-i", "testsrc=s=320x240:r=25:d=8", "-vf",
+                            "setpts='if(lt(N,100),N/25,4+(N-100)/8)/TB'", "-fps_mode", "vfr", "-c:v", "libx264"});
+  Ffmpeg(media, "plain.mp4", with({"-c:v", "libx264"}));
+  Ffmpeg(media, "rotated.mp4", {"-i", media + "/plain.mp4", "-metadata:s:v:0", "rotate=90", "-c", "copy"});
+  Ffmpeg(media, "huge.mp4", {"-f", "lavfi", "-i", "testsrc=s=8192x4352:r=5:d=1", "-c:v", "libx264", "-preset", "ultrafast"});
+  WriteTruncated(media + "/plain.mp4", media + "/truncated.mp4", 0.5);
+  std::map<std::string, std::string> env = {{"FRAMEMILL_DB", dir / "fm.db"}, {"FRAMEMILL_OUT", dir / "out"},
+                                            {"FRAMEMILL_STAGES", "clips"}};
+  ASSERT_EQ(RunProcess({FRAMEMILL_BIN, "enqueue", media}, env, dir.path()).exit_code, 0);
+  auto run = RunProcess({FRAMEMILL_BIN, "run", "--workers", "2"}, env, dir.path(), 300);
+  ASSERT_NE(run.exit_code, -1) << "the run hung";
+  const std::map<std::string, std::pair<std::string, std::string>> expected = {  // file: stage, reason
+      {"one-frame.mp4", {"motion", "motion needs two frames"}},
+      {"audio-only.m4a", {"motion", "no decodable video stream"}},
+      {"vfr.mp4", {"clips", "variable frame rate"}},
+      {"huge.mp4", {"motion", "over the limit"}},
+      {"truncated.mp4", {"motion", "could not open"}}};
+  for (const auto& [file, want] : expected) {
+    SCOPED_TRACE(file);
+    const std::string sql = "select count(*) from jobs j join items i on i.id = j.item_id where i.source like '%/" +
+                            file + "' and j.stage = '" + want.first + "' and j.state in (3, 4) and j.last_error like '%" +
+                            want.second + "%'";
+    EXPECT_EQ(QueryInt(dir / "fm.db", sql), 1);
+  }
+  bool rotated = false;
+  for (const auto& row : ExportRows(env, dir.path(), "clips")) {
+    if (fs::path(row["item"].get<std::string>()).filename() != "rotated.mp4") continue;
+    ASSERT_EQ(row["result"]["clips"].size(), 1u);
+    const auto& clip = row["result"]["clips"][0];
+    EXPECT_EQ(clip["rotation_deg"], 90.0);
+    auto probe = RunProcess({"/usr/bin/ffprobe", "-v", "error", "-show_entries", "stream_side_data=rotation",
+                             "-of", "csv=p=0", clip["artifact"].get<std::string>()});
+    EXPECT_NE(probe.out.find("90"), std::string::npos) << probe.out;
+    rotated = true;
+  }
+  EXPECT_TRUE(rotated);
 }
 
 }  // namespace

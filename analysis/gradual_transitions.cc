@@ -1,0 +1,149 @@
+#include "analysis/gradual_transitions.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <opencv2/imgproc.hpp>
+
+namespace framemill {
+
+namespace {
+
+constexpr int kThumbWidth = 64;
+
+cv::Mat Thumbnail(const cv::Mat& gray) {
+  const int h = std::max(1, gray.rows * kThumbWidth / std::max(1, gray.cols));
+  cv::Mat small, f;
+  cv::resize(gray, small, cv::Size(kThumbWidth, h), 0, 0, cv::INTER_AREA);
+  small.convertTo(f, CV_32F);
+  cv::GaussianBlur(f, f, cv::Size(3, 3), 0);
+  return f;
+}
+
+// A frame `m` fitted as before + a * (after - before): a, and the fit's error against the
+// error of the nearer side alone (both RMS).
+struct MixFit {
+  double a = 0, ratio = 1;
+};
+
+MixFit FitMix(const cv::Mat& before, const cv::Mat& after, const cv::Mat& m) {
+  const cv::Mat d = after - before, r = m - before;
+  const double dd = d.dot(d);
+  MixFit fit;
+  if (dd <= 0) return fit;
+  fit.a = r.dot(d) / dd;
+  const double mixed = cv::norm(r - fit.a * d);
+  const double nearer = std::min(cv::norm(r), cv::norm(m - after));
+  fit.ratio = nearer > 0 ? mixed / nearer : 1;
+  return fit;
+}
+
+}  // namespace
+
+TransitionFinder::TransitionFinder(TransitionFinderOptions options, double analysed_fps)
+    : options_(options) {
+  const double fps = analysed_fps > 0 ? analysed_fps : 25;
+  lag_ = static_cast<size_t>(std::max(2.0, std::round(options_.lag_s * fps)));
+  max_frames_ = static_cast<size_t>(std::max(3.0, std::round(options_.max_s * fps)));
+}
+
+void TransitionFinder::Reset() {
+  recent_.clear();
+  open_.reset();
+  too_long_ = false;
+}
+
+void TransitionFinder::Add(int64_t index, const cv::Mat& gray, const cv::Mat& histogram,
+                           bool flat, double residual) {
+  if (flat) return Reset();
+  recent_.push_back({index, Thumbnail(gray), histogram, residual});
+  const size_t last = recent_.size() - 1;
+  const bool changed =
+      last >= lag_ && cv::compareHist(recent_[last - lag_].histogram, histogram,
+                                      cv::HISTCMP_BHATTACHARYYA) > options_.change;
+  if (changed) {
+    if (!open_) open_ = last;
+    if (last - *open_ > max_frames_) too_long_ = true;
+  } else if (open_) {
+    // Closed: the before side is up to two lags ahead of where the change was first seen
+    // (a transition longer than the lag is seen only part way in), the after side is now.
+    if (!too_long_) Evaluate(*open_ >= 2 * lag_ ? *open_ - 2 * lag_ : 0, last);
+    open_.reset();
+    too_long_ = false;
+  }
+  // Keep what an open candidate can still need: two lags before it, and it.
+  const size_t keep = 2 * lag_ + max_frames_ + 2;
+  while (recent_.size() > keep) {
+    recent_.pop_front();
+    if (open_) {
+      if (*open_ == 0) too_long_ = true;
+      else --*open_;
+    }
+  }
+}
+
+TransitionFinder::Profile TransitionFinder::Measure(size_t a, size_t b) const {
+  Profile p;
+  const cv::Mat& before = recent_[a].small;
+  const cv::Mat& after = recent_[b].small;
+  std::vector<double> inside, outside;
+  for (size_t i = 0; a + i <= b; ++i) {
+    const MixFit fit = FitMix(before, after, recent_[a + i].small);
+    const double mix = fit.a;
+    p.mix.push_back(mix);
+    if (i > 0) p.max_step = std::max(p.max_step, mix - p.mix[i - 1]);
+    p.best_ratio = std::min(p.best_ratio, fit.ratio);
+    if (mix >= options_.mixed_lo && mix <= 1 - options_.mixed_lo) {
+      ++p.mixed;
+      inside.push_back(recent_[a + i].residual);
+    } else if (mix <= options_.edge || mix >= 1 - options_.edge) {
+      outside.push_back(recent_[a + i].residual);
+    }
+  }
+  for (double r : inside) p.residual_in += r / double(inside.size());
+  if (!outside.empty()) {
+    std::nth_element(outside.begin(), outside.begin() + outside.size() / 2, outside.end());
+    p.residual_out = outside[outside.size() / 2];
+  }
+  return p;
+}
+
+bool TransitionFinder::IsTransition(const Profile& p) const {
+  return p.mixed >= options_.min_mixed && p.best_ratio <= options_.max_fit_ratio &&
+         p.max_step <= options_.max_step && p.residual_in >= options_.min_residual &&
+         p.residual_in >= options_.residual_rise * p.residual_out;
+}
+
+void TransitionFinder::Evaluate(size_t a, size_t b) {
+  if (cv::compareHist(recent_[a].histogram, recent_[b].histogram, cv::HISTCMP_BHATTACHARYYA) <=
+      options_.change)
+    return;  // the two sides are alike: no new shot
+  const Profile p = Measure(a, b);
+  if (!IsTransition(p)) return;
+  // The span: the mix's ramp, a line fitted to the frames between a quarter and three
+  // quarters of the way, run out to 0 and 1 (the faint ends of a mix are hard to tell from
+  // the shots' own motion, so their frames are placed by the ramp, not judged one by one).
+  double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (size_t i = 0; i < p.mix.size(); ++i) {
+    if (p.mix[i] < 0.25 || p.mix[i] > 0.75) continue;
+    const double x = double(i);
+    n += 1, sx += x, sy += p.mix[i], sxx += x * x, sxy += x * p.mix[i];
+  }
+  const double slope = n >= 2 ? (n * sxy - sx * sy) / (n * sxx - sx * sx) : 0;
+  if (!(slope > 0)) return;
+  const double half = (0.5 - (sy - slope * sx) / n) / slope;  // where the line crosses 0.5
+  const double reach = 0.5 / slope;
+  auto at = [&](double x) { return a + size_t(std::clamp(x, 1.0, double(p.mix.size() - 2))); };
+  const size_t first = at(std::floor(half - reach)), last = at(std::ceil(half + reach));
+  const size_t cut = at(std::ceil(half));
+  found_.push_back({recent_[first].index, recent_[last].index, recent_[cut].index, "dissolve"});
+}
+
+std::vector<GradualTransition> TransitionFinder::Finish() {
+  if (open_ && !too_long_ && !recent_.empty())
+    Evaluate(*open_ >= 2 * lag_ ? *open_ - 2 * lag_ : 0, recent_.size() - 1);
+  open_.reset();
+  return found_;
+}
+
+}  // namespace framemill

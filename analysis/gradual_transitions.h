@@ -1,0 +1,90 @@
+// Gradual transitions between two shots in a stream of analysed frames: a cross-fade or a
+// dissolve, where every frame is a mix of the shot before and the shot after. Found in two
+// steps. A candidate is a run of frames whose colour histogram differs from the frame `lag`
+// frames earlier by more than a cut would (each step of a dissolve alone is too small to be a
+// cut). It is a transition when the frames inside it are mixes of the frames on either side:
+// fitting each one, blurred and small, as (1 - a) * before + a * after, `a` rises from 0 to 1
+// over several frames, and the fit explains the frame far better than either side alone.
+// A hard cut has no frame in between (its `a` jumps), a fast pan's middle frames are not
+// mixes of its ends, and a fade through black inside one shot is not a change of histogram
+// (motion's histograms are normalised for light). Streamed: memory is bounded by the longest
+// transition looked for. Fades through black between two shots are motion's flat runs
+// (analysis/motion_analysis.h), not this.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <opencv2/core.hpp>
+
+namespace framemill {
+
+struct TransitionFinderOptions {
+  double lag_s = 0.5;          // the frame a candidate is compared with is this much earlier
+  double max_s = 3.0;          // longer changes (a slow pan into new content) are not looked at
+  double change = 0.15;        // histogram change (Bhattacharyya) that opens a candidate
+  double mixed_lo = 0.15;      // a frame with `a` in [mixed_lo, 1 - mixed_lo] is a mix...
+  int min_mixed = 2;           // ...and a transition has at least this many
+  double max_fit_ratio = 0.75;  // the mix's error over the nearer side's, at most (best frame)
+  double max_step = 0.3;        // a frame's `a` above the frame before's, at most (else a cut)
+  double residual_rise = 2.5;   // the mixed frames' flow residual over the sides', at least...
+  double min_residual = 0.06;   // ...and at least this (motion's residual, luma std)
+  double edge = 0.04;           // `a` within this of 0 or 1: one side only (the sides' residual)
+
+  bool operator==(const TransitionFinderOptions&) const = default;
+};
+
+struct GradualTransition {
+  int64_t first = 0, last = 0;  // source frames, inclusive: every mixed frame
+  int64_t cut = 0;              // where the new shot starts (the first frame more after than before)
+  std::string kind;             // "dissolve" or "fade" (through black)
+};
+
+class TransitionFinder {
+ public:
+  // `analysed_fps`: analysed frames per second of video.
+  TransitionFinder(TransitionFinderOptions options, double analysed_fps);
+
+  // The next analysed frame in order: its source index, 8-bit gray, its histogram (motion's),
+  // whether it is flat (a flat frame ends any candidate: fades are decided elsewhere), and
+  // the residual of the flow from the frame before (motion's PairMotion::residual; 0 for the
+  // first).
+  void Add(int64_t index, const cv::Mat& gray, const cv::Mat& histogram, bool flat,
+           double residual);
+  // Every transition found, in order, once the last frame has been added.
+  std::vector<GradualTransition> Finish();
+
+ private:
+  struct Thumb {
+    int64_t index = 0;
+    cv::Mat small;  // CV_32F, blurred and about 64 px wide
+    cv::Mat histogram;
+    double residual = 0;
+  };
+  // The frames from the before side `a` to the after side `b` (positions in recent_), each
+  // fitted as a mix of the two.
+  struct Profile {
+    std::vector<double> mix;  // per frame: how much of the after side it is
+    int mixed = 0;            // frames that are clearly both
+    double best_ratio = 1;    // the best fit's error over the nearer side's error
+    double max_step = 0;      // the largest rise of `mix` from one frame to the next
+    double residual_in = 0;   // mean flow residual of the mixed frames
+    double residual_out = 0;  // median flow residual of the frames that are one side only
+  };
+  Profile Measure(size_t a, size_t b) const;
+  bool IsTransition(const Profile& p) const;
+  void Evaluate(size_t a, size_t b);
+  void Reset();
+
+  TransitionFinderOptions options_;
+  size_t lag_ = 1, max_frames_ = 1;
+  std::deque<Thumb> recent_;
+  std::optional<size_t> open_;  // the candidate's first frame, a position in recent_
+  bool too_long_ = false;       // the open candidate outgrew max_s
+  std::vector<GradualTransition> found_;
+};
+
+}  // namespace framemill
