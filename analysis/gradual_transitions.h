@@ -4,11 +4,12 @@
 // frames earlier by more than a cut would (each step of a dissolve alone is too small to be a
 // cut). It is a transition when the frames inside it are mixes of the frames on either side:
 // fitting each one, blurred and small, as (1 - a) * before + a * after, `a` rises from 0 to 1
-// over several frames, and the fit explains the frame far better than either side alone.
-// A hard cut has no frame in between (its `a` jumps), a fast pan's middle frames are not
-// mixes of its ends, and a fade through black inside one shot is not a change of histogram
-// (motion's histograms are normalised for light). Streamed: memory is bounded by the longest
-// transition looked for. Fades through black between two shots are motion's flat runs
+// over several frames, the fit explains some frame better than either side alone, and the
+// optical flow explains the mixed frames far worse than the frames on either side. A hard
+// cut has no frame in between (its `a` jumps), a pan's middle frames fit as mixes of its
+// ends nearly as well but the flow follows them, and a fade through black inside one shot
+// is not a change of histogram (motion's histograms are normalised for light). Streamed:
+// memory is bounded by the longest transition looked for. Fades through black between two shots are motion's flat runs
 // (analysis/motion_analysis.h), not this.
 #pragma once
 
@@ -22,6 +23,8 @@
 
 namespace framemill {
 
+// The thresholds were chosen on the labelled set, each with its margins: bench/README.md,
+// "Shot boundaries and clips on a labelled set".
 struct TransitionFinderOptions {
   double lag_s = 0.5;          // the frame a candidate is compared with is this much earlier
   double max_s = 3.0;          // longer changes (a slow pan into new content) are not looked at
