@@ -337,7 +337,8 @@ Status MotionAnalyser::Add(int64_t index, double time_s, const cv::Mat& bgr) {
       across_flat_.back() = std::move(across).value();
     }
   }
-  finder_.Add(f.index, f.gray, f.histogram, f.flat, pairs_.empty() || pairs_.back().frame != f.index ? 0 : pairs_.back().residual);
+  const bool paired = !pairs_.empty() && pairs_.back().frame == f.index;
+  finder_.Add(f.index, f.gray, f.histogram, f.flat, paired ? pairs_.back().residual : 0);
   if (!f.flat) last_solid_ = f;
   before_previous_ = std::move(previous_);
   previous_ = std::move(f);
@@ -398,12 +399,17 @@ void MotionAnalyser::DecideCuts() {
 }
 
 void MotionAnalyser::Place(MotionSummary* out, const std::vector<GradualTransition>& dissolves) {
+  out->transitions = fades_;
   for (const GradualTransition& t : dissolves) {
+    // A fade through black already spans what its fade in looks like: a mix of dark and light.
+    const bool in_fade = std::any_of(fades_.begin(), fades_.end(), [&](const GradualTransition& f) {
+      return t.first <= f.last && t.last >= f.first;
+    });
+    if (in_fade) continue;
     for (PairMotion& p : pairs_)
       if (p.frame >= t.first && p.frame <= t.last + 1) p.cut = p.frame == t.cut;
+    out->transitions.push_back(t);
   }
-  out->transitions = fades_;
-  out->transitions.insert(out->transitions.end(), dissolves.begin(), dissolves.end());
   std::sort(out->transitions.begin(), out->transitions.end(),
             [](const GradualTransition& a, const GradualTransition& b) { return a.first < b.first; });
   for (const PairMotion& p : pairs_)
