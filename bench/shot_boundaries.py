@@ -35,9 +35,8 @@ def run(*cmd, **kw):
 
 def framemill_results(binary, set_dir, work):
     db, out = os.path.join(work, "fm.db"), os.path.join(work, "out")
-    for p in (db,):
-        if os.path.exists(p):
-            os.remove(p)
+    if os.path.exists(db):
+        os.remove(db)
     env = dict(os.environ, FRAMEMILL_OUT=out)
     videos = [os.path.join(set_dir, f) for f in sorted(os.listdir(set_dir)) if f.endswith(".mp4")]
     run(binary, "enqueue", "--db", db, "--stages", "motion,clips", *videos, env=env)

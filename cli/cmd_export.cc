@@ -2,13 +2,16 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <optional>
 #include <set>
+#include <unordered_map>
 #include <cstring>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
 
 #include "base/json_text.h"
+#include "jobs/stage_names.h"
 #include "models/decode.h"
 #include "outputs/clip_records.h"
 #include "outputs/export_filter.h"
@@ -171,6 +174,23 @@ std::string ClipCsvRow(const ClipRecord& r) {
          text(c.value("people", nlohmann::json())) + ',' + CsvField(r.artifact) + '\n';
 }
 
+// A clips row's result with what the item's other stages found inside each clip (the
+// contract's clips keys); the item's id from `items`, loaded on the first clips row.
+Result<std::string> ClipsRowResult(JobStore& store, std::optional<std::unordered_map<std::string, ItemRecord>>* items,
+                                   const ExportRow& r) {
+  if (!*items) {
+    auto loaded = store.LoadItems();
+    if (!loaded.ok()) return loaded.status();
+    *items = std::move(loaded).value();
+  }
+  const auto it = (*items)->find(r.source);
+  const auto parsed = nlohmann::json::parse(r.result_json, nullptr, false);
+  if (it == (*items)->end() || parsed.is_discarded()) return r.result_json;
+  auto found = ContentResults(store, it->second.id);
+  if (!found.ok()) return found.status();
+  return JsonDump(WithClipContents(parsed, *found));
+}
+
 int ExportClips(const Env& env, JobStore& store, const Flags& f, const ClipFilter& clips,
                 const ExportFilter& found, ItemSelection selection) {
   if (f.format == "webdataset") {
@@ -245,8 +265,15 @@ int CmdExport(const Flags& f) {
                                      : Status::OK();
   int64_t n = 0;
   Status s = written;
-  if (s.ok()) s = (*store)->ForEachResult(f.stage, [&](const ExportRow& r) -> Status {
-    if (!selection->Keeps(r.source)) return Status::OK();
+  std::optional<std::unordered_map<std::string, ItemRecord>> items;  // for clips rows
+  if (s.ok()) s = (*store)->ForEachResult(f.stage, [&](const ExportRow& row) -> Status {
+    if (!selection->Keeps(row.source)) return Status::OK();
+    ExportRow r = row;
+    if (r.stage == stage_names::kClips) {
+      auto result = ClipsRowResult(**store, &items, r);
+      if (!result.ok()) return result.status();
+      r.result_json = std::move(result).value();
+    }
     ++n;
     if (f.format == "csv") {
       return out.Write(CsvField(r.source) + ',' + r.stage + ',' + r.device + ',' +

@@ -120,18 +120,45 @@ nlohmann::json ClipContents(const nlohmann::json& clip,
   return out;
 }
 
-std::vector<ClipRecord> ClipsOf(const ItemView& item, const std::string& item_key) {
+nlohmann::json WithClipContents(nlohmann::json clips_result,
+                                const std::map<std::string, nlohmann::json>& results) {
+  if (!clips_result.is_object() || !clips_result.contains("clips") || !clips_result["clips"].is_array())
+    return clips_result;
+  for (auto& c : clips_result["clips"])
+    if (c.is_object()) c.update(ClipContents(c, results));
+  return clips_result;
+}
+
+std::map<std::string, nlohmann::json> DoneResults(const ItemView& item) {
   std::map<std::string, nlohmann::json> results;
   for (const JobView& j : item.jobs) {
     if (j.state != JobState::kDone || j.result_json.empty()) continue;
     auto parsed = nlohmann::json::parse(j.result_json, nullptr, false);
     if (!parsed.is_discarded() && parsed.is_object()) results[j.stage] = std::move(parsed);
   }
+  return results;
+}
+
+Result<std::map<std::string, nlohmann::json>> ContentResults(ResultReader& results, int64_t item_id) {
+  std::map<std::string, nlohmann::json> out;
+  for (const char* stage : {stage_names::kCategorize, stage_names::kFaces, stage_names::kPose,
+                            stage_names::kAudioSync}) {
+    auto row = results.ResultOf(item_id, stage);
+    if (!row.ok()) return row.status();
+    if (!row->has_value()) continue;
+    auto parsed = nlohmann::json::parse((*row)->result_json, nullptr, false);
+    if (!parsed.is_discarded() && parsed.is_object()) out[stage] = std::move(parsed);
+  }
+  return out;
+}
+
+std::vector<ClipRecord> ClipsOf(const ItemView& item, const std::string& item_key) {
+  const std::map<std::string, nlohmann::json> results = DoneResults(item);
   std::vector<ClipRecord> out;
   const auto clips = results.find(stage_names::kClips);
-  if (clips == results.end() || !clips->second.contains("clips") || !clips->second["clips"].is_array())
-    return out;
-  for (const auto& c : clips->second["clips"]) {
+  if (clips == results.end()) return out;
+  const nlohmann::json with = WithClipContents(clips->second, results);
+  for (const auto& c : with.value("clips", nlohmann::json::array())) {
     if (!c.is_object()) continue;
     ClipRecord r;
     r.item = item.source;
@@ -139,7 +166,6 @@ std::vector<ClipRecord> ClipsOf(const ItemView& item, const std::string& item_ke
     std::snprintf(frame, sizeof frame, "_f%07lld", static_cast<long long>(c.value("start_frame", int64_t{0})));
     r.key = item_key + frame;
     r.clip = c;
-    r.clip.update(ClipContents(c, results));
     r.artifact = c.value("artifact", "");
     out.push_back(std::move(r));
   }

@@ -48,6 +48,15 @@ struct ClipRecord {
 nlohmann::json ClipContents(const nlohmann::json& clip,
                             const std::map<std::string, nlohmann::json>& results);
 
+// A clips result with ClipContents added to each of its clips: the clips keys as every
+// export gives them (../shared/CONTRACT.md). `results`: the item's done results by stage.
+nlohmann::json WithClipContents(nlohmann::json clips_result,
+                                const std::map<std::string, nlohmann::json>& results);
+// An item's done results by stage, parsed.
+std::map<std::string, nlohmann::json> DoneResults(const ItemView& item);
+// The done results ClipContents reads, of one item (by ResultReader::ResultOf).
+Result<std::map<std::string, nlohmann::json>> ContentResults(ResultReader& results, int64_t item_id);
+
 // The item's clips (none unless its clips job is done), each with its contents.
 std::vector<ClipRecord> ClipsOf(const ItemView& item, const std::string& item_key);
 

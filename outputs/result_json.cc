@@ -3,6 +3,7 @@
 #include "base/json_text.h"
 #include "jobs/job.h"
 #include "jobs/stage_names.h"
+#include "outputs/clip_records.h"
 
 namespace framemill {
 namespace {
@@ -42,6 +43,10 @@ nlohmann::json ItemJson(const ItemView& item, const std::string& key) {
       j["reasons"][job.stage] = e;
     }
   }
+  // A clip's keys include what the item's other stages found inside it (the contract's).
+  if (j["results"].contains(stage_names::kClips))
+    j["results"][stage_names::kClips]["result"] =
+        WithClipContents(j["results"][stage_names::kClips]["result"], DoneResults(item));
   return j;
 }
 

@@ -168,7 +168,13 @@ TEST(ClipsBinaryTest, ExportClipsWritesARecordPerClipAndWebDatasetSamplesTarAndF
   ASSERT_EQ(all.exit_code, 0) << all.err;
   const auto records = JsonLines(all.out);
   int64_t clips = 0;
-  for (const auto& row : ExportRows(env, dir.path(), "clips")) clips += row["result"]["clips"].size();
+  for (const auto& row : ExportRows(env, dir.path(), "clips")) {
+    clips += row["result"]["clips"].size();
+    for (const auto& c : row["result"]["clips"]) {  // the per-job export carries the contents too
+      EXPECT_TRUE(c.contains("labels") && c["labels"].is_null()) << c;
+      EXPECT_TRUE(c.contains("faces") && c.contains("people") && c.contains("analysed")) << c;
+    }
+  }
   ASSERT_EQ(int64_t(records.size()), clips);
   for (const auto& r : records) {
     EXPECT_TRUE(r["faces"].is_null()) << r;  // faces did not run: said, not guessed
