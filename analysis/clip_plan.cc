@@ -8,10 +8,11 @@ namespace framemill {
 
 namespace {
 
-// `shot` without the frames of any transition: what is left of it, in order.
-std::vector<FrameRange> WithoutTransitions(FrameRange shot, const std::vector<FrameRange>& transitions) {
+// `shot` without the excluded frames: what is left of it, in order.
+std::vector<FrameRange> WithoutExcluded(FrameRange shot, const std::vector<DroppedSpan>& excluded) {
   std::vector<FrameRange> left = {shot};
-  for (const FrameRange& t : transitions) {  // t: [start, end) here
+  for (const DroppedSpan& x : excluded) {
+    const FrameRange& t = x.frames;
     std::vector<FrameRange> next;
     for (const FrameRange& r : left) {
       if (t.end <= r.start || t.start >= r.end) {
@@ -34,16 +35,18 @@ std::string Seconds(double s) {
 
 }  // namespace
 
-ClipPlan PlanClips(const std::vector<FrameRange>& shots,
-                   const std::vector<FrameRange>& transitions, double fps,
-                   const ClipPlanOptions& options) {
+std::vector<DroppedSpan> ExcludedRuns(const std::vector<FrameRange>& inclusive, const std::string& reason) {
+  std::vector<DroppedSpan> out;
+  for (const FrameRange& t : inclusive) out.push_back({{t.start, t.end + 1}, reason});
+  return out;
+}
+
+ClipPlan PlanClips(const std::vector<FrameRange>& shots, const std::vector<DroppedSpan>& excluded,
+                   double fps, const ClipPlanOptions& options) {
   ClipPlan plan;
-  std::vector<FrameRange> spans;  // inclusive [first, last] -> [start, end)
-  for (const FrameRange& t : transitions) spans.push_back({t.start, t.end + 1});
-  for (const FrameRange& t : spans)
-    plan.dropped.push_back({t, "a gradual transition between two shots"});
+  plan.dropped = excluded;
   for (size_t s = 0; s < shots.size(); ++s) {
-    for (const FrameRange& r : WithoutTransitions(shots[s], spans)) {
+    for (const FrameRange& r : WithoutExcluded(shots[s], excluded)) {
       const int64_t frames = r.end - r.start;
       const double seconds = double(frames) / fps;
       if (seconds + 1e-9 < options.min_s) {
@@ -61,7 +64,7 @@ ClipPlan PlanClips(const std::vector<FrameRange>& shots,
       }
     }
   }
-  std::sort(plan.dropped.begin(), plan.dropped.end(),
+  std::stable_sort(plan.dropped.begin(), plan.dropped.end(),
             [](const DroppedSpan& x, const DroppedSpan& y) { return x.frames.start < y.frames.start; });
   return plan;
 }

@@ -1,5 +1,5 @@
-// Which clips a video's shots make: each shot, less the frames of any gradual transition,
-// is one clip, or equal parts of at most max_s when it is longer; what is shorter than
+// Which clips a video's shots make: each shot, less the frames no clip may hold (a gradual
+// transition's, or those broken packets spoiled), is one clip, or equal parts of at most max_s when it is longer; what is shorter than
 // min_s is left out, with the reason. Pure; thread-safe.
 #pragma once
 
@@ -36,10 +36,12 @@ struct ClipPlan {
   std::vector<DroppedSpan> dropped;
 };
 
-// `shots` in frame order (motion's), `transitions` the frames of gradual transitions
-// ([first, last] inclusive, as motion reports them), `fps` the video's rate (> 0).
-ClipPlan PlanClips(const std::vector<FrameRange>& shots,
-                   const std::vector<FrameRange>& transitions, double fps,
-                   const ClipPlanOptions& options);
+// `shots` in frame order (motion's), `excluded` the frames no clip may hold, each with the
+// reason (listed in `dropped` as they are), `fps` the video's rate (> 0).
+ClipPlan PlanClips(const std::vector<FrameRange>& shots, const std::vector<DroppedSpan>& excluded,
+                   double fps, const ClipPlanOptions& options);
+
+// Motion's [first, last] (inclusive) runs as excluded spans with `reason`.
+std::vector<DroppedSpan> ExcludedRuns(const std::vector<FrameRange>& inclusive, const std::string& reason);
 
 }  // namespace framemill

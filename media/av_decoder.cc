@@ -54,6 +54,7 @@ Result<bool> AvDecoder::Feed() {
   for (;;) {
     const int rc = av_read_frame(fmt_, packet_);
     if (rc < 0) {
+      read_error_ = rc != AVERROR_EOF;
       if (rc != AVERROR_EOF && decoded_ == 0)
         return Status::Corruption(kind_ + " unreadable before its first frame: " + AvError(rc));
       avcodec_send_packet(dec_, nullptr);  // drain what the decoder holds
@@ -64,6 +65,7 @@ Result<bool> AvDecoder::Feed() {
       av_packet_unref(packet_);
       continue;
     }
+    if ((packet_->flags & AV_PKT_FLAG_CORRUPT) != 0) ++short_packets_;
     const int sent = avcodec_send_packet(dec_, packet_);
     av_packet_unref(packet_);
     if (sent < 0 && sent != AVERROR(EAGAIN)) ++damaged_;
@@ -82,10 +84,27 @@ Result<bool> AvDecoder::Next() {
     }
     if (rc < 0) break;  // end of stream, or a decoder that cannot go on
     ++decoded_;
+    NoteDamage();
     return true;
   }
   finished_ = true;
   return false;
 }
+
+void AvDecoder::NoteDamage() {
+  const int64_t index = decoded_ - 1;
+  const bool flagged = (frame_->flags & AV_FRAME_FLAG_CORRUPT) != 0 || frame_->decode_error_flags != 0 ||
+                       damaged_ > damaged_seen_;
+  damaged_seen_ = damaged_;
+  if (flagged) {
+    if (!in_run_) runs_.push_back({index, index});
+    in_run_ = true;
+  } else if (in_run_ && frame_->key_frame) {
+    in_run_ = false;
+  }
+  if (in_run_) runs_.back().last = index;
+}
+
+std::vector<DamagedRun> AvDecoder::damaged_runs() const { return runs_; }
 
 }  // namespace framemill

@@ -37,7 +37,8 @@ Status CheckVideoFrameSize(const std::string& format, int width, int height,
                            const VideoLimits& limits);
 
 struct VideoSample {
-  VideoInfo info;
+  VideoInfo info;              // info.frames: the frames there are, as far as known
+  int64_t declared_frames = 0;  // > 0: the header's count, which decoding did not bear out
   std::vector<int64_t> indices;
   std::vector<cv::Mat> frames;  // 8-bit BGR, one per index
 };
@@ -46,7 +47,10 @@ struct VideoSample {
 // `limits.max_frames` frames, when it declares more). A frame size over
 // `limits.max_pixels` is TooLarge before any frame is decoded. A file that does not
 // open, has no frames, or whose sampled frames cannot all be read (truncated) fails with
-// Corruption and the frame that failed; a file that is not a video is Unsupported.
+// Corruption and the frame that failed; a file that is not a video is Unsupported. A
+// header that declares more frames than decode (a container whose duration lies) is
+// found out when a sampled frame is missing: the frames are counted by decoding and the
+// sample is taken over those, with `declared_frames` saying what the header claimed.
 Result<VideoSample> SampleVideoFrames(const std::string& path, int count,
                                       const VideoLimits& limits = {});
 

@@ -125,8 +125,15 @@ Result<std::unique_ptr<VideoReader>> VideoReader::Open(const std::string& path,
 
 const VideoInfo& VideoReader::info() const { return impl_->info; }
 cv::Size VideoReader::output_size() const { return impl_->out_size; }
+void VideoReader::set_max_fps(double fps) { impl_->options.max_fps = fps; }
+double VideoReader::max_fps() const { return impl_->options.max_fps; }
 int64_t VideoReader::frames_decoded() const { return impl_->av.decoded(); }
 int64_t VideoReader::damaged_packets() const { return impl_->av.damaged_packets(); }
+std::vector<std::pair<int64_t, int64_t>> VideoReader::damaged_frames() const {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (const DamagedRun& r : impl_->av.damaged_runs()) out.emplace_back(r.first, r.last);
+  return out;
+}
 
 Result<bool> VideoReader::Next(VideoFrame* out) {
   TimeSpent decoding(TimePart::kDecode);

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <opencv2/core.hpp>
 
@@ -49,8 +51,16 @@ class VideoReader {
   // damage later ends the stream early, counted in damaged_packets().
   Result<bool> Next(VideoFrame* frame);
 
+  // The rate frames are kept at from here on (frames per second of stream time; > 0). Kept
+  // frames follow a grid of 1 / rate: halving the rate after a run of kept frames makes
+  // every other one of them, from the first, the grid's.
+  void set_max_fps(double fps);
+  double max_fps() const;
+
   int64_t frames_decoded() const;   // every frame the decoder produced, each exactly once
   int64_t damaged_packets() const;  // packets the decoder refused
+  // Frames [first, last] that broken packets spoiled, each to the next keyframe (AvDecoder).
+  std::vector<std::pair<int64_t, int64_t>> damaged_frames() const;
 
  private:
   struct Impl;

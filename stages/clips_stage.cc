@@ -1,5 +1,8 @@
 #include "stages/clips_stage.h"
 
+#include <cstdio>
+#include <filesystem>
+
 #include "jobs/stage_names.h"
 #include "stages/artifact.h"
 
@@ -7,11 +10,24 @@ namespace framemill {
 
 namespace {
 
+constexpr const char* kSpoiled =
+    "broken packets: these frames decoded with errors, or from a frame that did, up to the next keyframe";
+
 struct MotionShots {
   double fps = 0;
-  std::vector<FrameRange> shots, transitions;
+  std::vector<FrameRange> shots;
+  std::vector<DroppedSpan> excluded;     // frames no clip may hold, with why
   std::vector<nlohmann::json> figures;  // per shot: {"camera": ..., "subject": ...}
 };
+
+// Motion's [[first, last], ...] under `key` (inclusive runs).
+std::vector<FrameRange> Runs(const nlohmann::json& m, const char* key) {
+  std::vector<FrameRange> out;
+  for (const auto& t : m.value(key, nlohmann::json::array()))
+    if (t.is_array() && t.size() == 2 && t[0].is_number_integer() && t[1].is_number_integer())
+      out.push_back({t[0].get<int64_t>(), t[1].get<int64_t>()});
+  return out;
+}
 
 Result<MotionShots> ReadMotion(const ClaimedJob& job, const StageContext& ctx) {
   if (ctx.results == nullptr) return Status::Internal("clips needs the store's results to read motion's shots");
@@ -29,8 +45,8 @@ Result<MotionShots> ReadMotion(const ClaimedJob& job, const StageContext& ctx) {
     out.figures.push_back({{"camera", s.value("camera", nlohmann::json::object())},
                            {"subject", s.value("subject", nlohmann::json::object())}});
   }
-  for (const auto& t : m.value("transitions", nlohmann::json::array()))
-    if (t.is_array() && t.size() == 2) out.transitions.push_back({t[0].get<int64_t>(), t[1].get<int64_t>()});
+  out.excluded = ExcludedRuns(Runs(m, "transitions"), "a gradual transition between two shots");
+  for (DroppedSpan& d : ExcludedRuns(Runs(m, "damaged_frames"), kSpoiled)) out.excluded.push_back(std::move(d));
   return out;
 }
 
@@ -63,6 +79,19 @@ nlohmann::json DroppedJson(const FrameRange& r, const std::string& reason) {
   return {{"start_frame", r.start}, {"end_frame", r.end}, {"reason", reason}};
 }
 
+// A copied clip starts at the first keyframe inside its span: why what is left is too short
+// to keep, or "" (a keyframe seconds into a shot can leave a fraction of it).
+std::string CopyTooShort(const ClipFile& f, const ClipPlanOptions& plan) {
+  const double seconds = f.fps > 0 ? double(f.frames) / f.fps : 0;
+  if (seconds + 1e-9 >= plan.min_s) return "";
+  char b[200];
+  std::snprintf(b, sizeof b,
+                "copy: the first keyframe inside the span is frame %lld; the %.2f s from it are "
+                "shorter than clips.min_s (%.2f s)",
+                static_cast<long long>(f.span.start_frame), seconds, plan.min_s);
+  return b;
+}
+
 }  // namespace
 
 ClipsStage::ClipsStage(ClipsOptions options, const std::string& out_dir)
@@ -73,7 +102,7 @@ ClipsStage::ClipsStage(ClipsOptions options, const std::string& out_dir)
 Outcome ClipsStage::RunOne(const ClaimedJob& job, const StageContext& ctx) {
   auto motion = ReadMotion(job, ctx);
   if (!motion.ok()) return Outcome::Failed(motion.status());
-  const ClipPlan plan = PlanClips(motion->shots, motion->transitions, motion->fps, options_.plan);
+  const ClipPlan plan = PlanClips(motion->shots, motion->excluded, motion->fps, options_.plan);
   const std::string dir = dir_ + "/" + std::to_string(job.item_id);
   if (Status s = RemoveEarlierAttempts(dir, job, "mp4"); !s.ok()) return Outcome::Failed(s);
   std::vector<ClipSpan> spans;
@@ -87,7 +116,13 @@ Outcome ClipsStage::RunOne(const ClaimedJob& job, const StageContext& ctx) {
   std::vector<std::string> artifacts;
   for (const DroppedSpan& d : plan.dropped) dropped.push_back(DroppedJson(d.frames, d.reason));
   for (size_t k = 0; k < written->size(); ++k) {
-    const ClipOutcome& o = (*written)[k];
+    ClipOutcome o = (*written)[k];
+    if (o.file && options_.encoding.mode == ClipMode::kCopy) o.reason = CopyTooShort(*o.file, options_.plan);
+    if (o.file && !o.reason.empty()) {
+      std::error_code ec;
+      std::filesystem::remove(o.file->path, ec);
+      o.file.reset();
+    }
     if (!o.file) {
       dropped.push_back(DroppedJson(plan.clips[k].frames, o.reason));
       continue;

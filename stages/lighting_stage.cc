@@ -41,6 +41,7 @@ Status Decode(const ClaimedJob& job, const LightingOptions& opt, std::vector<Fra
   const VideoInfo& vi = sample->info;
   *media_info = {{"kind", "video"}, {"fps", vi.fps}, {"frames", vi.frames},
                  {"width", vi.width}, {"height", vi.height}, {"codec", vi.codec}};
+  if (sample->declared_frames > 0) (*media_info)["declared_frames"] = sample->declared_frames;
   return Status::OK();
 }
 

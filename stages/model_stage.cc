@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include <tbb/parallel_for.h>
 
@@ -17,8 +18,33 @@ nlohmann::json VideoInfoJson(const VideoInfo& vi) {
           {"width", vi.width}, {"height", vi.height}, {"codec", vi.codec}};
 }
 
+// The frames `reader` keeps, appended to `frames`; how many. A header that understated the
+// length (0.5 s declared, 6 s there) would keep every frame: at twice video_frames, every
+// other one kept goes and the rate halves, so what is kept stays an even grid over the
+// stream and bounded.
+Result<int64_t> ReadKept(VideoReader& reader, size_t j, const ModelStageOptions& opt,
+                         std::vector<ModelFrame>* frames) {
+  const double scale = static_cast<double>(reader.info().width) / reader.output_size().width;
+  const size_t first = frames->size();
+  VideoFrame f;
+  for (;;) {
+    auto more = reader.Next(&f);
+    if (!more.ok()) return more.status();
+    if (!*more) break;
+    frames->push_back({j, f.index, std::move(f.image), f.time_s, scale});
+    if (opt.video_frames <= 0 || frames->size() - first < 2 * size_t(opt.video_frames)) continue;
+    size_t keep = first;
+    for (size_t i = first; i < frames->size(); i += 2) (*frames)[keep++] = std::move((*frames)[i]);
+    frames->erase(frames->begin() + static_cast<std::ptrdiff_t>(keep), frames->end());
+    reader.set_max_fps((reader.max_fps() > 0 ? reader.max_fps() : reader.info().fps) / 2);
+  }
+  return static_cast<int64_t>(frames->size() - first);
+}
+
 // A video read in order (each frame decoded once), thinned to the rate that keeps at most
-// video_frames over its length.
+// video_frames over its length. A header that overstated the length (a container whose
+// duration lies: 3,600 s declared, 6 s there) thins it to a frame or two: then it is read
+// again at the rate the frames that decoded call for, and `declared_frames` says so.
 Status ReadVideoInOrder(const ClaimedJob& job, size_t j, const ModelStageOptions& opt,
                         std::vector<ModelFrame>* frames, nlohmann::json* info) {
   VideoReaderOptions ro;
@@ -28,21 +54,31 @@ Status ReadVideoInOrder(const ClaimedJob& job, size_t j, const ModelStageOptions
   ro.limits = opt.video_limits;
   auto reader = VideoReader::Open(job.source, ro);
   if (!reader.ok()) return reader.status();
-  const VideoInfo& vi = (*reader)->info();
-  const double scale = static_cast<double>(vi.width) / (*reader)->output_size().width;
-  VideoFrame f;
-  int64_t n = 0;
-  for (;;) {
-    auto more = (*reader)->Next(&f);
-    if (!more.ok()) return more.status();
-    if (!*more) break;
-    frames->push_back({j, f.index, std::move(f.image), f.time_s, scale});
-    if (++n >= 2LL * opt.video_frames && opt.video_frames > 0)
-      break;  // a header that understated the length: bounded all the same
+  const size_t before = frames->size();
+  auto n = ReadKept(**reader, j, opt, frames);
+  if (!n.ok()) return n.status();
+  const VideoInfo declared = (*reader)->info();
+  const int64_t decoded = (*reader)->frames_decoded();
+  const bool overstated = opt.video_frames > 0 && *n < opt.video_frames / 2 && decoded * 2 < declared.frames;
+  if (overstated && declared.fps > 0) {
+    const double rate = static_cast<double>(opt.video_frames) * declared.fps / static_cast<double>(decoded);
+    ro.max_kept = 0;
+    ro.max_fps = opt.video_fps > 0 ? std::min(opt.video_fps, rate) : rate;
+    reader = VideoReader::Open(job.source, ro);
+    if (!reader.ok()) return reader.status();
+    frames->erase(frames->begin() + static_cast<std::ptrdiff_t>(before), frames->end());
+    n = ReadKept(**reader, j, opt, frames);
+    if (!n.ok()) return n.status();
   }
-  if (n == 0) return Status::Corruption(job.source + ": no video frame could be decoded");
-  *info = VideoInfoJson(vi);
-  (*info)["frames_analysed"] = n;
+  if (*n == 0) return Status::Corruption(job.source + ": no video frame could be decoded");
+  *info = VideoInfoJson(declared);
+  (*info)["frames_analysed"] = *n;
+  const int64_t counted = (*reader)->frames_decoded();  // the whole stream: ReadKept reads to its end
+  if (declared.frames > 0 && counted < opt.video_limits.max_frames &&
+      std::abs(counted - declared.frames) > std::max<int64_t>(2, counted / 20)) {
+    (*info)["frames"] = counted;
+    (*info)["declared_frames"] = declared.frames;
+  }
   if ((*reader)->damaged_packets() > 0) (*info)["damaged_packets"] = (*reader)->damaged_packets();
   return Status::OK();
 }
@@ -62,6 +98,7 @@ Status DecodeItem(const ClaimedJob& job, size_t j, const ModelStageOptions& opt,
   if (!sample.ok()) return sample.status();
   const VideoInfo& vi = sample->info;
   *info = VideoInfoJson(vi);
+  if (sample->declared_frames > 0) (*info)["declared_frames"] = sample->declared_frames;
   for (size_t k = 0; k < sample->frames.size(); ++k) {
     const double t = vi.fps > 0 ? static_cast<double>(sample->indices[k]) / vi.fps : 0;
     frames->push_back({j, sample->indices[k], std::move(sample->frames[k]), t});

@@ -1,6 +1,7 @@
 #include "stages/motion_stage.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "analysis/motion_analysis.h"
 #include "gpu/ops.h"
@@ -63,8 +64,17 @@ Outcome MotionStage::RunOne(const ClaimedJob& job, const StageContext& ctx) {
   nlohmann::json result = MotionJson(summary, r.info().fps, analyser.frames_analysed(),
                                      r.output_size());
   result["frames"] = r.frames_decoded();
+  // A header whose length the frames do not bear out (a container whose duration lies):
+  // the shots and clips are the frames', and this says what the header claimed.
+  const int64_t declared = r.info().frames, decoded = r.frames_decoded();
+  if (declared > 0 && decoded < options_.video_limits.max_frames && std::abs(declared - decoded) > std::max<int64_t>(2, decoded / 20))
+    result["declared_frames"] = declared;
   result["flow"] = method;
   if (r.damaged_packets() > 0) result["damaged_packets"] = r.damaged_packets();
+  // The clips stage leaves these frames out of every clip.
+  nlohmann::json damaged = nlohmann::json::array();
+  for (const auto& [first, last] : r.damaged_frames()) damaged.push_back({first, last});
+  if (!damaged.empty()) result["damaged_frames"] = std::move(damaged);
   return DoneWithArtifact(job, "csv", analyser.SeriesCsv(), "series", std::move(result), device);
 }
 

@@ -43,13 +43,28 @@ TEST(ClipPlanTest, ALongShotIsSplitIntoEqualPartsOfAtMostMaxS) {
 
 TEST(ClipPlanTest, NoClipHoldsAFrameOfATransition) {
   // A dissolve over frames 90..101 (inclusive) between two shots that motion split at 96.
-  const ClipPlan p = PlanClips({{0, 96}, {96, 250}}, {{90, 101}}, 25, {});
+  const ClipPlan p =
+      PlanClips({{0, 96}, {96, 250}}, ExcludedRuns({{90, 101}}, "a gradual transition between two shots"), 25, {});
   ASSERT_EQ(p.clips.size(), 2u);
   EXPECT_EQ(p.clips[0].frames, (FrameRange{0, 90}));
   EXPECT_EQ(p.clips[1].frames, (FrameRange{102, 250}));
   ASSERT_EQ(p.dropped.size(), 1u);
   EXPECT_EQ(p.dropped[0].frames, (FrameRange{90, 102}));
   EXPECT_EQ(p.dropped[0].reason, "a gradual transition between two shots");
+}
+
+TEST(ClipPlanTest, SpoiledFramesSplitAShotAndWhatIsLeftIsJudgedByItsLength) {
+  // One shot of 0..300 at 25 fps; broken packets spoiled 100..149 and 280..289 (inclusive).
+  const ClipPlan p = PlanClips({{0, 300}}, ExcludedRuns({{100, 149}, {280, 289}}, "broken packets"), 25, {});
+  ASSERT_EQ(p.clips.size(), 2u);
+  EXPECT_EQ(p.clips[0].frames, (FrameRange{0, 100}));
+  EXPECT_EQ(p.clips[1].frames, (FrameRange{150, 280}));
+  ASSERT_EQ(p.dropped.size(), 3u);  // the two runs, and 290..299 (0.40 s)
+  EXPECT_EQ(p.dropped[0].frames, (FrameRange{100, 150}));
+  EXPECT_EQ(p.dropped[0].reason, "broken packets");
+  EXPECT_EQ(p.dropped[1].frames, (FrameRange{280, 290}));
+  EXPECT_EQ(p.dropped[2].frames, (FrameRange{290, 300}));
+  EXPECT_NE(p.dropped[2].reason.find("shorter than clips.min_s"), std::string::npos);
 }
 
 TEST(ClipPlanTest, MinSZeroKeepsEveryShotAndNoShotsMakeNoClips) {

@@ -6,6 +6,10 @@
 
 #include <signal.h>
 
+#include <cstring>
+#include <iostream>
+#include <random>
+
 #include <filesystem>
 #include <map>
 #include <set>
@@ -14,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/support/export_rows.h"
+#include "tests/support/model_test_support.h"
 #include "tests/support/test_support.h"
 
 namespace framemill::testing {
@@ -241,6 +246,164 @@ void Ffmpeg(const std::string& dir, const std::string& name, std::vector<std::st
   cmd.push_back(dir + "/" + name);
   auto r = RunProcess(cmd);
   ASSERT_EQ(r.exit_code, 0) << name << ": " << r.err;
+}
+
+// Overwrites the last two thirds of packets `which` (decoding order) of the video stream with
+// bytes from a seeded generator: broken packets in the middle of a file that still opens.
+void BreakPackets(const std::string& path, const std::vector<size_t>& which, uint32_t seed) {
+  std::cout << "BreakPackets " << path << ": seed " << seed << "\n";
+  auto probe = RunProcess({"/usr/bin/ffprobe", "-v", "error", "-select_streams", "v", "-show_entries",
+                           "packet=pos,size", "-of", "json", path});
+  ASSERT_EQ(probe.exit_code, 0) << probe.err;
+  const auto packets = nlohmann::json::parse(probe.out)["packets"];
+  std::string bytes = ReadFile(path);
+  std::mt19937 rng(seed);
+  for (size_t k : which) {
+    const auto pos = std::stoll(packets[k]["pos"].get<std::string>());
+    const auto size = std::stoll(packets[k]["size"].get<std::string>());
+    for (int64_t b = pos + size / 3; b < pos + size; ++b) bytes[size_t(b)] = char(rng() & 0xFF);
+  }
+  WriteFile(path, bytes);
+}
+
+// Overwrites a Matroska file's segment duration (the float after EBML id 0x4489) with `ms`.
+void SetMatroskaDuration(const std::string& path, double ms) {
+  std::string bytes = ReadFile(path);
+  const size_t at = bytes.find("\x44\x89\x88");
+  ASSERT_NE(at, std::string::npos) << "no 8-byte Duration element in " << path;
+  uint64_t bits;
+  std::memcpy(&bits, &ms, 8);
+  for (int i = 0; i < 8; ++i) bytes[at + 3 + size_t(i)] = char(bits >> (56 - 8 * i));
+  WriteFile(path, bytes);
+}
+
+// The result of `stage` for each item, by file name.
+std::map<std::string, nlohmann::json> ResultsByFile(const std::map<std::string, std::string>& env,
+                                                    const std::string& dir, const std::string& stage) {
+  std::map<std::string, nlohmann::json> out;
+  for (const auto& row : ExportRows(env, dir, stage))
+    out[fs::path(row["item"].get<std::string>()).filename().string()] = row["result"];
+  return out;
+}
+
+// Runs `stages` over `media` in a store of its own (named `name`) with `more` in the environment.
+std::map<std::string, std::string> RunOver(const TempDir& dir, const std::string& media, const std::string& name,
+                                           const std::string& stages, std::map<std::string, std::string> more = {}) {
+  more["FRAMEMILL_DB"] = dir / (name + ".db");
+  more["FRAMEMILL_OUT"] = dir / (name + "-out");
+  more["FRAMEMILL_STAGES"] = stages;
+  EXPECT_EQ(RunProcess({FRAMEMILL_BIN, "enqueue", media}, more, dir.path()).exit_code, 0);
+  auto run = RunProcess({FRAMEMILL_BIN, "run", "--workers", "2"}, more, dir.path(), 300);
+  EXPECT_NE(run.exit_code, -1) << "the run hung";
+  return more;
+}
+
+std::vector<std::pair<int64_t, int64_t>> Spans(const nlohmann::json& list) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (const auto& c : list) out.emplace_back(c["start_frame"].get<int64_t>(), c["end_frame"].get<int64_t>());
+  return out;
+}
+
+TEST(ClipsBinaryTest, BrokenPacketsAreLeftOutOfClipsToTheNextKeyframe) {
+  TempDir dir;
+  const std::string media = dir / "media";
+  fs::create_directories(media);
+  // vtest.avi's first 200 frames as H.264, a keyframe every 50, then packets 60-62 broken.
+  Ffmpeg(media, "broken.mp4", {"-i", SampleData("vtest.avi"), "-frames:v", "200", "-c:v", "libx264",
+                               "-g", "50", "-bf", "0"});
+  BreakPackets(media + "/broken.mp4", {60, 61, 62}, 7);
+  auto env = RunOver(dir, media, "encode", "clips");
+  const nlohmann::json motion = ResultsByFile(env, dir.path(), "motion")["broken.mp4"];
+  ASSERT_TRUE(motion.contains("damaged_frames")) << motion.dump();
+  ASSERT_EQ(motion["damaged_frames"].size(), 1u) << motion.dump();
+  const int64_t first = motion["damaged_frames"][0][0], last = motion["damaged_frames"][0][1];
+  EXPECT_GE(first, 60);
+  EXPECT_LE(first, 62);
+  EXPECT_EQ(last, 99);  // the damage lasts to the keyframe at 100
+  const nlohmann::json clips = ResultsByFile(env, dir.path(), "clips")["broken.mp4"];
+  EXPECT_EQ(Spans(clips["clips"]), (std::vector<std::pair<int64_t, int64_t>>{{0, first}, {100, 200}}));
+  ASSERT_EQ(Spans(clips["dropped"]), (std::vector<std::pair<int64_t, int64_t>>{{first, 100}}));
+  EXPECT_NE(clips["dropped"][0]["reason"].get<std::string>().find("broken packets"), std::string::npos);
+  for (const auto& c : clips["clips"]) EXPECT_EQ(DecodedFrames(c["artifact"]), c["frames"].get<int64_t>());
+}
+
+TEST(ClipsBinaryTest, CopyModeStartsAtAKeyframeAndSaysWhenAShotHasNoneOrTooLittleAfterIt) {
+  TempDir dir;
+  const std::string media = dir / "media";
+  fs::create_directories(media);
+  // Two shots of 100 frames (testsrc, then mandelbrot), one keyframe at frame 0 only; and
+  // the same with one more keyframe at 185, 0.6 s before the end.
+  const std::vector<std::string> two_shots = {
+      "-f", "lavfi", "-i", "testsrc=s=320x240:r=25:d=4", "-f", "lavfi", "-i", "mandelbrot=s=320x240:r=25",
+      "-filter_complex", "[1:v]trim=duration=4,setpts=PTS-STARTPTS[m];[0:v][m]concat=n=2:v=1[v]",
+      "-map", "[v]", "-c:v", "libx264", "-g", "1000", "-keyint_min", "1000", "-sc_threshold", "0"};
+  auto with = [&](std::vector<std::string> more) { more.insert(more.begin(), two_shots.begin(), two_shots.end()); return more; };
+  Ffmpeg(media, "no-keyframe.mp4", with({}));
+  Ffmpeg(media, "late-keyframe.mp4", with({"-force_key_frames", "expr:eq(n,0)+eq(n,185)"}));
+  auto env = RunOver(dir, media, "copy", "clips", {{"FRAMEMILL_CLIPS_MODE", "copy"}});
+  auto results = ResultsByFile(env, dir.path(), "clips");
+  for (const char* file : {"no-keyframe.mp4", "late-keyframe.mp4"}) {
+    SCOPED_TRACE(file);
+    const nlohmann::json& r = results[file];
+    EXPECT_EQ(Spans(r["clips"]), (std::vector<std::pair<int64_t, int64_t>>{{0, 100}}));
+    ASSERT_EQ(Spans(r["dropped"]), (std::vector<std::pair<int64_t, int64_t>>{{100, 200}}));
+    const std::string reason = r["dropped"][0]["reason"];
+    if (std::string(file) == "no-keyframe.mp4")
+      EXPECT_NE(reason.find("no keyframe inside the span"), std::string::npos) << reason;
+    else
+      EXPECT_NE(reason.find("the first keyframe inside the span is frame 185; the 0.60 s"), std::string::npos) << reason;
+  }
+  EXPECT_EQ(FilesUnder(env["FRAMEMILL_OUT"] + "/clips").size(), 2u);  // the two first shots' clips only
+}
+
+TEST(ClipsBinaryTest, AContainerWhoseDurationLiesIsAnalysedByItsFrames) {
+  TempDir dir;
+  const std::string media = dir / "media";
+  fs::create_directories(media);
+  // 150 frames (6 s) in Matroska, whose header then says 3,600 s, or 0.5 s.
+  for (const auto& [name, ms] : std::vector<std::pair<std::string, double>>{{"says-an-hour.mkv", 3.6e6},
+                                                                            {"says-half-a-second.mkv", 500}}) {
+    Ffmpeg(media, name, {"-f", "lavfi", "-i", "testsrc=s=320x240:r=25:d=6", "-f", "lavfi", "-i", "sine=d=6",
+                         "-c:v", "libx264", "-c:a", "aac"});
+    SetMatroskaDuration(media + "/" + name, ms);
+  }
+  // Pose reads in order, thinned to a rate from the declared length (ReadVideoInOrder).
+  const bool pose = ModelsRequired() || fs::exists(ModelsDir() + "/movenet-multipose/manifest.json");
+  auto env = RunOver(dir, media, "encode", pose ? "clips,lighting,pose" : "clips,lighting",
+                     {{"FRAMEMILL_MODELS", ModelsDir()}});
+  auto motion = ResultsByFile(env, dir.path(), "motion");
+  auto clips = ResultsByFile(env, dir.path(), "clips");
+  auto lighting = ResultsByFile(env, dir.path(), "lighting");
+  for (const auto& [name, declared] : std::vector<std::pair<std::string, int64_t>>{{"says-an-hour.mkv", 90000},
+                                                                                  {"says-half-a-second.mkv", 12}}) {
+    SCOPED_TRACE(name);
+    EXPECT_EQ(motion[name]["frames"], 150);
+    EXPECT_NEAR(motion[name].value("declared_frames", -1.0), double(declared), 1.0);  // duration x fps
+    ASSERT_EQ(clips[name]["clips"].size(), 1u) << clips[name].dump();
+    const auto& clip = clips[name]["clips"][0];
+    EXPECT_EQ(clip["end_frame"], 150);
+    EXPECT_NEAR(clip["end_s"].get<double>(), 6.0, 0.05);
+    EXPECT_EQ(DecodedFrames(clip["artifact"]), 150);
+    ASSERT_FALSE(lighting[name].is_null()) << "lighting failed on " << name;
+  }
+  // The lighting stage samples the frames there are, and says what the header claimed.
+  EXPECT_EQ(lighting["says-an-hour.mkv"]["media"]["frames"], 150);
+  EXPECT_NEAR(lighting["says-an-hour.mkv"]["media"].value("declared_frames", -1.0), 90000, 1.0);
+  if (!pose) GTEST_SKIP() << "pose's model is not installed in " << ModelsDir() << "; the rest passed";
+  // Both are read over their 6 s: the same frames, the first and the last second among them.
+  auto poses = ResultsByFile(env, dir.path(), "pose");
+  std::vector<int64_t> frames[2];
+  int k = 0;
+  for (const char* name : {"says-an-hour.mkv", "says-half-a-second.mkv"}) {
+    SCOPED_TRACE(name);
+    for (const auto& f : poses[name]["frames"]) frames[k].push_back(f["frame"].get<int64_t>());
+    ASSERT_GE(frames[k].size(), 10u) << poses[name].dump().substr(0, 400);
+    EXPECT_LT(frames[k].front(), 25);
+    EXPECT_GE(frames[k].back(), 125);
+    EXPECT_EQ(poses[name]["media"]["frames"], 150);
+    ++k;
+  }
+  EXPECT_EQ(frames[0], frames[1]);
 }
 
 TEST(ClipsBinaryTest, BadVideosEachEndWithTheReasonAndARotationIsKept) {
