@@ -80,6 +80,7 @@ class TransitionFinder {
   Profile Measure(size_t a, size_t b) const;
   bool IsTransition(const Profile& p) const;
   void Evaluate(size_t a, size_t b);
+  void EvaluateOpen(size_t open, size_t b);
   void Reset();
 
   TransitionFinderOptions options_;

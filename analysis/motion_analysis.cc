@@ -393,9 +393,19 @@ void MotionAnalyser::DecideCuts() {
       // A flash is one frame unlike both neighbours, which agree with each other.
       const bool flash_here = skip_change_[i] < options_.cut_histogram / 2;
       const bool flash_before = i > 0 && skip_change_[i - 1] < options_.cut_histogram / 2;
-      p.cut = is_cut(p) && !flash_here && !flash_before;
+      p.cut = (is_cut(p) && !flash_here && !flash_before) || IsIsolatedCut(i);
     }
   }
+}
+
+bool MotionAnalyser::IsIsolatedCut(size_t i) const {
+  if (i == 0 || i + 1 >= pairs_.size()) return false;
+  const PairMotion &p = pairs_[i], &before = pairs_[i - 1], &after = pairs_[i + 1];
+  if (after.flat) return false;  // (the branch that asks has neither side of p flat)
+  const double k = options_.isolated_cut;
+  return p.residual >= options_.isolated_residual &&
+         p.residual >= k * std::max(before.residual, after.residual) &&
+         p.histogram_change >= k * std::max(before.histogram_change, after.histogram_change);
 }
 
 void MotionAnalyser::Place(MotionSummary* out, const std::vector<GradualTransition>& dissolves) {

@@ -25,6 +25,14 @@ struct MotionAnalysisOptions {
   double moving_px = 1.0;       // residual speed (source px per frame) above which a pixel moves
   double cut_histogram = 0.15;  // histogram change (Bhattacharyya distance) a cut needs...
   double cut_residual = 0.45;   // ...together with this flow-compensated residual (in luma std)
+  // A cut between two moments of one fixed camera changes little (people elsewhere on the same
+  // street: histogram 0.079, residual 0.205) but changes it at one pair only: both figures at
+  // least `isolated_cut` times the larger of the two neighbouring pairs', and the residual at
+  // least `isolated_residual`. Chosen on the labelled set (bench/README.md): that cut 4.1x and
+  // 4.4x; every other pair with a residual over 0.1 at most 2.1x (motion's own bursts, a wing
+  // beat, come on two pairs in a row, as a flash does).
+  double isolated_cut = 3.0;
+  double isolated_residual = 0.1;
   double flat_std = 10.0;       // luma std (of 255) below which a dark frame is flat (black, faded)...
   double flat_luma = 60.0;      // ...when its mean luma is below this: a white wall is a picture
   TransitionFinderOptions transitions;  // cross-fades and dissolves
@@ -120,6 +128,7 @@ class MotionAnalyser {
   size_t CutAfterFlatRun(size_t last) const;
   Result<PairMotion> Compare(const Frame& a, const Frame& b, double time_s);
   void DecideCuts();
+  bool IsIsolatedCut(size_t i) const;  // pair i alone changes: a cut within one fixed camera
   // A fade through black between two shots, around the flat run that pair `last` ends: from
   // the first frame of the fade out to the last of the fade in, the cut at `cut`; none when
   // the light fades on neither side of the run.

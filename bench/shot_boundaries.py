@@ -176,6 +176,8 @@ def main():
         print(table_row("framemill, the videos its thresholds were chosen on",
                         total(fm_cuts, [n for n in truth if n not in held]))[0])
         print(table_row("framemill, held out", total(fm_cuts, held))[0])
+        for n in held if len(held) > 1 else []:
+            print(table_row(f"framemill, {n}", total(fm_cuts, [n]))[0])
     spurious = sum((false_transitions(t, results[n]["motion"].get("transitions", [])) for n, t in truth.items()), [])
     print(f"\nframemill transitions reported where none is: {len(spurious)} {spurious}")
     for thr in (0.1, 0.2, 0.3, 0.4):

