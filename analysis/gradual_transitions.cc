@@ -54,9 +54,9 @@ void TransitionFinder::Reset() {
 }
 
 void TransitionFinder::Add(int64_t index, const cv::Mat& gray, const cv::Mat& histogram,
-                           bool flat, double residual) {
+                           bool flat, double residual, double camera_speed) {
   if (flat) return Reset();
-  recent_.push_back({index, Thumbnail(gray), histogram, residual});
+  recent_.push_back({index, Thumbnail(gray), histogram, residual, camera_speed});
   const size_t last = recent_.size() - 1;
   const bool changed =
       last >= lag_ && cv::compareHist(recent_[last - lag_].histogram, histogram,
@@ -65,8 +65,9 @@ void TransitionFinder::Add(int64_t index, const cv::Mat& gray, const cv::Mat& hi
     if (!open_) open_ = last;
     if (last - *open_ > max_frames_) too_long_ = true;
   } else if (open_) {
-    // Closed: from where the change was first seen to now, the after side.
-    if (!too_long_) EvaluateOpen(*open_, last);
+    // Closed: from where the change was first seen to now, the after side. One that grew
+    // too long is looked at only where its residual rises.
+    EvaluateOpen(*open_, last, too_long_);
     open_.reset();
     too_long_ = false;
   }
@@ -127,28 +128,83 @@ bool TransitionFinder::IsTransition(const Profile& p) const {
 // own motion as the mix: the held-out video's 30-frame cockatoo.mp4 into a zoom, best fit
 // 0.87 from 26 frames ahead and 0.47 from the frame before (bench/README.md).
 // Neither reaches back into the transition found last: its frames are taken (a flash just
-// after a cross-fade opens a second candidate over the same frames).
-void TransitionFinder::EvaluateOpen(size_t open, size_t b) {
+// after a cross-fade opens a second candidate over the same frames). Last, the sides are
+// placed where the flow residual rises (ResidualBump).
+void TransitionFinder::EvaluateOpen(size_t open, size_t b, bool too_long) {
   size_t free = 0;
   while (!found_.empty() && free < b && recent_[free].index <= found_.back().last) ++free;
   const size_t before = found_.size();
   for (size_t back : {2 * lag_, size_t(1)}) {
+    if (too_long) break;
     const size_t a = std::max(free, open >= back ? open - back : 0);
     if (a + 2 > b) return;
     Evaluate(a, b);
     if (found_.size() > before) return;
   }
+  double sides = 0;
+  if (auto run = ResidualBump(free, b, &sides)) {
+    const size_t a = run->first - 1, z = run->second + 1;
+    const Bump bump{sides, std::max(free, a >= lag_ ? a - lag_ : 0), std::min(b, z + lag_)};
+    Evaluate(a, z, &bump);
+  }
 }
 
-void TransitionFinder::Evaluate(size_t a, size_t b) {
+// The longest run inside [lo, hi] whose flow residual (the median of five) is at least
+// residual_rise times the window's lower quartile and at least min_residual, with the camera
+// slower than max_camera over it (a fast pan's flow fails too).
+std::optional<std::pair<size_t, size_t>> TransitionFinder::ResidualBump(size_t lo, size_t hi,
+                                                                        double* sides) const {
+  if (hi < lo + 4) return std::nullopt;
+  std::vector<double> r;
+  for (size_t i = lo; i <= hi; ++i) r.push_back(recent_[i].residual);
+  std::vector<double> sorted = r;
+  std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 4, sorted.end());
+  *sides = sorted[sorted.size() / 4];
+  const double floor = std::max(options_.residual_rise * *sides, options_.min_residual);
+  auto smoothed = [&](size_t i) {
+    std::vector<double> w(r.begin() + (i >= 2 ? i - 2 : 0), r.begin() + std::min(r.size(), i + 3));
+    std::nth_element(w.begin(), w.begin() + w.size() / 2, w.end());
+    return w[w.size() / 2];
+  };
+  size_t best_first = 0, best_len = 0;
+  for (size_t i = 1; i + 1 < r.size();) {
+    size_t j = i;
+    while (j + 1 < r.size() && smoothed(j) >= floor) ++j;
+    if (j - i > best_len) best_first = i, best_len = j - i;
+    i = j + 1;
+  }
+  // Quiet again on both sides, for half a lag: a run that reaches the window's end is the
+  // shot's own motion going on (a zoom into a fractal, whose residual stays high), not a mix.
+  const size_t quiet = std::max<size_t>(2, lag_ / 2);
+  if (best_len < size_t(options_.min_mixed) || best_first < quiet ||
+      best_first + best_len + quiet > r.size())
+    return std::nullopt;
+  std::vector<double> speed;
+  for (size_t i = best_first; i < best_first + best_len; ++i)
+    speed.push_back(recent_[lo + i].camera_speed);
+  std::nth_element(speed.begin(), speed.begin() + speed.size() / 2, speed.end());
+  if (speed[speed.size() / 2] > options_.max_camera) return std::nullopt;
+  return std::make_pair(lo + best_first, lo + best_first + best_len - 1);
+}
+
+void TransitionFinder::Evaluate(size_t a, size_t b, const Bump* bump) {
   if (cv::compareHist(recent_[a].histogram, recent_[b].histogram, cv::HISTCMP_BHATTACHARYYA) <=
       options_.change)
     return;  // the two sides are alike: no new shot
-  const Profile p = Measure(a, b);
+  Profile p = Measure(a, b);
+  if (bump) p.residual_out = bump->sides;  // placed by the residual: the sides are outside
   if (!IsTransition(p)) return;
-  // The span: the mix's ramp, a line fitted to the frames between a quarter and three
-  // quarters of the way, run out to 0 and 1 (the faint ends of a mix are hard to tell from
-  // the shots' own motion, so their frames are placed by the ramp, not judged one by one).
+  if (bump && p.mixed < options_.bump_min_mixed) return;
+  // Sides placed by the residual are inside the faint ends of the mix: the span is fitted
+  // again with sides a lag further out.
+  if (bump && AddSpan(Measure(bump->wide_a, bump->wide_b), bump->wide_a)) return;
+  AddSpan(p, a);
+}
+
+// The span: the mix's ramp, a line fitted to the frames between a quarter and three quarters
+// of the way, run out to 0 and 1 (the faint ends of a mix are hard to tell from the shots' own
+// motion, so their frames are placed by the ramp, not judged one by one).
+bool TransitionFinder::AddSpan(const Profile& p, size_t a) {
   double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
   for (size_t i = 0; i < p.mix.size(); ++i) {
     if (p.mix[i] < 0.25 || p.mix[i] > 0.75) continue;
@@ -156,18 +212,18 @@ void TransitionFinder::Evaluate(size_t a, size_t b) {
     n += 1, sx += x, sy += p.mix[i], sxx += x * x, sxy += x * p.mix[i];
   }
   const double slope = n >= 2 ? (n * sxy - sx * sy) / (n * sxx - sx * sx) : 0;
-  if (!(slope > 0)) return;
+  if (!(slope > 0)) return false;
   const double half = (0.5 - (sy - slope * sx) / n) / slope;  // where the line crosses 0.5
   const double reach = 0.5 / slope;
   auto at = [&](double x) { return a + size_t(std::clamp(x, 1.0, double(p.mix.size() - 2))); };
   const size_t first = at(std::floor(half - reach)), last = at(std::ceil(half + reach));
   const size_t cut = at(std::ceil(half));
   found_.push_back({recent_[first].index, recent_[last].index, recent_[cut].index, "dissolve"});
+  return true;
 }
 
 std::vector<GradualTransition> TransitionFinder::Finish() {
-  if (open_ && !too_long_ && !recent_.empty())
-    EvaluateOpen(*open_, recent_.size() - 1);
+  if (open_ && !recent_.empty()) EvaluateOpen(*open_, recent_.size() - 1, too_long_);
   open_.reset();
   return found_;
 }

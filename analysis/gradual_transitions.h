@@ -8,7 +8,10 @@
 // optical flow explains the mixed frames far worse than the frames on either side. A hard
 // cut has no frame in between (its `a` jumps), a pan's middle frames fit as mixes of its
 // ends nearly as well but the flow follows them, and a fade through black inside one shot
-// is not a change of histogram (motion's histograms are normalised for light). Streamed:
+// is not a change of histogram (motion's histograms are normalised for light). The two sides
+// are tried in turn: two lags before the change was first seen, the frame just before it, and
+// the frames around the run where the flow residual rises (for a cross-fade between two moving
+// shots, or one at the end of a change too long to look at whole). Streamed:
 // memory is bounded by the longest transition looked for. Fades through black between two shots are motion's flat runs
 // (analysis/motion_analysis.h), not this.
 #pragma once
@@ -36,6 +39,12 @@ struct TransitionFinderOptions {
   double residual_rise = 2.5;   // the mixed frames' flow residual over the sides', at least...
   double min_residual = 0.06;   // ...and at least this (motion's residual, luma std)
   double edge = 0.04;           // `a` within this of 0 or 1: one side only (the sides' residual)
+  // A run of high flow residual places the sides only with the camera slower than this (of
+  // the width per frame; transitions' runs at most 0.6%, fast pans' and the shake's 3-7.5%),
+  // and is a transition only with this many mixed frames (the three found so 7-12; the one
+  // false candidate it gave and cockatoo.mp4's wing beats 1-3).
+  double max_camera = 0.015;
+  int bump_min_mixed = 5;
 
   bool operator==(const TransitionFinderOptions&) const = default;
 };
@@ -56,7 +65,7 @@ class TransitionFinder {
   // the residual of the flow from the frame before (motion's PairMotion::residual; 0 for the
   // first).
   void Add(int64_t index, const cv::Mat& gray, const cv::Mat& histogram, bool flat,
-           double residual);
+           double residual, double camera_speed = 0);
   // Every transition found, in order, once the last frame has been added.
   std::vector<GradualTransition> Finish();
 
@@ -66,6 +75,7 @@ class TransitionFinder {
     cv::Mat small;  // CV_32F, blurred and about 64 px wide
     cv::Mat histogram;
     double residual = 0;
+    double camera_speed = 0;  // of the width per frame; 0 when not known
   };
   // The frames from the before side `a` to the after side `b` (positions in recent_), each
   // fitted as a mix of the two.
@@ -79,8 +89,16 @@ class TransitionFinder {
   };
   Profile Measure(size_t a, size_t b) const;
   bool IsTransition(const Profile& p) const;
-  void Evaluate(size_t a, size_t b);
-  void EvaluateOpen(size_t open, size_t b);
+  // Sides placed where the flow residual rises: the residual around it, and wider sides for
+  // the span.
+  struct Bump {
+    double sides = 0;
+    size_t wide_a = 0, wide_b = 0;
+  };
+  void Evaluate(size_t a, size_t b, const Bump* bump = nullptr);
+  bool AddSpan(const Profile& p, size_t a);
+  void EvaluateOpen(size_t open, size_t b, bool too_long);
+  std::optional<std::pair<size_t, size_t>> ResidualBump(size_t lo, size_t hi, double* sides) const;
   void Reset();
 
   TransitionFinderOptions options_;

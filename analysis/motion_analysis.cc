@@ -338,7 +338,10 @@ Status MotionAnalyser::Add(int64_t index, double time_s, const cv::Mat& bgr) {
     }
   }
   const bool paired = !pairs_.empty() && pairs_.back().frame == f.index;
-  finder_.Add(f.index, f.gray, f.histogram, f.flat, paired ? pairs_.back().residual : 0);
+  double speed = 0;
+  if (paired && pairs_.back().camera.valid)
+    speed = std::hypot(pairs_.back().camera.dx, pairs_.back().camera.dy) / std::max(1, source_.width);
+  finder_.Add(f.index, f.gray, f.histogram, f.flat, paired ? pairs_.back().residual : 0, speed);
   if (!f.flat) last_solid_ = f;
   before_previous_ = std::move(previous_);
   previous_ = std::move(f);
@@ -402,10 +405,10 @@ bool MotionAnalyser::IsIsolatedCut(size_t i) const {
   if (i == 0 || i + 1 >= pairs_.size()) return false;
   const PairMotion &p = pairs_[i], &before = pairs_[i - 1], &after = pairs_[i + 1];
   if (after.flat) return false;  // (the branch that asks has neither side of p flat)
-  const double k = options_.isolated_cut;
   return p.residual >= options_.isolated_residual &&
-         p.residual >= k * std::max(before.residual, after.residual) &&
-         p.histogram_change >= k * std::max(before.histogram_change, after.histogram_change);
+         p.residual >= options_.isolated_cut * std::max(before.residual, after.residual) &&
+         p.histogram_change >=
+             options_.isolated_histogram * std::max(before.histogram_change, after.histogram_change);
 }
 
 void MotionAnalyser::Place(MotionSummary* out, const std::vector<GradualTransition>& dissolves) {

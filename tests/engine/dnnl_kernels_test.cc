@@ -673,7 +673,9 @@ TEST_F(DnnlKernelsTest, WholeModelsAgreeWithTheReference) {
       // (bench/README: 1.9e-3 on a device, 2.4e-3 against TF.js), moved up to 2.7e-3 on noise
       // inputs (seeds 1-8); on real photos its coverage decisions held (132 of 132, decide.py).
       const bool sensitive = e.path().filename() == "blazepose-full" && name == "segmentation";
-      double worst = 0, range = 1e-30;
+      // An output that is all but zero is compared against 1e-6: blazepose's poseflag, a
+      // saturated sigmoid, is 2.8e-12 on seed 4060458116, and 1% of that is float rounding.
+      double worst = 0, range = 1e-6;
       for (size_t i = 0; i < a.size(); ++i) {
         worst = std::max(worst, std::fabs(double{b[i]} - a[i]));
         range = std::max(range, std::fabs(double{a[i]}));
