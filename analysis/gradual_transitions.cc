@@ -38,6 +38,13 @@ MixFit FitMix(const cv::Mat& before, const cv::Mat& after, const cv::Mat& m) {
   return fit;
 }
 
+// The value at `fraction` of the way up `v` (0.5: the upper median of an even count).
+double AtFraction(std::vector<double> v, double fraction) {
+  const auto k = v.begin() + static_cast<ptrdiff_t>(double(v.size()) * fraction);
+  std::nth_element(v.begin(), k, v.end());
+  return *k;
+}
+
 }  // namespace
 
 TransitionFinder::TransitionFinder(TransitionFinderOptions options, double analysed_fps)
@@ -109,10 +116,7 @@ TransitionFinder::Profile TransitionFinder::Measure(size_t a, size_t b) const {
     }
   }
   for (double r : inside) p.residual_in += r / double(inside.size());
-  if (!outside.empty()) {
-    std::nth_element(outside.begin(), outside.begin() + outside.size() / 2, outside.end());
-    p.residual_out = outside[outside.size() / 2];
-  }
+  if (!outside.empty()) p.residual_out = AtFraction(outside, 0.5);
   return p;
 }
 
@@ -157,19 +161,16 @@ std::optional<std::pair<size_t, size_t>> TransitionFinder::ResidualBump(size_t l
   if (hi < lo + 4) return std::nullopt;
   std::vector<double> r;
   for (size_t i = lo; i <= hi; ++i) r.push_back(recent_[i].residual);
-  std::vector<double> sorted = r;
-  std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 4, sorted.end());
-  *sides = sorted[sorted.size() / 4];
+  *sides = AtFraction(r, 0.25);
   const double floor = std::max(options_.residual_rise * *sides, options_.min_residual);
-  auto smoothed = [&](size_t i) {
-    std::vector<double> w(r.begin() + (i >= 2 ? i - 2 : 0), r.begin() + std::min(r.size(), i + 3));
-    std::nth_element(w.begin(), w.begin() + w.size() / 2, w.end());
-    return w[w.size() / 2];
-  };
+  std::vector<double> smoothed;  // the median of five
+  for (size_t i = 0; i < r.size(); ++i)
+    smoothed.push_back(AtFraction({r.begin() + (i >= 2 ? i - 2 : 0),
+                                   r.begin() + std::min(r.size(), i + 3)}, 0.5));
   size_t best_first = 0, best_len = 0;
   for (size_t i = 1; i + 1 < r.size();) {
     size_t j = i;
-    while (j + 1 < r.size() && smoothed(j) >= floor) ++j;
+    while (j + 1 < r.size() && smoothed[j] >= floor) ++j;
     if (j - i > best_len) best_first = i, best_len = j - i;
     i = j + 1;
   }
@@ -182,8 +183,7 @@ std::optional<std::pair<size_t, size_t>> TransitionFinder::ResidualBump(size_t l
   std::vector<double> speed;
   for (size_t i = best_first; i < best_first + best_len; ++i)
     speed.push_back(recent_[lo + i].camera_speed);
-  std::nth_element(speed.begin(), speed.begin() + speed.size() / 2, speed.end());
-  if (speed[speed.size() / 2] > options_.max_camera) return std::nullopt;
+  if (AtFraction(speed, 0.5) > options_.max_camera) return std::nullopt;
   return std::make_pair(lo + best_first, lo + best_first + best_len - 1);
 }
 
