@@ -124,16 +124,22 @@ Result<std::map<std::string, Tensor>> Engine::Run(const std::vector<const Tensor
   FM_RETURN_IF_ERROR(EnsureArena(plan, batch));
   for (size_t k = 0; k < inputs.size(); ++k) FM_RETURN_IF_ERROR(UploadInput(plan, plan.inputs[k], *inputs[k]));
   if (step_ms_ != nullptr) step_ms_->resize(plan.steps.size(), 0.0);
+  const bool first_run = !noted_batches_.count(batch);
   for (size_t k = 0; k < plan.steps.size(); ++k) {
     const auto t0 = step_ms_ != nullptr ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     Status st = RunStep(plan, plan.steps[k]);
     if (!st.ok()) return Status(st);  // the Kernels' status, unchanged
+    if (first_run) {
+      StepNote note = kernels_->LastStepNote();
+      if (note.kind != StepNote::Kind::kNone) notes_.emplace_back(plan.steps[k].node, std::move(note));
+    }
     if (step_ms_ != nullptr) {
       FM_RETURN_IF_ERROR(kernels_->Sync());
       (*step_ms_)[k] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     }
   }
   FM_RETURN_IF_ERROR(kernels_->Sync());
+  noted_batches_.insert(batch);
   return DownloadOutputs(plan);
 }
 

@@ -6,7 +6,10 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "base/status.h"
 #include "engine/graph.h"
@@ -51,6 +54,10 @@ class Engine {
   // Kernels' Sync, to (*ms)[its index in the plan] (resized to the plan's steps).
   void ProfileSteps(std::vector<double>* ms) { step_ms_ = ms; }
 
+  // What the kernels did beyond running a step as asked (Kernels::LastStepNote), gathered on
+  // each plan's first run: the step ("node (op)") and its note, in the plan's order.
+  const std::vector<std::pair<std::string, StepNote>>& Notes() const { return notes_; }
+
   const Graph& graph() const { return graph_; }
   Kernels& kernels() { return *kernels_; }
   StorageType storage() const { return options_.storage; }
@@ -79,6 +86,8 @@ class Engine {
   int arena_batch_ = 0;
   bool weights_uploaded_ = false;  // then plans drop their host copy of the weights
   std::vector<double>* step_ms_ = nullptr;
+  std::set<int> noted_batches_;  // plans whose first run gathered its notes
+  std::vector<std::pair<std::string, StepNote>> notes_;
 };
 
 }  // namespace framemill::engine

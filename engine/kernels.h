@@ -222,6 +222,16 @@ struct ArgMaxParams {
   int64_t outer = 1, axis = 1, inner = 1;
 };
 
+// What a backend did with a step beyond running it as asked (added after the freeze): a step
+// split into several primitives so that each runs on a fast kernel (kSplit), or one left on a
+// library's reference code because no form of it had a faster one (kReference: a bug to fix,
+// which the ISA tests fail on). `what` names the primitive, its post-ops and why.
+struct StepNote {
+  enum class Kind : int32_t { kNone = 0, kSplit, kReference };
+  Kind kind = Kind::kNone;
+  std::string what;
+};
+
 class Kernels {
  public:
   virtual ~Kernels() = default;
@@ -272,6 +282,11 @@ class Kernels {
   virtual Status ArgMax(const ArgMaxParams& p, const void* x, void* y) = 0;
   // Device-to-device copy of `elements` storage elements.
   virtual Status Copy(const void* src, void* dst, int64_t elements) = 0;
+
+  // ---- added after the freeze ----
+  // What the last step call did beyond running as asked (kNone for most). The Engine asks
+  // after each step of a plan's first run (Engine::Notes).
+  virtual StepNote LastStepNote() const { return {}; }
 };
 
 }  // namespace framemill::engine

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include <spdlog/spdlog.h>
+
 #include "models/catalog.h"
 #include "models/letterbox.h"
 
@@ -71,6 +73,7 @@ Status EngineModel::RunInput(const gpu::Tensor& input, size_t n,
                              std::vector<std::vector<OutputTensor>>* out) {
   auto result = engine_->Run(input);
   if (!result.ok()) return result.status();
+  LogNotes();
   // The input as uploaded: in the engine's storage type, whatever type it came in.
   const int64_t input_bytes = static_cast<int64_t>(input.data.size() / input.ElementBytes() *
                                                   engine::StorageBytes(engine_->storage()));
@@ -100,6 +103,28 @@ Status EngineModel::RunInput(const gpu::Tensor& input, size_t n,
     out->push_back(std::move(per_image));
   }
   return Status::OK();
+}
+
+// Once per model and plan, what its backend did beyond running each step as asked: one line
+// naming the steps split so that each part runs on a fast kernel (info; why, step by step, at
+// debug), and a warning for any step left on a reference kernel (slow: a bug to report).
+void EngineModel::LogNotes() {
+  const auto& notes = engine_->Notes();
+  std::string split;
+  int count = 0;
+  for (; notes_logged_ < notes.size(); ++notes_logged_) {
+    const auto& [step, note] = notes[notes_logged_];
+    if (note.kind == engine::StepNote::Kind::kReference) {
+      spdlog::warn("model {} on {}: step {} runs on a reference kernel: {}", manifest_.name, backend_.device(), step,
+                   note.what);
+      continue;
+    }
+    split += (count++ ? ", " : "") + step;
+    spdlog::debug("model {} on {}: step {}: {}", manifest_.name, backend_.device(), step, note.what);
+  }
+  if (count > 0)
+    spdlog::info("model {} on {}: {} step(s) split so that each part runs on a JIT kernel (why: LOG_LEVEL=debug): {}",
+                 manifest_.name, backend_.device(), count, split);
 }
 
 }  // namespace framemill::models

@@ -59,10 +59,13 @@ class EngineModel {
                   std::vector<std::vector<OutputTensor>>* out);
   // Runs the engine on a prepared input of batch n and splits its outputs per row.
   Status RunInput(const gpu::Tensor& input, size_t n, std::vector<std::vector<OutputTensor>>* out);
+  // Logs the engine's new step notes (Engine::Notes): once per model and plan.
+  void LogNotes();
 
   ModelManifest manifest_;
   gpu::ComputeBackend& backend_;
   std::unique_ptr<engine::Engine> engine_;
+  size_t notes_logged_ = 0;
 };
 
 }  // namespace framemill::models

@@ -29,6 +29,7 @@
 #include "engine/dnnl/dnnl_kernels.h"
 #include "engine/engine.h"
 #include "engine/kernels.h"
+#include "tests/engine/model_outputs.h"
 
 namespace framemill::engine {
 namespace {
@@ -631,8 +632,8 @@ TEST_F(DnnlKernelsTest, MemoryLimitIsOutOfMemory) {
 }
 
 // Every converted model (FRAMEMILL_MODELS): the Engine on the oneDNN kernels against the
-// Engine on the reference kernels, on one seeded input; the largest difference per output
-// <= 1e-3 of that output's range (blazepose's segmentation: 1e-2, below).
+// Engine on the reference kernels, on one seeded input, at the models' usual tolerance
+// (tests/engine/model_outputs.h).
 TEST_F(DnnlKernelsTest, WholeModelsAgreeWithTheReference) {
   const char* dir = std::getenv("FRAMEMILL_MODELS");
   if (!dir || !std::filesystem::is_directory(dir)) GTEST_SKIP() << "FRAMEMILL_MODELS names no directory";
@@ -651,38 +652,15 @@ TEST_F(DnnlKernelsTest, WholeModelsAgreeWithTheReference) {
     int64_t elems = 1;
     for (int64_t d : (*plan)->inputs[0].shape) elems *= d;
     if (elems > 3 * 640 * 640) continue;
-    gpu::Tensor in;
-    in.shape = (*plan)->inputs[0].shape;
-    in.type = TensorType::kFloat32;
-    const Floats v = Random(rng, elems, 0.f, 1.f);
-    in.data.resize(v.size() * 4);
-    std::memcpy(in.data.data(), v.data(), in.data.size());
+    const Tensor in = model_check::RandomInput((*plan)->inputs[0].shape, rng);
     auto want = (*ref)->Run(in);
     auto got = (*dnnl)->Run(in);
     ASSERT_TRUE(want.ok()) << graph << ": " << want.status().ToString();
     ASSERT_TRUE(got.ok()) << graph << ": " << got.status().ToString();
-    for (const auto& [name, t] : *want) {
-      const auto& g = got->at(name);
-      ASSERT_EQ(g.shape, t.shape) << name;
-      Floats a(t.data.size() / 4), b(a.size());
-      std::memcpy(a.data(), t.data.data(), t.data.size());
-      std::memcpy(b.data(), g.data.data(), g.data.size());
-      // Against the output's range: every output within 1.4e-4 of it on 13 seeds (blazepose's
-      // poseflag at seed 11; most within 3e-5), but one.
-      // blazepose's segmentation (a sigmoid), the head known to amplify the sums' rounding
-      // (bench/README: 1.9e-3 on a device, 2.4e-3 against TF.js), moved up to 2.7e-3 on noise
-      // inputs (seeds 1-8); on real photos its coverage decisions held (132 of 132, decide.py).
-      const bool sensitive = e.path().filename() == "blazepose-full" && name == "segmentation";
-      // An output that is all but zero is compared against 1e-6: blazepose's poseflag, a
-      // saturated sigmoid, is 2.8e-12 on seed 4060458116, and 1% of that is float rounding.
-      double worst = 0, range = 1e-6;
-      for (size_t i = 0; i < a.size(); ++i) {
-        worst = std::max(worst, std::fabs(double{b[i]} - a[i]));
-        range = std::max(range, std::fabs(double{a[i]}));
-      }
-      EXPECT_LE(worst / range, sensitive ? 1e-2 : 1e-3) << e.path().filename() << " output " << name;
-      std::printf("  %-20s %-28s worst error %.2e of the range, %.2e scaled\n", e.path().filename().c_str(),
-                  name.c_str(), worst / range, WorstError(b, a));
+    for (const model_check::OutputError& err : model_check::CompareOutputs(e.path().filename(), *want, *got)) {
+      EXPECT_LE(err.worst_of_range, err.limit) << e.path().filename() << " output " << err.output;
+      std::printf("  %-20s %-28s worst error %.2e of the range\n", e.path().filename().c_str(), err.output.c_str(),
+                  err.worst_of_range);
     }
     ++ran;
   }
