@@ -130,11 +130,13 @@ void ModelsFlags(CLI::App* s, Flags& f) {
 }
 
 void InferFlags(CLI::App* s, Flags& f) {
-  s->add_option("--model", f.model, "model name (see `framemill models list`)")->required();
+  s->add_option("--model", f.model, "model name (see `framemill models list`), or FILE.onnx with --inputs")->required();
   s->add_option("--device", f.device, "cpu (default) or gpu")->check(CLI::IsMember({"cpu", "gpu"}));
   s->add_option("--batch", f.batch, "images per forward on batchable models (default 8)");
+  s->add_option("--inputs", f.inputs_dir,
+                "a directory of ONNX TensorProto files input_0.pb, input_1.pb, ... for --model FILE.onnx");
   JsonFlag(s, f);
-  s->add_option("IMAGE", f.sources, "image files")->required();
+  s->add_option("IMAGE", f.sources, "image files (not with --inputs)");
 }
 
 std::vector<Command> Commands() {
@@ -154,7 +156,8 @@ std::vector<Command> Commands() {
        JsonFlag},
       {"models", "Which models are installed (list); obtain and prepare them (fetch)", CmdModels,
        ModelsFlags},
-      {"infer", "Run one model on images and print its raw outputs", CmdInfer, InferFlags},
+      {"infer", "Run one model on images (or an ONNX graph on its inputs) and print its raw outputs", CmdInfer,
+       InferFlags},
   };
 }
 

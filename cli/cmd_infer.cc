@@ -15,6 +15,7 @@
 
 #include "base/exit_code.h"
 #include "base/json_text.h"
+#include "cli/infer_graph.h"
 #include "cli/options.h"
 #include "gpu/compute_backend.h"
 #include "models/catalog.h"
@@ -212,6 +213,16 @@ int RunInfer(const InferOptions& opts, std::ostream& out, std::ostream& err) {
 int CmdInfer(const Flags& f) {
   auto env = Resolve(f);
   if (!env.ok()) return UsageError(env.status().message());
+  if (!f.inputs_dir.empty()) {
+    if (!f.sources.empty()) return UsageError("infer: --inputs takes no IMAGE");
+    GraphInferOptions g;
+    g.model = f.model;
+    g.inputs_dir = f.inputs_dir;
+    g.device = f.device;
+    g.device_id = env->config.run.gpu.device_id;
+    g.json = f.json;
+    return RunGraphInfer(g, std::cout, std::cerr);
+  }
   InferOptions o;
   o.model = f.model;
   o.device = f.device;

@@ -41,6 +41,7 @@ struct Flags {
   // models / infer
   std::string models_action;  // "list" | "fetch"
   std::string only, model, device = "cpu";
+  std::string inputs_dir;  // infer --inputs: a user's graph's TensorProto inputs
   bool force = false;
 };
 

@@ -29,12 +29,18 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& fmg_path,
   if (!kernels) return Status::InvalidArgument("engine: no kernels");
   auto graph = IsOnnxPath(fmg_path) ? LoadOnnxGraph(fmg_path) : LoadGraph(fmg_path);
   if (!graph.ok()) return graph.status();
+  return FromGraph(std::move(graph).value(), std::move(kernels), options);
+}
+
+Result<std::unique_ptr<Engine>> Engine::FromGraph(Graph graph, std::unique_ptr<Kernels> kernels,
+                                                  EngineOptions options) {
+  if (!kernels) return Status::InvalidArgument("engine: no kernels");
   std::unique_ptr<Engine> e(new Engine());
-  e->graph_ = std::move(graph).value();
+  e->graph_ = std::move(graph);
   e->kernels_ = std::move(kernels);
   e->options_ = options;
   FM_RETURN_IF_ERROR(e->kernels_->Prepare(options.storage));
-  auto plan = e->PlanFor(1);
+  auto plan = e->PlanFor(NaturalBatch(e->graph_));
   if (!plan.ok()) return plan.status();
   FM_RETURN_IF_ERROR(e->UploadWeights(**plan));
   e->weights_uploaded_ = true;
@@ -96,16 +102,16 @@ Result<std::map<std::string, Tensor>> Engine::Run(const Tensor& input) {
 
 std::vector<std::string> Engine::InputNames() {
   std::vector<std::string> names;
-  auto plan = PlanFor(1);
+  auto plan = PlanFor(NaturalBatch(graph_));
   if (plan.ok())
     for (const PlanInput& in : (*plan)->inputs) names.push_back(in.name);
   return names;
 }
 
 Result<std::map<std::string, Tensor>> Engine::Run(const std::vector<const Tensor*>& inputs) {
-  if (inputs.empty() || inputs[0] == nullptr || inputs[0]->shape.empty() || inputs[0]->shape[0] < 1)
+  if (inputs.empty() || inputs[0] == nullptr || (!inputs[0]->shape.empty() && inputs[0]->shape[0] < 1))
     return Status::InvalidArgument("engine: input has no batch dimension");
-  int batch = static_cast<int>(inputs[0]->shape[0]);
+  const int batch = inputs[0]->shape.empty() ? NaturalBatch(graph_) : static_cast<int>(inputs[0]->shape[0]);
   auto planr = PlanFor(batch);
   if (!planr.ok()) return planr.status();
   const Plan& plan = **planr;

@@ -31,6 +31,11 @@ class Engine {
   static Result<std::unique_ptr<Engine>> Load(const std::string& fmg_path,
                                                std::unique_ptr<Kernels> kernels,
                                                EngineOptions options = {});
+  // The same for a graph already in memory (a user's graph with its integer inputs bound as
+  // constants: `framemill infer --inputs`). It plans the graph's natural batch
+  // (NaturalBatch, plan.h).
+  static Result<std::unique_ptr<Engine>> FromGraph(Graph graph, std::unique_ptr<Kernels> kernels,
+                                                   EngineOptions options = {});
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -41,8 +46,9 @@ class Engine {
   // The plan for `batch` (cached).
   Result<const Plan*> PlanFor(int batch);
 
-  // input: NCHW, fp32 or fp16, batch = shape[0]. Returns every graph output by name,
-  // fp32, in the shape the plan gives it. For a graph of one input.
+  // input: NCHW, fp32 or fp16, batch = shape[0] (a scalar: the graph's natural batch).
+  // Returns every graph output by name, fp32, in the shape the plan gives it. For a graph of
+  // one input.
   Result<std::map<std::string, Tensor>> Run(const Tensor& input);
   // A graph of several inputs: one tensor per input of the plan, in the graph's order
   // (InputNames()), all of one batch.

@@ -5,6 +5,8 @@
 #include <set>
 #include <sstream>
 
+#include "engine/opset.h"
+
 namespace framemill::engine {
 
 namespace {
@@ -166,17 +168,21 @@ Status ParseParts(const nlohmann::json& j, std::string_view bin, Graph* g) {
     ValueDecl d;
     d.name = in.at("name").get<std::string>();
     for (const auto& x : in.at("shape")) d.shape.push_back(x.get<int64_t>());
+    d.dtype = in.value("dtype", "float32");
     defined.insert(d.name);
     g->inputs.push_back(std::move(d));
   }
-  for (const auto& out : j["outputs"]) g->outputs.push_back(out.at("name").get<std::string>());
+  for (const auto& out : j["outputs"]) {
+    g->outputs.push_back(out.at("name").get<std::string>());
+    if (out.contains("dtype")) g->output_dtypes[g->outputs.back()] = out.at("dtype").get<std::string>();
+  }
   for (const auto& init : j["initializers"]) {
     FM_RETURN_IF_ERROR(ParseInitializer(init, bin, g));
     defined.insert(init.at("name").get<std::string>());
   }
   for (const auto& jn : j["nodes"]) FM_RETURN_IF_ERROR(ParseNode(jn, &defined, g));
-  if (g->inputs.empty() || g->outputs.empty())
-    return Status::InvalidArgument("fmg: a graph needs inputs and outputs");
+  if (g->outputs.empty()) return Status::InvalidArgument("fmg: a graph needs outputs");
+  if (g->inputs.empty()) return Status::Unsupported("fmg: the graph has no inputs (the engine plans from one)");
   for (const auto& out : g->outputs)
     if (!defined.count(out)) return Status::InvalidArgument("fmg: output '" + out + "' is never defined");
   return Status::OK();
@@ -189,12 +195,19 @@ Result<Graph> ParseGraph(std::string_view json_text, std::string_view bin) {
   if (j.is_discarded() || !j.is_object()) return Status::Corruption("fmg: malformed json");
   if (j.value("format", "") != "framemill-graph")
     return Status::Corruption("fmg: format is not framemill-graph");
-  if (j.value("version", 0) != 1)
+  if (j.value("version", 0) == 1)
+    return Status::Unsupported("fmg: a version 1 graph, written before the engine followed ONNX opsets: "
+                               "`framemill models fetch` converts it again");
+  if (j.value("version", 0) != 2)
     return Status::Unsupported("fmg: version " + j.value("version", nlohmann::json()).dump());
+  if (!j.contains("opset") || !j["opset"].is_number_integer())
+    return Status::Corruption("fmg: no ai.onnx opset (\"opset\")");
   for (const char* key : {"inputs", "outputs", "initializers", "nodes"})
     if (!j.contains(key) || !j[key].is_array())
       return Status::Corruption(std::string("fmg: missing array '") + key + "'");
   Graph g;
+  g.opset = j["opset"].get<int64_t>();
+  FM_RETURN_IF_ERROR(CheckOpset(g.opset));
   try {
     FM_RETURN_IF_ERROR(ParseParts(j, bin, &g));
   } catch (const nlohmann::json::exception& e) {

@@ -1,7 +1,8 @@
 // The fmg graph form (docs/MODELS.md "Our graph form"): model.fmg.json + model.fmg.bin,
-// the ONNX nodes of model.onnx in topological order. Loading checks the structure
-// (every input defined before use, initializer bytes inside the .bin, known ops) so
-// that the planner only meets well-formed graphs.
+// the ONNX nodes of model.onnx in topological order, with the ai.onnx opset they follow.
+// Loading checks the structure (every input defined before use, initializer bytes inside
+// the .bin, known ops, an opset the engine implements) so that the planner only meets
+// well-formed graphs.
 // Thread-safety: a loaded Graph is an immutable value.
 #pragma once
 
@@ -45,13 +46,16 @@ struct Node {
 struct ValueDecl {
   std::string name;
   std::vector<int64_t> shape;  // -1 = the batch dimension (or unknown)
+  std::string dtype = "float32";  // ONNX's element type, as numpy names it: float32, int64, bool...
 };
 
 struct Graph {
   std::vector<ValueDecl> inputs;
   std::vector<std::string> outputs;
+  std::map<std::string, std::string> output_dtypes;  // as ValueDecl::dtype; float32 where absent
   std::map<std::string, HostTensor> initializers;
   std::vector<Node> nodes;
+  int64_t opset = 0;  // the ai.onnx opset version its nodes follow (engine/opset.h)
 };
 
 // The ONNX ops the engine runs (lowered by plan.cc).

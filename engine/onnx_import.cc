@@ -1,6 +1,7 @@
 #include "engine/onnx_import.h"
 
 #include <algorithm>
+#include <iterator>
 #include <cctype>
 #include <cstring>
 #include <fstream>
@@ -9,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <onnx/onnx_pb.h>
 
+#include "engine/opset.h"
 #include "engine/tensor.h"
 
 namespace framemill::engine {
@@ -55,6 +57,14 @@ std::string HalvesToFloatBytes(const std::vector<uint16_t>& h) {
   return out;
 }
 
+// ONNX's element type `t` (TensorProto.DataType) as numpy names it; 0 (undefined) as float32.
+std::string TypeName(int t) {
+  static const char* const kNames[] = {"float32", "float32", "uint8",     "int8",       "uint16",  "int16",
+                                       "int32",   "int64",   "str",       "bool",       "float16", "float64",
+                                       "uint32",  "uint64",  "complex64", "complex128", "bfloat16"};
+  return t >= 0 && t < static_cast<int>(std::size(kNames)) ? kNames[t] : "type " + std::to_string(t);
+}
+
 Result<Elements> ElementsOf(const onnx::TensorProto& t, int64_t count) {
   using T = onnx::TensorProto;
   if (t.data_location() == T::EXTERNAL)
@@ -95,8 +105,8 @@ Result<Elements> ElementsOf(const onnx::TensorProto& t, int64_t count) {
     case T::BOOL:
       return sized({"bool", raw ? r : BytesOf<uint8_t>(t.int32_data())}, 1);
     default:
-      return Status::Unsupported("onnx: tensor '" + t.name() + "' has data type " +
-                                 std::to_string(t.data_type()) + ", which the engine does not take");
+      return Status::Unsupported("onnx: tensor '" + t.name() + "' is " + TypeName(t.data_type()) +
+                                 ", which the engine does not take");
   }
   return Status::Corruption("onnx: tensor '" + t.name() + "' holds the wrong number of bytes");
 }
@@ -147,6 +157,9 @@ Result<nlohmann::json> AttrJson(const onnx::AttributeProto& a, const std::string
   }
 }
 
+// A graph input's or output's element type as numpy names it (fmg.py's _dtype_of).
+std::string DtypeOf(const onnx::ValueInfoProto& v) { return TypeName(v.type().tensor_type().elem_type()); }
+
 std::vector<int64_t> ShapeOf(const onnx::ValueInfoProto& v) {
   std::vector<int64_t> dims;
   for (const auto& d : v.type().tensor_type().shape().dim())
@@ -154,8 +167,15 @@ std::vector<int64_t> ShapeOf(const onnx::ValueInfoProto& v) {
   return dims;
 }
 
+// The ai.onnx opset version `model` imports (0 when none).
+int64_t OnnxOpset(const onnx::ModelProto& model) {
+  for (const auto& o : model.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx") return o.version();
+  return 0;
+}
+
 // The fmg document and its .bin for `g`: what fmg.py's dump() writes.
-Status ToFmg(const onnx::GraphProto& g, nlohmann::json* doc, std::string* bin) {
+Status ToFmg(const onnx::GraphProto& g, int64_t opset, nlohmann::json* doc, std::string* bin) {
   nlohmann::json inits = nlohmann::json::array();
   std::set<std::string> init_names;
   for (const auto& t : g.initializer()) {
@@ -173,9 +193,20 @@ Status ToFmg(const onnx::GraphProto& g, nlohmann::json* doc, std::string* bin) {
   if (g.sparse_initializer_size() > 0) return Status::Unsupported("onnx: sparse initializers");
   nlohmann::json inputs = nlohmann::json::array(), outputs = nlohmann::json::array(),
                  nodes = nlohmann::json::array();
-  for (const auto& i : g.input())
-    if (!init_names.count(i.name())) inputs.push_back({{"name", i.name()}, {"shape", ShapeOf(i)}});
-  for (const auto& o : g.output()) outputs.push_back({{"name", o.name()}});
+  auto tensor = [](const onnx::ValueInfoProto& v, const char* what) -> Status {
+    if (v.type().has_tensor_type()) return Status::OK();
+    return Status::Unsupported(std::string("onnx: ") + what + " '" + v.name() +
+                               "' is not a tensor (a sequence, map or optional)");
+  };
+  for (const auto& i : g.input()) {
+    if (init_names.count(i.name())) continue;
+    FM_RETURN_IF_ERROR(tensor(i, "input"));
+    inputs.push_back({{"name", i.name()}, {"shape", ShapeOf(i)}, {"dtype", DtypeOf(i)}});
+  }
+  for (const auto& o : g.output()) {
+    FM_RETURN_IF_ERROR(tensor(o, "output"));
+    outputs.push_back({{"name", o.name()}, {"dtype", DtypeOf(o)}});
+  }
   for (const auto& n : g.node()) {
     if (!n.domain().empty() && n.domain() != "ai.onnx")
       return Status::Unsupported("onnx: node '" + n.name() + "' is of domain " + n.domain());
@@ -190,7 +221,7 @@ Status ToFmg(const onnx::GraphProto& g, nlohmann::json* doc, std::string* bin) {
                      {"outputs", std::vector<std::string>(n.output().begin(), n.output().end())},
                      {"attrs", std::move(attrs)}});
   }
-  *doc = {{"format", "framemill-graph"}, {"version", 1}, {"inputs", std::move(inputs)},
+  *doc = {{"format", "framemill-graph"}, {"version", 2}, {"opset", opset}, {"inputs", std::move(inputs)},
           {"outputs", std::move(outputs)}, {"initializers", std::move(inits)}, {"nodes", std::move(nodes)}};
   return Status::OK();
 }
@@ -214,10 +245,96 @@ Result<Graph> LoadOnnxGraph(const std::string& onnx_path) {
   }
   if (!model.has_graph() || model.graph().node_size() == 0)
     return Status::Corruption("onnx: " + onnx_path + " holds no graph");
+  const int64_t opset = OnnxOpset(model);
+  if (opset == 0) return Status::Unsupported("onnx: " + onnx_path + " imports no ai.onnx opset");
   nlohmann::json doc;
   std::string bin;
-  FM_RETURN_IF_ERROR(ToFmg(model.graph(), &doc, &bin));
+  FM_RETURN_IF_ERROR(ToFmg(model.graph(), opset, &doc, &bin));
   return ParseGraph(doc.dump(), bin);  // its errors name the op or value, as for an fmg
+}
+
+Result<OnnxTensor> ReadOnnxTensor(const std::string& pb_path) {
+  std::ifstream f(pb_path, std::ios::binary);
+  if (!f) return Status::NotFound("onnx: cannot open " + pb_path);
+  onnx::TensorProto t;
+  if (!t.ParseFromIstream(&f)) {
+    if (f.bad()) return Status::IOError("onnx: cannot read " + pb_path);
+    return Status::Corruption("onnx: " + pb_path + " is not an ONNX TensorProto");
+  }
+  OnnxTensor out;
+  out.name = t.name();
+  out.dtype = TypeName(t.data_type());
+  auto n = CountOf(t);
+  if (!n.ok()) return n.status();
+  auto e = ElementsOf(t, *n);
+  if (!e.ok()) return e.status();
+  out.value.shape.assign(t.dims().begin(), t.dims().end());
+  out.value.is_int = e->dtype != "float32";  // also when it holds no element
+  const char* b = e->bytes.data();
+  for (int64_t k = 0; k < *n; ++k) {
+    if (e->dtype == "float32") { float v; std::memcpy(&v, b + 4 * k, 4); out.value.f.push_back(v); continue; }
+    if (e->dtype == "int64") { int64_t v; std::memcpy(&v, b + 8 * k, 8); out.value.i.push_back(v); }
+    else if (e->dtype == "int32") { int32_t v; std::memcpy(&v, b + 4 * k, 4); out.value.i.push_back(v); }
+    else if (e->dtype == "int8") out.value.i.push_back(static_cast<int8_t>(b[k]));
+    else out.value.i.push_back(static_cast<uint8_t>(b[k]));
+  }
+  return out;
+}
+
+namespace {
+// Whether every use of value `name` is an input the engine takes only as a constant.
+bool FeedsOnlyConstantInputs(const Graph& g, const std::string& name) {
+  bool used = false;
+  for (const Node& n : g.nodes)
+    for (size_t k = 0; k < n.inputs.size(); ++k)
+      if (n.inputs[k] == name) {
+        if (!TakesOnlyConstant(n, k)) return false;
+        used = true;
+      }
+  return used;
+}
+}  // namespace
+
+Result<std::map<std::string, Tensor>> BindInputs(Graph* graph, const std::vector<OnnxTensor>& inputs) {
+  if (inputs.size() != graph->inputs.size())
+    return Status::InvalidArgument("the graph takes " + std::to_string(graph->inputs.size()) + " input(s), " +
+                                   std::to_string(inputs.size()) + " given");
+  std::map<std::string, Tensor> floats;
+  std::vector<ValueDecl> kept;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    ValueDecl decl = graph->inputs[k];
+    const OnnxTensor& in = inputs[k];
+    if (in.dtype != decl.dtype)
+      return Status::InvalidArgument("input " + std::to_string(k) + " ('" + decl.name + "') is " + decl.dtype +
+                                     ", the data given is " + in.dtype);
+    if (decl.shape.size() != in.value.shape.size())
+      return Status::InvalidArgument("input '" + decl.name + "' has rank " + std::to_string(decl.shape.size()) +
+                                     ", the data given " + std::to_string(in.value.shape.size()));
+    for (size_t d = 0; d < decl.shape.size(); ++d)
+      if (decl.shape[d] >= 0 && decl.shape[d] != in.value.shape[d])
+        return Status::InvalidArgument("input '" + decl.name + "' dimension " + std::to_string(d) + " is " +
+                                       std::to_string(decl.shape[d]) + ", the data's " +
+                                       std::to_string(in.value.shape[d]));
+    if (in.dtype != "float32" && !in.value.is_int)
+      return Status::Unsupported("input '" + decl.name + "' is " + in.dtype + ": the engine computes in float32");
+    if (in.value.is_int || FeedsOnlyConstantInputs(*graph, decl.name)) {  // constants of the graph
+      graph->initializers[decl.name] = in.value;
+      continue;
+    }
+    for (int64_t d : in.value.shape)
+      if (d == 0) return Status::Unsupported("input '" + decl.name + "' is empty (a dimension of 0)");
+    decl.shape = in.value.shape;
+    Tensor t;
+    t.shape = in.value.shape;
+    t.type = TensorType::kFloat32;
+    t.data.resize(in.value.f.size() * 4);
+    std::memcpy(t.data.data(), in.value.f.data(), t.data.size());
+    floats[decl.name] = std::move(t);
+    kept.push_back(std::move(decl));
+  }
+  if (kept.empty()) return Status::Unsupported("no float32 input: the graph is all constants (the engine plans from one)");
+  graph->inputs = std::move(kept);
+  return floats;
 }
 
 }  // namespace framemill::engine

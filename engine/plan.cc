@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "engine/opset.h"
 #include "engine/plan_builder.h"
 
 namespace framemill::engine {
@@ -45,11 +46,49 @@ const std::map<std::string, PlanBuilder::Lowering>& PlanBuilder::Lowerings() {
 
 Status PlanBuilder::Lower(size_t i) {
   const Node& n = g_.nodes[i];
+  FM_RETURN_IF_ERROR(CheckNode(n, g_.opset));
+  bool integers = false;
+  FM_RETURN_IF_ERROR(CheckIntegerInputs(n, &integers));
   const auto& table = Lowerings();
   auto it = table.find(n.op);
-  if (it != table.end()) return (this->*(it->second))(i);
-  if (n.op.rfind("Reduce", 0) == 0) return LowerReduce(i);
-  return Unsup(n, "no lowering");
+  Status st = it != table.end() ? (this->*(it->second))(i)
+              : n.op.rfind("Reduce", 0) == 0 ? LowerReduce(i)
+                                              : Unsup(n, "no lowering");
+  if (st.ok() && integers) MarkIntegerOutputs(n);
+  return st;
+}
+
+namespace {
+// The ops that keep an integer-valued tensor's values exact in float (below 2^24): they move,
+// select, add or multiply its elements.
+bool KeepsIntegers(const std::string& op) {
+  static const std::set<std::string> kOps = {
+      "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout", "Transpose", "Slice", "Gather", "Concat",
+      "Split", "Cast", "Add", "Sub", "Mul", "Max", "Min", "Neg", "Abs", "ReduceSum", "ReduceMax", "ReduceMin"};
+  return kOps.count(op) > 0;
+}
+}  // namespace
+
+Status PlanBuilder::CheckIntegerInputs(const Node& n, bool* any) {
+  *any = false;
+  for (const auto& in : n.inputs) {
+    if (in.empty()) continue;
+    auto it = vals_.find(in);
+    if (it == vals_.end() || it->second.is_const || !it->second.int_valued) continue;
+    if (!KeepsIntegers(n.op))
+      return Unsup(n, "'" + in + "' holds integers (indices), which this op would compute as floats");
+    *any = true;
+  }
+  return Status::OK();
+}
+
+void PlanBuilder::MarkIntegerOutputs(const Node& n) {
+  // A Cast to a float type makes them floats again.
+  if (n.op == "Cast" && (n.AttrInt("to", 1) == 1)) return;
+  for (const auto& out : n.outputs) {
+    auto it = vals_.find(out);
+    if (it != vals_.end() && !it->second.is_const) it->second.int_valued = true;
+  }
 }
 
 Status PlanBuilder::LowerConstant(size_t i) {
@@ -83,12 +122,22 @@ Status PlanBuilder::LowerSoftmax(size_t i) {
   const Node& n = g_.nodes[i];
   const Val& x = V(n.inputs[0]);
   if (x.is_const) return Unsup(n, "constant input");
-  const int64_t axis = AxisOf(n, 1, x.shape.size());
-  SoftmaxParams p;  // opset 11: the input is coerced to 2-D at `axis`
-  p.outer = Prod(x.shape, 0, axis);
-  p.axis = Prod(x.shape, axis);
-  p.inner = 1;
+  const int64_t r = static_cast<int64_t>(x.shape.size());
+  SoftmaxParams p;
   p.log = n.op == "LogSoftmax";
+  if (g_.opset >= 13) {  // over one axis (default the last)
+    const int64_t axis = AxisOf(n, -1, x.shape.size());
+    if (axis < 0 || axis >= r) return Bad(n, "axis out of range");
+    p.outer = Prod(x.shape, 0, axis);
+    p.axis = x.shape[axis];
+    p.inner = Prod(x.shape, axis + 1);
+  } else {  // before 13: the input coerced to 2-D at `axis` (default 1)
+    const int64_t axis = AxisOf(n, 1, x.shape.size());
+    if (axis < 0 || axis > r) return Bad(n, "axis out of range");
+    p.outer = Prod(x.shape, 0, axis);
+    p.axis = Prod(x.shape, axis);
+    p.inner = 1;
+  }
   return Emit(StepKind::kSoftmax, {x.buf}, n, x.shape, p);
 }
 
@@ -97,14 +146,34 @@ Status PlanBuilder::LowerArgMax(size_t i) {
   const Val& x = V(n.inputs[0]);
   if (x.is_const) return Unsup(n, "constant input");
   const int64_t axis = AxisOf(n, 0, x.shape.size());
-  if (n.AttrInt("select_last_index", 0)) return Unsup(n, "select_last_index");
+  if (axis < 0 || axis >= static_cast<int64_t>(x.shape.size())) return Bad(n, "axis out of range");
   ArgMaxParams p;
   p.outer = Prod(x.shape, 0, axis);
   p.axis = x.shape[axis];
   p.inner = Prod(x.shape, axis + 1);
   Shape out = x.shape;
   if (n.AttrInt("keepdims", 1)) out[axis] = 1; else out.erase(out.begin() + axis);
-  return Emit(StepKind::kArgMax, {x.buf}, n, out, p);
+  if (!n.AttrInt("select_last_index", 0)) {
+    FM_RETURN_IF_ERROR(Emit(StepKind::kArgMax, {x.buf}, n, out, p));
+    V(n.outputs[0]).int_valued = true;
+    return Status::OK();
+  }
+  // The last maximum: the first one of the axis reversed, counted back from its end.
+  const int64_t r = static_cast<int64_t>(x.shape.size());
+  Shape starts(r, 0), steps(r, 1);
+  starts[axis] = x.shape[axis] - 1;
+  steps[axis] = -1;
+  const std::string reversed = n.outputs[0] + "#reversed", first = n.outputs[0] + "#first";
+  FM_RETURN_IF_ERROR(SliceStep(n, n.inputs[0], reversed, starts, steps, x.shape));
+  FM_RETURN_IF_ERROR(Emit(StepKind::kArgMax, {V(reversed).buf}, n, out, p, first));
+  UnaryParams back;
+  back.op = UnaryOp::kAffine;
+  back.count = Prod(out);
+  back.alpha = -1.0f;
+  back.beta = static_cast<float>(x.shape[axis] - 1);
+  FM_RETURN_IF_ERROR(Emit(StepKind::kUnary, {V(first).buf}, n, out, back, n.outputs[0]));
+  V(n.outputs[0]).int_valued = true;
+  return Status::OK();
 }
 
 std::set<std::string> PlanBuilder::MarkLive() {
@@ -125,19 +194,41 @@ std::set<std::string> PlanBuilder::MarkLive() {
   return live;
 }
 
-// Every input an output depends on gets a buffer. A batch dimension of -1 (or 1, where
-// nothing ties the graph to one image) becomes the plan's batch; the rest must be fixed.
+namespace {
+// The engine computes in float32: a graph whose inputs or outputs are of another float type
+// would be computed at another precision than it asks; integers and booleans are taken as
+// exact floats where they are computed (ArgMax) and bound as constants where they are given.
+Status CheckFloatType(const std::string& what, const std::string& name, const std::string& dtype, bool ints_ok) {
+  if (dtype == "float32") return Status::OK();
+  const bool integer = dtype == "int64" || dtype == "int32" || dtype == "int16" || dtype == "int8" ||
+                       dtype == "uint8" || dtype == "uint16" || dtype == "uint32" || dtype == "uint64" || dtype == "bool";
+  if (integer && ints_ok) return Status::OK();
+  if (integer)
+    return Status::Unsupported("plan: " + what + " '" + name + "' is " + dtype +
+                               ": the engine takes float32 inputs (`framemill infer --inputs` binds integer inputs "
+                               "as constants)");
+  return Status::Unsupported("plan: " + what + " '" + name + "' is " + dtype + ": the engine computes in float32");
+}
+}  // namespace
+
+// Every input an output depends on gets a buffer. A batch dimension of -1 becomes the plan's
+// batch; so does one of the graph's natural batch (NaturalBatch) when the plan's batch is
+// another; at the natural batch every declared dimension stands.
 Status PlanBuilder::PlanInputs(const std::set<std::string>& live) {
+  const int natural = NaturalBatch(g_);
   for (size_t k = 0; k < g_.inputs.size(); ++k) {
     const ValueDecl& in = g_.inputs[k];
     if (k > 0 && !live.count(in.name)) continue;  // the first is planned even when unused
+    FM_RETURN_IF_ERROR(CheckFloatType("input", in.name, in.dtype, false));
     Shape shape = in.shape;
-    if (shape.empty()) return Status::InvalidArgument("plan: input '" + in.name + "' has no shape");
-    if (shape[0] < 0 || (shape[0] == 1 && batch_ != 1)) {
+    if (!shape.empty() && (shape[0] < 0 || (shape[0] == natural && batch_ != natural))) {
       shape[0] = batch_;
-    } else if (shape[0] != batch_) {
+    } else if (!shape.empty() && shape[0] != batch_ && batch_ != natural) {
       return Status::InvalidArgument("plan: input '" + in.name + "' batch is fixed at " +
                                      std::to_string(in.shape[0]));
+    } else if (shape.empty() && batch_ != natural) {
+      return Status::InvalidArgument("plan: input '" + in.name + "' is a scalar: no batch of " +
+                                     std::to_string(batch_));
     }
     for (size_t d = 1; d < shape.size(); ++d)
       if (shape[d] <= 0)
@@ -153,12 +244,32 @@ Status PlanBuilder::PlanInputs(const std::set<std::string>& live) {
   return Status::OK();
 }
 
+Status PlanBuilder::ConstantOutput(const std::string& name) {
+  const int w = DeviceOf(name);
+  const Shape shape = V(name).shape;
+  Step s;
+  s.kind = StepKind::kCopy;
+  s.inputs = {w};
+  s.output = NewBuffer(name, shape);
+  s.params = CopyParams{Prod(shape)};
+  Node n;
+  n.op = "Constant";
+  n.name = name;
+  AddStep(std::move(s), n);
+  return Status::OK();
+}
+
 Status PlanBuilder::PlanOutputs() {
-  int end = static_cast<int>(plan_.steps.size());
   for (const auto& name : g_.outputs) {
     auto it = vals_.find(name);
     if (it == vals_.end()) return Status::InvalidArgument("plan: output '" + name + "' undefined");
-    if (it->second.is_const) return Status::Unsupported("plan: output '" + name + "' is a constant");
+    auto dt = g_.output_dtypes.find(name);
+    FM_RETURN_IF_ERROR(CheckFloatType("output", name, dt == g_.output_dtypes.end() ? "float32" : dt->second, true));
+    if (it->second.is_const) FM_RETURN_IF_ERROR(ConstantOutput(name));
+  }
+  int end = static_cast<int>(plan_.steps.size());
+  for (const auto& name : g_.outputs) {
+    auto it = vals_.find(name);
     PlanOutput o;
     o.name = name;
     o.shape = it->second.shape;
@@ -192,6 +303,11 @@ Result<Plan> PlanBuilder::Build() {
 Result<Plan> BuildPlan(const Graph& graph, int batch, StorageType storage, const Kernels* kernels) {
   plan_detail::PlanBuilder b(graph, batch, storage, kernels);
   return b.Build();
+}
+
+int NaturalBatch(const Graph& graph) {
+  if (graph.inputs.empty() || graph.inputs[0].shape.empty() || graph.inputs[0].shape[0] <= 0) return 1;
+  return static_cast<int>(graph.inputs[0].shape[0]);
 }
 
 int64_t DeviceBytes(const Graph& graph, int batch, StorageType storage, const Kernels* kernels) {

@@ -94,6 +94,12 @@ struct Plan {
 Result<Plan> BuildPlan(const Graph& graph, int batch, StorageType storage,
                        const Kernels* kernels = nullptr);
 
+// The batch a graph is declared at: its first input's first dimension where fixed (a
+// user's graph of fixed shapes, [3, 4]), else 1. At its natural batch a plan takes every
+// declared dimension as it is; at another, the inputs whose first dimension is -1 or the
+// natural batch take the plan's.
+int NaturalBatch(const Graph& graph);
+
 // DeviceBytes() of BuildPlan(graph, batch, storage, kernels); -1 when no plan can be built.
 int64_t DeviceBytes(const Graph& graph, int batch, StorageType storage,
                     const Kernels* kernels = nullptr);

@@ -77,6 +77,9 @@ struct Val {
   bool is_const = false;
   HostTensor c;
   int buf = -1;
+  // A computed tensor holding integers as floats (ArgMax's indices, and what only moves or
+  // adds them): exact below 2^24, but no op that would compute it as a float may take it.
+  bool int_valued = false;
 };
 
 class PlanBuilder {
@@ -93,8 +96,13 @@ class PlanBuilder {
   using Lowering = Status (PlanBuilder::*)(size_t i);
 
  private:
-  // The lowering of g_.nodes[i]'s op (Lowerings()), or Unsupported.
+  // The lowering of g_.nodes[i]'s op (Lowerings()), or Unsupported: what the op, its opset
+  // or its attributes ask that the engine does not implement (engine/opset.h).
   Status Lower(size_t i);
+  // Unsupported where an integer-valued computed input (Val::int_valued) meets an op that
+  // would compute it as a float; marks the outputs of the ops that keep it integer.
+  Status CheckIntegerInputs(const Node& n, bool* any);
+  void MarkIntegerOutputs(const Node& n);
   // Which lowering takes each ONNX op (plan.cc; an op named "Reduce*" takes LowerReduce).
   static const std::map<std::string, Lowering>& Lowerings();
   Status Bad(const Node& n, const std::string& msg) {
@@ -269,6 +277,8 @@ class PlanBuilder {
 
   // plan.cc
   Status LowerConstant(size_t i);
+  // A graph output that folded to a constant: copied from the weights into its own buffer.
+  Status ConstantOutput(const std::string& name);
   Status LowerSoftmax(size_t i);
   Status LowerArgMax(size_t i);
   // The graph's inputs an output depends on as the plan's, at this batch.
@@ -286,6 +296,9 @@ class PlanBuilder {
   Status LowerPool(size_t i);
   // plan_elementwise.cc
   Status LowerBinary(size_t i);
+  // One binary step (or fold) of `n`'s op on values a and b into value `out`; `fuse`: a
+  // following activation may join it.
+  Status BinaryStep(const Node& n, const std::string& a, const std::string& b, const std::string& out, bool fuse);
   Status LowerUnary(size_t i);
   // Relu(x) + k * Clip(x, max 0) (a PReLU as TF.js converters write it: facemesh's 23) as one
   // kPRelu step from the Relu at node i; false when the nodes after it are not that.
@@ -309,7 +322,8 @@ class PlanBuilder {
   // buffer, or a folded constant.
   Status LowerReshapeLike(size_t i);
   Status FoldShapeOf(const Node& n, const Val& x);
-  Status FoldCast(const Node& n, const Val& x, bool to_float);
+  Status FoldCast(const Node& n, const Val& x, int64_t to);
+  Status LowerCast(const Node& n, const Val& x);
   Result<Shape> SqueezedShape(const Node& n, const Val& x);
   Result<Shape> ReshapedShape(const Node& n, const Val& x);
   Status SliceStep(const Node& n, const std::string& in, const std::string& out,

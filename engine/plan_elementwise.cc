@@ -48,16 +48,29 @@ BinaryParams PerElementOf(BinaryOp op, const Shape& dims, const Shape& b_shape) 
   return p;
 }
 
-double ApplyBinary(const std::string& op, double a, double b, bool ints) {
+float ApplyBinary(const std::string& op, float a, float b) {
   if (op == "Add") return a + b;
   if (op == "Sub") return a - b;
   if (op == "Mul") return a * b;
-  if (op == "Div") return ints ? static_cast<double>(static_cast<int64_t>(a) / static_cast<int64_t>(b)) : a / b;
+  if (op == "Div") return a / b;
+  if (op == "Max") return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
+  if (op == "Min") return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
+  if (op == "Pow") return std::pow(a, b);
+  if (op == "PRelu") return std::max(a, 0.0f) + b * std::min(a, 0.0f);
+  return NAN;
+}
+
+// Integer arithmetic as ONNX's integer ops do it (Div truncates toward zero; a division by
+// zero gives 0 here, where C++ has none).
+int64_t ApplyIntBinary(const std::string& op, int64_t a, int64_t b) {
+  if (op == "Add") return a + b;
+  if (op == "Sub") return a - b;
+  if (op == "Mul") return a * b;
+  if (op == "Div") return b == 0 ? 0 : a / b;
   if (op == "Max") return std::max(a, b);
   if (op == "Min") return std::min(a, b);
-  if (op == "Pow") return std::pow(a, b);
-  if (op == "PRelu") return std::max(a, 0.0) + b * std::min(a, 0.0);
-  return NAN;
+  if (op == "PRelu") return a >= 0 ? a : a * b;
+  return 0;
 }
 
 }  // namespace
@@ -69,26 +82,51 @@ Status PlanBuilder::LowerBinary(size_t i) {
     vals_[n.outputs[0]] = V(n.inputs[0]);
     return Status::OK();
   }
-  if (n.inputs.size() != 2) return Unsup(n, "only two inputs");
-  const Val& a = V(n.inputs[0]);
-  const Val& b = V(n.inputs[1]);
+  for (const auto& in : n.inputs)
+    if (in.empty()) return Bad(n, "an empty input name");
+  if (n.inputs.size() == 2) return BinaryStep(n, n.inputs[0], n.inputs[1], n.outputs[0], true);
+  // Max and Min of more: one step a pair, left to right (the same values in any order).
+  std::string acc = n.inputs[0];
+  for (size_t k = 1; k < n.inputs.size(); ++k) {
+    const bool last = k + 1 == n.inputs.size();
+    const std::string out = last ? n.outputs[0] : n.outputs[0] + "#" + std::to_string(k);
+    FM_RETURN_IF_ERROR(BinaryStep(n, acc, n.inputs[k], out, last));
+    acc = out;
+  }
+  return Status::OK();
+}
+
+Status PlanBuilder::BinaryStep(const Node& n, const std::string& an, const std::string& bn, const std::string& out_name,
+                               bool fuse) {
+  const Val& a = V(an);
+  const Val& b = V(bn);
   auto out_shape = Broadcast(a.shape, b.shape);
   if (!out_shape.ok()) return Bad(n, out_shape.status().message());
+  // Numpy broadcasting came at opset 7 (Max and Min at 8); before, only with an attribute.
+  const int64_t broadcasts_from = n.op == "Max" || n.op == "Min" ? 8 : 7;
+  if (g_.opset < broadcasts_from && a.shape != b.shape)
+    return Unsup(n, "shapes " + ShapeStr(a.shape) + " and " + ShapeStr(b.shape) + " at opset " +
+                        std::to_string(g_.opset) + ", before numpy broadcasting");
   if (a.is_const && b.is_const) {
     HostTensor t;
     t.is_int = a.c.is_int && b.c.is_int;
+    if (t.is_int && n.op == "Pow") return Unsup(n, "folding Pow of integers");
     t.shape = *out_shape;
     Shape sa = BroadcastStrides(a.shape, t.shape), sb = BroadcastStrides(b.shape, t.shape);
     ForEachIndex(t.shape, [&](int64_t, const Shape& idx) {
       int64_t ia = 0, ib = 0;
       for (size_t d = 0; d < idx.size(); ++d) { ia += idx[d] * sa[d]; ib += idx[d] * sb[d]; }
-      double v = ApplyBinary(n.op, a.c.At(ia), b.c.At(ib), t.is_int);
-      if (t.is_int) t.i.push_back(static_cast<int64_t>(v)); else t.f.push_back(static_cast<float>(v));
+      if (t.is_int) {
+        t.i.push_back(ApplyIntBinary(n.op, a.c.i[ia], b.c.i[ib]));
+      } else {
+        // As the kernels compute it: in float.
+        t.f.push_back(ApplyBinary(n.op, static_cast<float>(a.c.At(ia)), static_cast<float>(b.c.At(ib))));
+      }
     });
-    SetConst(n.outputs[0], std::move(t));
+    SetConst(out_name, std::move(t));
     return Status::OK();
   }
-  if (n.op == "Pow" && b.is_const && b.c.size() == 1) {
+  if (n.op == "Pow" && b.is_const && b.c.size() == 1 && out_shape->size() == a.shape.size()) {
     UnaryParams u;
     u.count = Prod(a.shape);
     float e = static_cast<float>(b.c.At(0));
@@ -96,7 +134,7 @@ Status PlanBuilder::LowerBinary(size_t i) {
     else if (e == 0.5f) u.op = UnaryOp::kSqrt;
     else if (e == 1.0f) u.op = UnaryOp::kIdentity;
     else { u.op = UnaryOp::kPowScalar; u.alpha = e; }
-    return Emit(StepKind::kUnary, {a.buf}, n, a.shape, u);
+    return Emit(StepKind::kUnary, {a.buf}, n, a.shape, u, out_name);
   }
   if (out_shape->size() > static_cast<size_t>(kMaxRank)) return Unsup(n, "rank above 6");
   BinaryParams p;
@@ -115,9 +153,9 @@ Status PlanBuilder::LowerBinary(size_t i) {
     p.a_strides[k] = as[k];
     p.b_strides[k] = bs[k];
   }
-  int ab = DeviceOf(n.inputs[0]);
-  int bb = DeviceOf(n.inputs[1]);
-  std::string out = FuseActivation(n.outputs[0], &p.act);
+  int ab = DeviceOf(an);
+  int bb = DeviceOf(bn);
+  std::string out = fuse ? FuseActivation(out_name, &p.act) : out_name;
   return Emit(StepKind::kBinary, {ab, bb}, n, *out_shape, p, out);
 }
 

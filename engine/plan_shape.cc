@@ -2,12 +2,14 @@
 // slice, gather, split, and the reshapes that only relabel a buffer (or fold a constant).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <numeric>
 #include <set>
 
 #include "engine/plan_builder.h"
+#include "engine/tensor.h"
 
 namespace framemill::engine::plan_detail {
 
@@ -18,8 +20,10 @@ Status PlanBuilder::LowerResize(size_t i) {
   if (x.is_const || x.shape.size() != 4) return Unsup(n, "only 4-D non-constant input");
   std::vector<float> scales;
   std::vector<int64_t> sizes;
-  size_t scale_in = n.inputs.size() >= 3 ? 2 : 1;
-  if (Has(n, 3)) {
+  // Opset 10: (X, scales); from 11: (X, roi, scales, sizes).
+  const bool v10 = g_.opset < 11;
+  const size_t scale_in = v10 ? 1 : 2;
+  if (!v10 && Has(n, 3)) {
     auto s = ConstInts(n, 3);
     if (!s.ok()) return s.status();
     sizes = *s;
@@ -29,7 +33,7 @@ Status PlanBuilder::LowerResize(size_t i) {
     if (!s.ok()) return s.status();
     scales = *s;
   }
-  if (sizes.empty() && scales.empty()) scales = n.AttrFloats("scales");
+  if (sizes.empty() && scales.empty()) return Bad(n, "neither scales nor sizes");
   ResizeParams p;
   Shape out = x.shape;
   if (sizes.size() == 4) {
@@ -48,14 +52,23 @@ Status PlanBuilder::LowerResize(size_t i) {
   if (mode == "linear" || mode == "bilinear") p.mode = ResizeMode::kLinear;
   else if (mode == "nearest") p.mode = ResizeMode::kNearest;
   else return Unsup(n, "mode " + mode);
-  std::string ct = n.AttrString("coordinate_transformation_mode", "half_pixel");
+  // Opset 10's Resize is Upsample's: asymmetric coordinates, the nearest pixel by floor.
+  std::string ct = n.AttrString("coordinate_transformation_mode", v10 ? "asymmetric" : "half_pixel");
   static const std::map<std::string, ResizeCoord> kCt = {
       {"half_pixel", ResizeCoord::kHalfPixel}, {"pytorch_half_pixel", ResizeCoord::kPytorchHalfPixel},
       {"align_corners", ResizeCoord::kAlignCorners}, {"asymmetric", ResizeCoord::kAsymmetric},
       {"tf_half_pixel_for_nn", ResizeCoord::kTfHalfPixelForNn}};
   if (!kCt.count(ct)) return Unsup(n, "coordinate_transformation_mode " + ct);
   p.coord = kCt.at(ct);
-  std::string nm = n.AttrString("nearest_mode", "round_prefer_floor");
+  // align_corners divides by the output's length less one: where scales give a fractional
+  // length (4 x 0.6 = 2.4), ONNX's spec takes the length of the output (2) and ONNX 1.12's
+  // reference implementation and test data the product (2.4). Neither is computed.
+  if (p.coord == ResizeCoord::kAlignCorners && sizes.empty())
+    for (int d : {2, 3})
+      if (std::fabs(x.shape[d] * scales[d] - std::round(x.shape[d] * scales[d])) > 1e-4)
+        return Unsup(n, "align_corners with a scale that gives a fractional output length (ONNX's spec and its "
+                        "reference disagree)");
+  std::string nm = n.AttrString("nearest_mode", v10 ? "floor" : "round_prefer_floor");
   static const std::map<std::string, ResizeNearest> kNm = {
       {"round_prefer_floor", ResizeNearest::kRoundPreferFloor},
       {"round_prefer_ceil", ResizeNearest::kRoundPreferCeil}, {"floor", ResizeNearest::kFloor},
@@ -133,7 +146,9 @@ Status PlanBuilder::LowerConcat(size_t i) {
     if (!name.empty()) in.push_back(&V(name));
   if (in.empty()) return Bad(n, "no inputs");
   int64_t r = static_cast<int64_t>(in[0]->shape.size());
-  int64_t axis = AxisOf(n, 0, static_cast<size_t>(r));
+  // Before opset 4 the axis could be left out, meaning 1; since, it must be given.
+  if (g_.opset >= 4 && !n.HasAttr("axis")) return Bad(n, "no axis");
+  int64_t axis = AxisOf(n, 1, static_cast<size_t>(r));
   if (axis < 0 || axis >= r) return Bad(n, "axis out of range");
   Shape out = in[0]->shape;
   out[axis] = 0;
@@ -319,18 +334,49 @@ Status PlanBuilder::LowerGather(size_t i) {
     SetConst(n.outputs[0], Take(x.c, src, out));
     return Status::OK();
   }
-  // On the device: an arithmetic run of indices is a Slice.
-  int64_t step = idx.size() > 1 ? idx[1] - idx[0] : 1;
-  for (size_t k = 1; k < idx.size(); ++k)
-    if (idx[k] - idx[k - 1] != step || step == 0) return Unsup(n, "indices that are not an arithmetic run");
+  // On the device: each arithmetic run of indices a Slice, the runs concatenated along the
+  // axis (the indices' own dimensions follow in their order: the same bytes as the output).
   if (idx.empty()) return Unsup(n, "empty indices");
-  Shape starts(r, 0), steps(r, 1), sliced = x.shape;
-  starts[axis] = idx[0];
-  steps[axis] = step;
-  sliced[axis] = static_cast<int64_t>(idx.size());
-  std::string tmp = n.outputs[0] + "#slice";
-  FM_RETURN_IF_ERROR(SliceStep(n, n.inputs[0], tmp, starts, steps, sliced));
-  Alias(n.outputs[0], V(tmp).buf, out);
+  std::vector<std::pair<size_t, size_t>> runs;  // [first, last] index positions
+  for (size_t k = 0; k < idx.size();) {
+    size_t e = k + 1;
+    if (e < idx.size() && idx[e] != idx[k]) {
+      const int64_t step = idx[e] - idx[k];
+      while (e + 1 < idx.size() && idx[e + 1] - idx[e] == step) ++e;
+      ++e;
+    }
+    runs.emplace_back(k, e - 1);
+    k = e;
+  }
+  std::vector<std::string> parts;
+  for (const auto& [first, last] : runs) {
+    Shape starts(r, 0), steps(r, 1), sliced = x.shape;
+    starts[axis] = idx[first];
+    steps[axis] = last > first ? idx[first + 1] - idx[first] : 1;
+    sliced[axis] = static_cast<int64_t>(last - first + 1);
+    parts.push_back(n.outputs[0] + "#slice" + std::to_string(parts.size()));
+    FM_RETURN_IF_ERROR(SliceStep(n, n.inputs[0], parts.back(), starts, steps, sliced));
+  }
+  if (parts.size() == 1) {
+    Alias(n.outputs[0], V(parts[0]).buf, out);
+    return Status::OK();
+  }
+  Shape joined = x.shape;
+  joined[axis] = static_cast<int64_t>(idx.size());
+  Step s;
+  s.kind = StepKind::kConcat;
+  for (const std::string& p : parts) {
+    s.inputs.push_back(V(p).buf);
+    s.concat_sizes.push_back(V(p).shape[axis]);
+  }
+  ConcatParams cp;
+  cp.count = static_cast<int32_t>(s.inputs.size());
+  cp.outer = Prod(joined, 0, axis);
+  cp.inner = Prod(joined, axis + 1);
+  s.output = NewBuffer(n.outputs[0], joined);
+  s.params = cp;
+  AddStep(std::move(s), n);
+  Alias(n.outputs[0], V(n.outputs[0]).buf, out);
   return Status::OK();
 }
 
@@ -348,7 +394,13 @@ Status PlanBuilder::LowerSplit(size_t i) {
     split = *s;
   }
   int64_t parts = static_cast<int64_t>(n.outputs.size());
-  if (split.empty()) {
+  if (split.empty() && n.HasAttr("num_outputs")) {
+    // Opset 18: num_outputs chunks of ceil(dim / num_outputs), the last one smaller.
+    if (n.AttrInt("num_outputs", 0) != parts) return Bad(n, "num_outputs is not the number of outputs");
+    const int64_t chunk = (x.shape[axis] + parts - 1) / parts;
+    for (int64_t k = 0, left = x.shape[axis]; k < parts; ++k, left -= chunk) split.push_back(std::min(chunk, left));
+    if (split.back() <= 0) return Bad(n, "axis of " + std::to_string(x.shape[axis]) + " in " + std::to_string(parts));
+  } else if (split.empty()) {
     if (x.shape[axis] % parts) return Bad(n, "axis not divisible into equal parts");
     split.assign(parts, x.shape[axis] / parts);
   }
@@ -382,17 +434,84 @@ Status PlanBuilder::FoldShapeOf(const Node& n, const Val& x) {
   return Status::OK();
 }
 
-// Cast of a constant, folded (float types: 1, 10, 11, 16; the rest integers).
-Status PlanBuilder::FoldCast(const Node& n, const Val& x, bool to_float) {
+namespace {
+
+// bfloat16 rounding (to nearest, ties to even) of a float, as a float.
+float ToBfloat16(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  if ((u & 0x7f800000u) != 0x7f800000u) u += 0x7fffu + ((u >> 16) & 1u);
+  u &= 0xffff0000u;
+  float r;
+  std::memcpy(&r, &u, 4);
+  return r;
+}
+
+// The range of ONNX's integer types (TensorProto.DataType): {lo, hi}, or false.
+bool IntRange(int64_t to, double* lo, double* hi) {
+  switch (to) {
+    case 2: *lo = 0; *hi = 255; return true;                          // uint8
+    case 3: *lo = -128; *hi = 127; return true;                       // int8
+    case 4: *lo = 0; *hi = 65535; return true;                        // uint16
+    case 5: *lo = -32768; *hi = 32767; return true;                   // int16
+    case 6: *lo = -2147483648.0; *hi = 2147483647.0; return true;     // int32
+    case 7: *lo = -9.2233720368547758e18; *hi = 9.2233720368547758e18; return true;  // int64
+    case 12: *lo = 0; *hi = 4294967295.0; return true;                // uint32
+    case 13: *lo = 0; *hi = 1.8446744073709552e19; return true;       // uint64
+    default: return false;
+  }
+}
+
+}  // namespace
+
+// Cast of a constant, folded: to float32 and float64 (kept as float32), float16 and bfloat16
+// (rounded through them), bool (non-zero), and the integer types (toward zero, refused out of
+// the type's range).
+Status PlanBuilder::FoldCast(const Node& n, const Val& x, int64_t to) {
   HostTensor t = x.c;
-  if (to_float && t.is_int) { t.f.assign(t.i.begin(), t.i.end()); t.i.clear(); t.is_int = false; }
-  if (!to_float && !t.is_int) {
-    for (float v : t.f) t.i.push_back(static_cast<int64_t>(v));
+  double lo, hi;
+  if (to == 1 || to == 11 || to == 10 || to == 16) {
+    if (t.is_int) { t.f.assign(t.i.begin(), t.i.end()); t.i.clear(); t.is_int = false; }
+    if (to == 10) for (float& v : t.f) v = HalfToFloat(FloatToHalf(v));
+    if (to == 16) for (float& v : t.f) v = ToBfloat16(v);
+  } else if (to == 9) {
+    std::vector<int64_t> b;
+    for (int64_t k = 0; k < t.size(); ++k) b.push_back(t.At(k) != 0 ? 1 : 0);
+    t.i = std::move(b);
     t.f.clear();
     t.is_int = true;
+  } else if (IntRange(to, &lo, &hi)) {
+    std::vector<int64_t> v;
+    for (int64_t k = 0; k < t.size(); ++k) {
+      if (t.is_int) { v.push_back(t.i[k]); continue; }
+      const double d = std::trunc(double{t.f[k]});
+      if (!(d >= lo && d <= hi)) return Unsup(n, "casting " + std::to_string(t.f[k]) + " out of the type's range");
+      v.push_back(static_cast<int64_t>(d));
+    }
+    for (int64_t e : v)
+      if (e < lo || e > hi) return Unsup(n, "casting " + std::to_string(e) + " out of the type's range");
+    t.i = std::move(v);
+    t.f.clear();
+    t.is_int = true;
+  } else {
+    return Unsup(n, "casting to type " + std::to_string(to));
   }
   SetConst(n.outputs[0], std::move(t));
   return Status::OK();
+}
+
+// Cast of a computed tensor: to float32 it is the same floats; an integer-valued one (ArgMax's
+// indices) to an integer type too; anything else would be computed at another precision.
+Status PlanBuilder::LowerCast(const Node& n, const Val& x) {
+  const int64_t to = n.AttrInt("to", 1);
+  if (x.is_const) return FoldCast(n, x, to);
+  double lo, hi;
+  if (to == 1 || (x.int_valued && IntRange(to, &lo, &hi))) {
+    Alias(n.outputs[0], x.buf, x.shape);
+    return Status::OK();
+  }
+  if (IntRange(to, &lo, &hi) || to == 9) return Unsup(n, "casting a computed float tensor to an integer type");
+  return Unsup(n, "casting a computed tensor to type " + std::to_string(to) + ": the engine computes in float32");
 }
 
 Result<Shape> PlanBuilder::SqueezedShape(const Node& n, const Val& x) {
@@ -461,13 +580,23 @@ Status PlanBuilder::LowerReshapeLike(size_t i) {
   const Node& n = g_.nodes[i];
   const Val x = V(n.inputs[0]);
   if (n.op == "Shape") return FoldShapeOf(n, x);
-  Result<Shape> out = x.shape;  // Identity, Dropout, Cast
-  if (n.op == "Cast") {
-    const int64_t to = n.AttrInt("to", 1);
-    const bool to_float = to == 1 || to == 10 || to == 11 || to == 16;
-    if (x.is_const) return FoldCast(n, x, to_float);
-    if (!to_float) return Unsup(n, "casting an activation to an integer type");
-  } else if (n.op == "Flatten") {
+  Result<Shape> out = x.shape;  // Identity, Dropout
+  if (n.op == "Cast") return LowerCast(n, x);
+  if (n.op == "Dropout") {  // inference unless training_mode says otherwise: every element kept
+    if (Has(n, 2)) {
+      auto training = ConstInts(n, 2);
+      if (!training.ok()) return training.status();
+      if (!training->empty() && (*training)[0] != 0) return Unsup(n, "training_mode true");
+    }
+    if (n.outputs.size() > 1 && !n.outputs[1].empty()) {
+      HostTensor mask;
+      mask.is_int = true;
+      mask.shape = x.shape;
+      mask.i.assign(static_cast<size_t>(Prod(x.shape)), 1);
+      SetConst(n.outputs[1], std::move(mask));
+    }
+  }
+  if (n.op == "Flatten") {
     const int r = static_cast<int>(x.shape.size());
     int64_t axis = AxisOf(n, 1, static_cast<size_t>(r));
     out = Shape{Prod(x.shape, 0, axis), Prod(x.shape, axis)};

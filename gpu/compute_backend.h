@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/dnnl/dnnl_kernels.h"
 #include "gpu/ops.h"
 
 namespace framemill::engine {
@@ -94,10 +95,11 @@ class ComputeBackend {
   int64_t memory_limit_ = 0;
 };
 
-// The CPU backend: the reference implementations, parallel over the batch.
-// `bf16`: the engine's kernels (oneDNN's) compute in bf16 where the CPU has AVX512-BF16 or
-// AMX (engine/dnnl/dnnl_kernels.h); fp32 elsewhere.
-std::unique_ptr<ComputeBackend> MakeCpuBackend(bool bf16 = false);
+// The CPU backend: the reference implementations, parallel over the batch; the engine's
+// kernels are oneDNN's, made with `engine` (engine/dnnl/dnnl_kernels.h: the backend's own
+// options, its precision among them: bf16 where the CPU has AVX512-BF16 or AMX and it is
+// asked, fp32 elsewhere).
+std::unique_ptr<ComputeBackend> MakeCpuBackend(engine::DnnlOptions engine = {});
 
 // A simulated GPU for tests and CI: runs the CPU code but enforces a VRAM budget of
 // `vram_mb`, charging each batch the per-item bytes of gpu/ops.h (times

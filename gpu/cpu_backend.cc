@@ -27,11 +27,11 @@ Result<std::vector<Out>> EachOnHost(const std::vector<In>& inputs, Fn one, const
 
 class CpuBackend : public ComputeBackend {
  public:
-  explicit CpuBackend(bool bf16 = false) : bf16_(bf16) {}
+  explicit CpuBackend(engine::DnnlOptions engine = {}) : engine_(engine) {}
   std::string device() const override { return "cpu"; }
   bool is_gpu() const override { return false; }
   Result<std::unique_ptr<engine::Kernels>> MakeEngineKernels() override {
-    return engine::MakeDnnlKernels({.bf16 = bf16_});
+    return engine::MakeDnnlKernels(engine_);
   }
   Result<DeviceInfo> Info() override {
     DeviceInfo d;
@@ -99,7 +99,7 @@ class CpuBackend : public ComputeBackend {
                                "filling a hole");
   }
  private:
-  bool bf16_;  // the engine's kernels compute in bf16 (where the CPU has it)
+  engine::DnnlOptions engine_;  // the oneDNN kernels' options, their precision among them
 };
 
 // The simulated device's arithmetic: the CPU's, named as a device. Its memory is the
@@ -130,7 +130,9 @@ class SimCore : public CpuBackend {
 
 }  // namespace
 
-std::unique_ptr<ComputeBackend> MakeCpuBackend(bool bf16) { return std::make_unique<CpuBackend>(bf16); }
+std::unique_ptr<ComputeBackend> MakeCpuBackend(engine::DnnlOptions engine) {
+  return std::make_unique<CpuBackend>(engine);
+}
 
 std::unique_ptr<ComputeBackend> MakeSimBackend(int64_t vram_mb, double cost_multiplier) {
   return MakeSharedSimBackend(DeviceLedger::Private("sim:0", vram_mb << 20), cost_multiplier);

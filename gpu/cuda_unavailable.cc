@@ -1,7 +1,7 @@
-// Chosen by CMake when CUDA is not built in (leveldb's env_posix.cc pattern): the
-// CUDA entry points exist and say why there is no device.
+// Chosen by CMake when CUDA is not built in (leveldb's env_posix.cc pattern): the GPU
+// layer's CUDA entry points exist and say why there is no device (the engine's own:
+// engine/cuda/cuda_unavailable.cc).
 #include "gpu/compute_backend.h"
-#include "engine/cuda/cuda_kernels_factory.h"
 
 namespace framemill::gpu {
 
@@ -17,11 +17,3 @@ Result<std::unique_ptr<ComputeBackend>> MakeCudaBackend(int) {
 }
 
 }  // namespace framemill::gpu
-
-namespace framemill::engine {
-
-Result<std::unique_ptr<Kernels>> MakeCudaKernels(int, int64_t, bool) {
-  return Status::Unsupported("this framemill was built without CUDA");
-}
-
-}  // namespace framemill::engine

@@ -35,7 +35,7 @@ Result<std::unique_ptr<ModelRunner>> OpenRunner(const ModelManifest& manifest,
                                                 const std::string& cpu_precision) {
   if (device == nullptr) {  // the CPU: our engine on its oneDNN kernels, a backend of its own
     std::unique_ptr<gpu::ComputeBackend> cpu =
-        gpu::MakeCpuBackend(PrecisionOnCpu(manifest.name, cpu_precision).precision == "bf16");
+        gpu::MakeCpuBackend({.bf16 = PrecisionOnCpu(manifest.name, cpu_precision).precision == "bf16"});
     auto m = EngineModel::Open(manifest, *cpu);
     if (m.status().IsCorruption())  // a damaged model: its jobs fail for good, saying which file
       return Status::Corruption("model " + manifest.name + ": cannot load '" + manifest.graph_file +

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Checks framemill's include rules (docs/ARCHITECTURE.md, "Folders"): every `#include
-# "folder/..."` in the C++ sources must be one its folder may make, no folder outside
-# gpu/ may include gpu/cuda/ or test for CUDA in the preprocessor (the build links its
-# CPU-only variant from the same objects: only gpu/ may differ), and the folders' include
+# "folder/..."` in the C++ sources must be one its folder may make; the device code is
+# gpu/cuda/ and engine/cuda/: no folder outside gpu/ may include gpu/cuda/, none outside the
+# device code may include engine/cuda/ but its CUDA-free factory (cuda_kernels_factory.h), and
+# only gpu/ and engine/cuda/ may test for CUDA in the preprocessor (the build links its
+# CPU-only variant from the same objects: only they may differ); and the folders' include
 # graph has no cycle. Fails (exit 1)
 # naming each breach as file:line; exit 0 prints a one-line summary.
 #
@@ -68,8 +70,9 @@ for top in sorted(PROJECT):
             files += 1
             with open(path, encoding="utf-8", errors="replace") as f:
                 for lineno, line in enumerate(f, 1):
-                    if CUDA_IF.match(line) and not rel.startswith("gpu/"):
-                        breaches.append(f"{rel}:{lineno}: only gpu/ may depend on CUDA in the preprocessor")
+                    device_code = rel.startswith("gpu/cuda/") or rel.startswith("engine/cuda/")
+                    if CUDA_IF.match(line) and not (rel.startswith("gpu/") or device_code):
+                        breaches.append(f"{rel}:{lineno}: only gpu/ and engine/cuda/ may depend on CUDA in the preprocessor")
                     m = INCLUDE.match(line)
                     if not m:
                         continue
@@ -80,6 +83,11 @@ for top in sorted(PROJECT):
                     where = f"{rel}:{lineno}: includes \"{inc}\""
                     if inc.startswith("gpu/cuda/") and not rel.startswith("gpu/"):
                         breaches.append(f"{where}: only gpu/ may include gpu/cuda/")
+                        continue
+                    if (inc.startswith("engine/cuda/") and inc != "engine/cuda/cuda_kernels_factory.h"
+                            and not device_code):
+                        breaches.append(f"{where}: only the device code (engine/cuda/, gpu/cuda/) may include "
+                                        "engine/cuda/ but cuda_kernels_factory.h")
                         continue
                     if top in ("tests", "bench") or target == top:
                         continue
@@ -130,6 +138,10 @@ self_test() {
   echo '#include "base/status.h"' > "$tmp/ok/media/a.h"
   echo '#include "gpu/cuda/k.h"' > "$tmp/ok/gpu/b.cc"
   echo '#include "media/a.h"' > "$tmp/ok/stages/c.h"
+  mkdir -p "$tmp/ok/engine/cuda" "$tmp/ok/cli"
+  echo '#include "engine/cuda/cuda_status.h"' > "$tmp/ok/gpu/cuda/d.cu"
+  echo '#include "engine/cuda/cuda_kernels_factory.h"' > "$tmp/ok/cli/e.cc"
+  printf '#ifdef __NVCC__\n#endif\n' > "$tmp/ok/engine/cuda/f.cuh"
   if ! check "$tmp/ok" >/dev/null; then
     echo "self-test: a clean tree was refused"; status=1
   fi
@@ -147,7 +159,10 @@ self_test() {
     "configs/x.cc|#include \"gpu/policy.h\"|configs/ includes nothing of ours but base/"
     "base/x.h|#include \"media/kind.h\"|base/ includes nothing of ours"
     "gpu/x.h|#include \"configs/config.h\"|gpu/ may include only base"
-    "stages/x.cc|#ifdef FRAMEMILL_WITH_CUDA|only gpu/ may depend on CUDA"
+    "stages/x.cc|#ifdef FRAMEMILL_WITH_CUDA|only gpu/ and engine/cuda/ may depend on CUDA"
+    "engine/dnnl/x.cc|#ifdef __NVCC__|only gpu/ and engine/cuda/ may depend on CUDA"
+    "models/x.cc|#include \"engine/cuda/common.cuh\"|only the device code (engine/cuda/, gpu/cuda/) may include"
+    "gpu/x.cc|#include \"engine/cuda/cuda_status.h\"|only the device code (engine/cuda/, gpu/cuda/) may include"
   )
   local i=0
   for c in "${cases[@]}"; do

@@ -1,7 +1,8 @@
-// The CUDA implementation of engine::Kernels, for callers outside gpu/cuda/ (the engine's
-// users, tests, gpu_bench). Defined in gpu/cuda/engine_kernels.cu when CUDA is built in,
-// and in gpu/cuda_unavailable.cc (always Unsupported) when it is not, so callers need no
-// #ifdef. No CUDA types here.
+// The CUDA implementation of engine::Kernels, for callers outside the device code (the
+// engine's users, tests, gpu_bench). Defined in engine/cuda/cuda_kernels.cu when CUDA is
+// built in, and in engine/cuda/cuda_unavailable.cc (always Unsupported) when it is not, so
+// callers need no #ifdef. No CUDA types here: the one header of engine/cuda/ that any folder
+// may include (scripts/check-deps.sh).
 #pragma once
 
 #include <cstdint>

@@ -17,7 +17,7 @@
 #include "gpu/compute_backend.h"
 #include "engine/cuda/cuda_kernels_factory.h"
 #include "gpu/cuda/cuda_backend.h"
-#include "gpu/cuda/cuda_status.h"
+#include "engine/cuda/cuda_status.h"
 #include "gpu/cuda/device_pool.h"
 #include "gpu/cuda/kernels.h"
 

@@ -3,7 +3,6 @@
 
 namespace framemill::gpu {
 
-using cuda::FromCuda;
 
 namespace cuda {
 std::string NoCudaReason(cudaError_t err) {

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <string>
 
-#include "gpu/cuda/cuda_status.h"
+#include "engine/cuda/cuda_status.h"
 
 namespace framemill::gpu::cuda {
 namespace {

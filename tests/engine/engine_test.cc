@@ -35,7 +35,7 @@ using nlohmann::json;
 class FmgWriter {
  public:
   FmgWriter(std::vector<int64_t> input_shape, std::vector<std::string> outputs) {
-    j_ = json{{"format", "framemill-graph"}, {"version", 1},
+    j_ = json{{"format", "framemill-graph"}, {"version", 2}, {"opset", 11},
               {"inputs", {{{"name", "x"}, {"shape", input_shape}}}},
               {"outputs", json::array()}, {"initializers", json::array()}, {"nodes", json::array()}};
     for (auto& o : outputs) j_["outputs"].push_back({{"name", o}});

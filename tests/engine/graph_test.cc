@@ -21,7 +21,8 @@ using nlohmann::json;
 // A one-conv graph: weights [2,1,1,1] + bias [2] in the bin.
 json ConvGraph() {
   return json{{"format", "framemill-graph"},
-              {"version", 1},
+              {"version", 2},
+              {"opset", 13},
               {"inputs", {{{"name", "x"}, {"shape", {-1, 1, 4, 4}}}}},
               {"outputs", {{{"name", "y"}}}},
               {"initializers",

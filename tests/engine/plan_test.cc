@@ -47,7 +47,7 @@ struct Chain {
                           {"inputs", in}, {"outputs", out}, {"attrs", attrs}});
   }
   Chain() {
-    j = json{{"format", "framemill-graph"}, {"version", 1},
+    j = json{{"format", "framemill-graph"}, {"version", 2}, {"opset", 10},
              {"inputs", {{{"name", "x"}, {"shape", {-1, 3, 32, 32}}}}},
              {"outputs", {{{"name", "flat"}}, {{"name", "nhwc"}}}},
              {"initializers", json::array()}, {"nodes", json::array()}};
@@ -107,6 +107,7 @@ TEST(PlanTest, ShapesFollowTheBatch) {
 // models through both plans: GoldenTest and DnnlKernelsTest.WholeModelsAgreeWithTheReference.)
 TEST(PlanTest, AZeroPadGoesIntoTheConvolutionAndSigmoidMulIsOneSwish) {
   Chain c;
+  c.j["opset"] = 11;  // Pad's pads as an input
   c.j["nodes"] = json::array();
   c.j["outputs"] = {{{"name", "y"}}};
   c.Init("pads", {8}, true, {0, 0, 0, 1, 0, 0, 1, 2});

@@ -18,7 +18,7 @@ using testing::TempDir;
 using testing::WriteFile;
 using testing::WriteTruncated;
 
-const std::string kCockatoo = testing::ImageioData("cockatoo.mp4");
+const std::string kCockatooClip = testing::ImageioData("cockatoo.mp4");
 
 std::vector<VideoFrame> ReadAll(const std::string& path, const VideoReaderOptions& o,
                                 int64_t* decoded = nullptr) {
@@ -97,10 +97,10 @@ TEST(VideoReaderTest, AFrameBudgetThinsEvenlyOverTheConsideredLength) {
 }
 
 TEST(VideoReaderTest, TimesOfAnH264StreamWithReorderedFramesRise) {
-  if (!std::filesystem::exists(kCockatoo)) GTEST_SKIP() << "python3-imageio is not installed";
+  if (!std::filesystem::exists(kCockatooClip)) GTEST_SKIP() << "python3-imageio is not installed";
   VideoReaderOptions o;
   o.max_width = 640;
-  auto r = VideoReader::Open(kCockatoo, o);
+  auto r = VideoReader::Open(kCockatooClip, o);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ((*r)->info().codec, "h264");
   EXPECT_NEAR((*r)->info().fps, 20.0, 1e-6);

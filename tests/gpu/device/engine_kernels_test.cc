@@ -1,4 +1,4 @@
-// The CUDA engine kernels (gpu/cuda/engine_kernels.cu) against the CPU reference kernels
+// The CUDA engine kernels (engine/cuda/cuda_kernels.cu) against the CPU reference kernels
 // (engine/reference/cpu_kernels.h), step by step on random inputs, then whole models.
 //
 // Both implementations get the same storage bits (random values in [-1, 1), or a domain
@@ -852,7 +852,7 @@ std::string WriteSyntheticGraph() {
   using nlohmann::json;
   std::mt19937 rng(7);
   std::string bin;
-  json j = {{"format", "framemill-graph"}, {"version", 1},
+  json j = {{"format", "framemill-graph"}, {"version", 2}, {"opset", 11},
             {"inputs", {{{"name", "x"}, {"shape", {-1, 3, 40, 40}}}}},
             {"outputs", {{{"name", "y"}}, {{"name", "feat"}}}},
             {"initializers", json::array()}, {"nodes", json::array()}};

@@ -1,10 +1,10 @@
-#include "gpu/cuda/cuda_status.h"
+#include "engine/cuda/cuda_status.h"
 
 #include <string>
 
-namespace framemill::gpu::cuda {
+namespace framemill {
 
-bool IsSticky(cudaError_t err) {
+bool IsStickyCudaError(cudaError_t err) {
   switch (err) {
     case cudaErrorIllegalAddress:
     case cudaErrorLaunchFailure:
@@ -50,8 +50,8 @@ Status FromCuda(cudaError_t err, std::string_view what) {
     default:
       break;
   }
-  if (IsSticky(err)) msg += " (sticky: the CUDA context is unusable until the process exits)";
+  if (IsStickyCudaError(err)) msg += " (sticky: the CUDA context is unusable until the process exits)";
   return Status::Internal(msg);
 }
 
-}  // namespace framemill::gpu::cuda
+}  // namespace framemill

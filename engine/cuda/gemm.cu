@@ -1,11 +1,11 @@
-// The engine's convolutions and matrix products on a CUDA device (engine_common.cuh): the
+// The engine's convolutions and matrix products on a CUDA device (common.cuh): the
 // tiled GEMM (implicit-GEMM Conv2d, MatMul) in float and on tensor cores, the depthwise
 // convolution and ConvTranspose2d.
 #include <mma.h>
 
-#include "gpu/cuda/engine_common.cuh"
+#include "engine/cuda/common.cuh"
 
-namespace framemill::gpu::cuda {
+namespace framemill::engine::cuda {
 namespace {
 
 // ---- tiled GEMM (Conv2d as implicit GEMM, MatMul) ----
@@ -616,4 +616,4 @@ Status CudaKernels::MatMul(const engine::MatMulParams& p, const void* a, const v
   return Status::OK();
 }
 
-}  // namespace framemill::gpu::cuda
+}  // namespace framemill::engine::cuda

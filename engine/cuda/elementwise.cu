@@ -1,8 +1,8 @@
-// The engine's elementwise kernels on a CUDA device (engine_common.cuh): pooling, binary
+// The engine's elementwise kernels on a CUDA device (common.cuh): pooling, binary
 // ops with broadcasting, unary ops, resize.
-#include "gpu/cuda/engine_common.cuh"
+#include "engine/cuda/common.cuh"
 
-namespace framemill::gpu::cuda {
+namespace framemill::engine::cuda {
 namespace {
 
 // ---- Pool2d ----
@@ -303,4 +303,4 @@ Status CudaKernels::Resize(const engine::ResizeParams& p, const void* x, void* y
   return Launched("Resize");
 }
 
-}  // namespace framemill::gpu::cuda
+}  // namespace framemill::engine::cuda

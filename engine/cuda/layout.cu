@@ -1,8 +1,8 @@
-// The engine's kernels that move data on a CUDA device (engine_common.cuh): pad, transpose,
+// The engine's kernels that move data on a CUDA device (common.cuh): pad, transpose,
 // slice, concat, copy.
-#include "gpu/cuda/engine_common.cuh"
+#include "engine/cuda/common.cuh"
 
-namespace framemill::gpu::cuda {
+namespace framemill::engine::cuda {
 namespace {
 
 // ---- Pad, Transpose, Slice: index maps over up to kMaxRank dims ----
@@ -190,4 +190,4 @@ Status CudaKernels::Copy(const void* src, void* dst, int64_t elements) {
   return Status::OK();
 }
 
-}  // namespace framemill::gpu::cuda
+}  // namespace framemill::engine::cuda

@@ -1,8 +1,8 @@
-// The engine's reductions on a CUDA device (engine_common.cuh): Reduce, Softmax, ArgMax
+// The engine's reductions on a CUDA device (common.cuh): Reduce, Softmax, ArgMax
 // over the middle axis of [outer, axis, inner].
-#include "gpu/cuda/engine_common.cuh"
+#include "engine/cuda/common.cuh"
 
-namespace framemill::gpu::cuda {
+namespace framemill::engine::cuda {
 namespace {
 
 // ---- reductions over the middle axis of [outer, axis, inner] ----
@@ -212,4 +212,4 @@ Status CudaKernels::ArgMax(const engine::ArgMaxParams& p, const void* x, void* y
   return Launched("ArgMax");
 }
 
-}  // namespace framemill::gpu::cuda
+}  // namespace framemill::engine::cuda

@@ -1,5 +1,6 @@
-// The one place that turns a cudaError_t into a Status. Internal to gpu/cuda/: this
-// header includes the CUDA runtime and must never be included from gpu/*.h.
+// The one place that turns a cudaError_t into a Status, for the device code of the engine
+// (engine/cuda/) and of the GPU layer (gpu/cuda/). This header includes the CUDA runtime: it
+// is included from those two folders only (scripts/check-deps.sh).
 //   cudaErrorMemoryAllocation            -> Status::OutOfMemory (typed; the ladder
 //                                           retries smaller, nothing matches strings)
 //   no driver / no device / no kernel image for this GPU -> Status::Unsupported
@@ -15,20 +16,20 @@
 
 #include "base/status.h"
 
-namespace framemill::gpu::cuda {
+namespace framemill {
 
 // OK for cudaSuccess; otherwise the mapped Status, its message "<what>: <error
 // name>: <error string>". Clears the runtime's last error.
 Status FromCuda(cudaError_t err, std::string_view what);
 
 // True for errors after which the CUDA context is unusable for this process.
-bool IsSticky(cudaError_t err);
+bool IsStickyCudaError(cudaError_t err);
 
-}  // namespace framemill::gpu::cuda
+}  // namespace framemill
 
 // Evaluates a CUDA runtime call; on failure returns its mapped Status.
 #define FM_CUDA_RETURN_IF_ERROR(call, what)                                   \
   do {                                                                        \
     const cudaError_t _fm_err = (call);                                       \
-    if (_fm_err != cudaSuccess) return ::framemill::gpu::cuda::FromCuda(_fm_err, (what)); \
+    if (_fm_err != cudaSuccess) return ::framemill::FromCuda(_fm_err, (what)); \
   } while (0)

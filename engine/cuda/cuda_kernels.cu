@@ -1,4 +1,4 @@
-// The inference engine's kernels on a CUDA device (see engine_kernels.h), written
+// The inference engine's kernels on a CUDA device (see cuda_kernels.h), written
 // against the semantics stated in engine/kernels.h and checked against CpuKernels
 // by tests/gpu/device/engine_kernels_test.cc.
 //
@@ -18,11 +18,10 @@
 // - ConvTranspose2d: a gather per output element (small in these models).
 // - The rest: one thread per output element (grid-stride), or one warp per row for
 //   reductions over a contiguous axis (Reduce, Softmax, ArgMax with inner == 1).
-#include "gpu/cuda/engine_common.cuh"
+#include "engine/cuda/common.cuh"
 #include "engine/cuda/cuda_kernels_factory.h"
 
-namespace framemill::gpu {
-namespace cuda {
+namespace framemill::engine::cuda {
 
 
 // ---- CudaKernels ----
@@ -147,14 +146,12 @@ Status CudaKernels::Sync() {
 }
 
 
-}  // namespace cuda
-
-}  // namespace framemill::gpu
+}  // namespace framemill::engine::cuda
 
 namespace framemill::engine {
 
 Result<std::unique_ptr<Kernels>> MakeCudaKernels(int device, int64_t memory_limit_bytes, bool tensor_cores) {
-  auto k = gpu::cuda::CudaKernels::Create(device, memory_limit_bytes, tensor_cores);
+  auto k = cuda::CudaKernels::Create(device, memory_limit_bytes, tensor_cores);
   if (!k.ok()) return k.status();
   return std::unique_ptr<Kernels>(std::move(k).value());
 }

@@ -5,7 +5,7 @@
 // first error. Memory is plain cudaMalloc, counted against an optional limit (a request
 // over it, or one the device refuses, is Status::OutOfMemory, mapped by cuda_status.cc);
 // the engine allocates its arenas once per plan, so no caching is needed here.
-// Callers outside gpu/cuda/ use engine::MakeCudaKernels (engine/cuda/cuda_kernels_factory.h).
+// Callers outside the device code use engine::MakeCudaKernels (engine/cuda/cuda_kernels_factory.h).
 // No CUDA types in this header. Thread-safety: one thread at a time (any thread: each
 // call selects the device first).
 #pragma once
@@ -19,7 +19,7 @@
 #include "base/status.h"
 #include "engine/kernels.h"
 
-namespace framemill::gpu::cuda {
+namespace framemill::engine::cuda {
 
 class CudaKernels final : public engine::Kernels {
  public:
@@ -86,4 +86,4 @@ class CudaKernels final : public engine::Kernels {
   std::unordered_map<void*, size_t> sizes_;  // live allocations
 };
 
-}  // namespace framemill::gpu::cuda
+}  // namespace framemill::engine::cuda

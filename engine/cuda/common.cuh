@@ -14,11 +14,10 @@
 #include <type_traits>
 #include <vector>
 
-#include "gpu/cuda/cuda_status.h"
-#include "gpu/cuda/engine_kernels.h"
+#include "engine/cuda/cuda_status.h"
+#include "engine/cuda/cuda_kernels.h"
 
-namespace framemill::gpu {
-namespace cuda {
+namespace framemill::engine::cuda {
 
 using engine::Activation;
 using engine::ActivationParams;
@@ -103,5 +102,4 @@ inline bool Aligned(const void* p, size_t a) { return reinterpret_cast<uintptr_t
   } while (0)
 
 
-}  // namespace cuda
-}  // namespace framemill::gpu
+}  // namespace framemill::engine::cuda
