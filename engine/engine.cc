@@ -217,15 +217,15 @@ Result<std::map<std::string, Tensor>> Engine::DownloadOutputs(const Plan& plan) 
   std::map<std::string, Tensor> outs;
   for (const PlanOutput& o : plan.outputs) {
     const Buffer& b = plan.buffers[o.buffer];
-    std::vector<uint8_t> raw(static_cast<size_t>(b.bytes));
-    FM_RETURN_IF_ERROR(kernels_->Download(raw.data(), Where(plan, o.buffer), raw.size()));
     Tensor t;
     t.shape = o.shape;
     t.type = TensorType::kFloat32;
     t.data.resize(static_cast<size_t>(b.elements) * 4);
-    if (options_.storage == StorageType::kFloat32) {
-      std::memcpy(t.data.data(), raw.data(), t.data.size());
+    if (options_.storage == StorageType::kFloat32) {  // straight into the tensor: no copy between
+      FM_RETURN_IF_ERROR(kernels_->Download(t.data.data(), Where(plan, o.buffer), t.data.size()));
     } else {
+      std::vector<uint8_t> raw(static_cast<size_t>(b.bytes));
+      FM_RETURN_IF_ERROR(kernels_->Download(raw.data(), Where(plan, o.buffer), raw.size()));
       auto* h = reinterpret_cast<const uint16_t*>(raw.data());
       auto* f = reinterpret_cast<float*>(t.data.data());
       HalvesToFloats(h, f, static_cast<size_t>(b.elements));

@@ -56,7 +56,7 @@ class DnnlKernels final : public Kernels {
     ref_->Free(p);
   }
   Status Upload(void* dst, const void* src, size_t bytes) override {
-    std::memcpy(dst, src, bytes);
+    ParallelCopy(dst, src, bytes);
     layouts_.Uploaded(dst);
     return Status::OK();
   }
@@ -355,7 +355,7 @@ class DnnlKernels final : public Kernels {
         return;
       }
       layouts_.Plain(x);  // x is [n, h, w, c]: y's [n, c, h, w] held channels-last is x's bytes
-      std::memcpy(y, x, static_cast<size_t>(d[0] * d[1] * d[2] * d[3]) * 4);
+      ParallelCopy(y, x, static_cast<size_t>(d[0] * d[1] * d[2] * d[3]) * 4);
       layouts_.Set(y, {d[0], d[3], d[1], d[2], Dt::f32});
     });
   }
@@ -440,7 +440,7 @@ class DnnlKernels final : public Kernels {
       const Nhwc* t = layouts_.TagOf(src);
       std::optional<Nhwc> keep;
       if (t && t->elements() == elements) keep = *t; else layouts_.Plain(src);
-      std::memcpy(dst, src, static_cast<size_t>(elements) * 4);
+      ParallelCopy(dst, src, static_cast<size_t>(elements) * 4);
       if (keep) layouts_.Set(dst, *keep); else layouts_.Clear(dst);
     });
   }
@@ -567,7 +567,7 @@ class DnnlKernels final : public Kernels {
     }
     const void* res = residual;
     if (residual && !c.ReadsResidual()) {  // the sum post-op adds what y holds
-      if (layouts_.IsNhwc(residual, out)) std::memcpy(y, residual, c.dst.get_size());
+      if (layouts_.IsNhwc(residual, out)) ParallelCopy(y, residual, c.dst.get_size());
       else layouts_.Reorder(residual, layouts_.MdOf(residual, out), y, c.dst);
     } else if (residual && !layouts_.IsNhwc(residual, out)) {
       res = s + Align(c.scratch) + Align(c.src.get_size());

@@ -1,5 +1,7 @@
 #include "engine/dnnl/layouts.h"
 
+#include "engine/dnnl/own_loops.h"
+
 #include <algorithm>
 
 namespace framemill::engine::dnnl_detail {
@@ -22,7 +24,7 @@ void Layouts::Plain(const void* p) {
   const size_t bytes = static_cast<size_t>(s.elements()) * 4;
   void* t = plain_tmp_.Get(bytes);
   Reorder(p, s.md(), t, memory::desc(s.dims(), Dt::f32, Tag::nchw));
-  std::memcpy(const_cast<void*>(p), t, bytes);
+  ParallelCopy(const_cast<void*>(p), t, bytes);
 }
 
 memory::desc Layouts::MdOf(const void* p, const Nhwc& want) {
@@ -42,7 +44,7 @@ void Layouts::Download(void* dst, const void* src, size_t bytes) {
     Reorder(src, t->md(), dst, memory::desc(t->dims(), Dt::f32, Tag::nchw));
   } else {
     Plain(src);
-    std::memcpy(dst, src, bytes);
+    ParallelCopy(dst, src, bytes);
   }
 }
 

@@ -91,4 +91,18 @@ void PadChannelsLast(const float* src, int64_t pixels, int64_t c, int64_t before
   }
 }
 
+void ParallelCopy(void* dst, const void* src, size_t bytes) {
+  constexpr size_t kPart = size_t{1} << 20;  // below a MB a part, one thread does it
+  const int64_t parts = static_cast<int64_t>((bytes + kPart - 1) / kPart);
+  if (parts <= 1) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t k = 0; k < parts; ++k) {
+    const size_t at = static_cast<size_t>(k) * kPart;
+    std::memcpy(static_cast<char*>(dst) + at, static_cast<const char*>(src) + at, std::min(kPart, bytes - at));
+  }
+}
+
 }  // namespace framemill::engine::dnnl_detail
