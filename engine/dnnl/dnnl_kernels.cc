@@ -91,6 +91,14 @@ class DnnlKernels final : public Kernels {
         layouts_.Clear(y);
         return;
       }
+      if (!residual && FewOutputs(p) && layouts_.IsNhwc(x, {p.n, p.c_in, p.h_in, p.w_in, Dt::f32})) {
+        ConvFewOutputs(p, static_cast<const float*>(x), static_cast<const float*>(PlainWeights(p.groups, p.c_out,
+                                                                                              p.c_in, p.kh, p.kw, w)),
+                       static_cast<const float*>(bias), static_cast<float*>(y));
+        layouts_.Clear(y);
+        ActivateInPlace(p.act, static_cast<float*>(y), p.n * p.c_out * p.h_out * p.w_out);
+        return;
+      }
       const ConvPrim& c = prims_.Conv(p, bias != nullptr, residual != nullptr);
       if (c.reserved < 0) c.reserved = Conv2dScratchBytes(p);
       const Dt dt = c.src.data_type();

@@ -38,6 +38,43 @@ void DeconvBlocks(const ConvTranspose2dParams& p, const float* X, bool cl, const
   }
 }
 
+bool FewOutputs(const Conv2dParams& p) { return p.c_out < 4 && p.groups == 1 && p.c_in >= 16; }
+
+void ConvFewOutputs(const Conv2dParams& p, const float* X, const float* W, const float* B, float* Y) {
+  const int64_t c = p.c_in, taps = int64_t{p.kh} * p.kw;
+  // The weights as [c_out][ky][kx][c_in]: each tap's channels contiguous, as the input's.
+  std::vector<float> w(static_cast<size_t>(p.c_out * taps * c));
+  for (int64_t o = 0; o < p.c_out; ++o)
+    for (int64_t ci = 0; ci < c; ++ci)
+      for (int64_t t = 0; t < taps; ++t) w[(o * taps + t) * c + ci] = W[(o * c + ci) * taps + t];
+  const float* wv = w.data();
+#pragma omp parallel for schedule(static)
+  for (int64_t row = 0; row < p.n * p.h_out; ++row) {
+    const int64_t n = row / p.h_out, oy = row % p.h_out;
+    for (int64_t o = 0; o < p.c_out; ++o) {
+      float* out = Y + ((n * p.c_out + o) * p.h_out + oy) * p.w_out;
+      for (int64_t ox = 0; ox < p.w_out; ++ox) {
+        float acc = B ? B[o] : 0.0f;
+        for (int64_t ky = 0; ky < p.kh; ++ky) {
+          const int64_t iy = oy * p.stride_h - p.pad_t + ky * p.dil_h;
+          if (iy < 0 || iy >= p.h_in) continue;
+          for (int64_t kx = 0; kx < p.kw; ++kx) {
+            const int64_t ix = ox * p.stride_w - p.pad_l + kx * p.dil_w;
+            if (ix < 0 || ix >= p.w_in) continue;
+            const float* xp = X + ((n * p.h_in + iy) * p.w_in + ix) * c;
+            const float* k = wv + (o * taps + ky * p.kw + kx) * c;
+            float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+            for (int64_t ci = 0; ci < c; ++ci) dot += xp[ci] * k[ci];
+            acc += dot;
+          }
+        }
+        out[ox] = acc;
+      }
+    }
+  }
+}
+
 namespace {
 
 // One output pixel's channels: the reference's bilinear blend, channel by channel.

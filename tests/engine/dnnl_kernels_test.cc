@@ -251,6 +251,42 @@ Conv2dParams Pointwise(int64_t n, int64_t c_in, int64_t c_out, int64_t h, int64_
   return p;
 }
 
+// A convolution into 1 to 3 channels of a channels-last input (our own loop: oneDNN pads the
+// output channels to 16): after a first convolution leaves its output channels-last, on
+// seeded shapes with strides, pads, dilations, a bias and an activation.
+TEST_F(DnnlKernelsTest, ConvIntoFewChannelsOfAChannelsLastInput) {
+  std::mt19937 rng(SeedFor("ConvIntoFewChannelsOfAChannelsLastInput"));
+  for (int t = 0; t < 12; ++t) {
+    auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+    const int64_t n = pick(1, 2), c = pick(16, 70), h = pick(5, 19), w = pick(5, 23);
+    const Conv2dParams first = Pointwise(n, 3, c, h, w);
+    Conv2dParams p = Pointwise(n, c, pick(1, 3), h, w);
+    p.kh = p.kw = std::array<int, 3>{1, 3, 5}[pick(0, 2)];
+    p.stride_h = p.stride_w = pick(1, 2);
+    p.dil_h = p.dil_w = p.kh > 1 && pick(0, 2) == 0 ? 2 : 1;
+    p.pad_t = pick(0, p.kh / 2); p.pad_l = pick(0, p.kw / 2); p.pad_b = pick(0, p.kh / 2); p.pad_r = pick(0, p.kw / 2);
+    p.h_out = (h + p.pad_t + p.pad_b - (p.kh - 1) * p.dil_h - 1) / p.stride_h + 1;
+    p.w_out = (w + p.pad_l + p.pad_r - (p.kw - 1) * p.dil_w - 1) / p.stride_w + 1;
+    if (p.h_out <= 0 || p.w_out <= 0) continue;
+    p.act.kind = pick(0, 1) ? Activation::kSigmoid : Activation::kNone;
+    const bool bias = pick(0, 1);
+    const int64_t out = n * p.c_out * p.h_out * p.w_out;
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "n%lld %lld ch %lldx%lld -> %lld ch k%d s%d d%d pads %d%d%d%d%s%s", (long long)n,
+                  (long long)c, (long long)h, (long long)w, (long long)p.c_out, p.kh, p.stride_h, p.dil_h, p.pad_t,
+                  p.pad_l, p.pad_b, p.pad_r, bias ? " bias" : "", p.act.kind == Activation::kSigmoid ? " sigmoid" : "");
+    Compare(buf, {Random(rng, n * 3 * h * w), Random(rng, c * 3), Random(rng, p.c_out * c * p.kh * p.kw, -0.3f, 0.3f),
+                  bias ? Random(rng, p.c_out) : Floats{}},
+            [&](Kernels& k, Mem& m, const std::vector<void*>& v) {
+              void* a = m.New(n * c * h * w);
+              EXPECT_TRUE(k.Conv2d(first, v[0], v[1], nullptr, nullptr, a, nullptr).ok());
+              void* y = m.New(out);
+              EXPECT_TRUE(k.Conv2d(p, a, v[2], v[3], nullptr, y, nullptr).ok());
+              return m.Get(y, out);
+            });
+  }
+}
+
 TEST_F(DnnlKernelsTest, BinaryWithBroadcastsAndLayouts) {
   std::mt19937 rng(SeedFor("BinaryWithBroadcastsAndLayouts"));
   const int64_t n = 2, c = 13, h = 7, w = 9;
