@@ -214,8 +214,11 @@ class ConvertTest(unittest.TestCase):
             fmg.dump(model, jp, bp)
             doc, arrays = fmg.load(jp, bp)
         self.assertEqual([n["op"] for n in doc["nodes"]], [n.op_type for n in model.graph.node])
-        self.assertEqual(doc["outputs"], [{"name": "out"}])
+        self.assertEqual(doc["version"], 2)
+        self.assertEqual(doc["opset"], 11)  # what the TF.js conversion imports; the engine lowers by it
+        self.assertEqual(doc["outputs"], [{"name": "out", "dtype": "float32"}])
         self.assertEqual(doc["inputs"][0]["shape"], [1, 3, 8, 9])
+        self.assertEqual(doc["inputs"][0]["dtype"], "float32")
         for t in model.graph.initializer:
             np.testing.assert_array_equal(arrays[t.name], onnx.numpy_helper.to_array(t).astype(arrays[t.name].dtype))
         conv = next(n for n in doc["nodes"] if n["op"] == "Conv")
