@@ -61,8 +61,14 @@ void TransitionFinder::Reset() {
 }
 
 void TransitionFinder::Add(int64_t index, const cv::Mat& gray, const cv::Mat& histogram,
-                           bool flat, double residual, double camera_speed) {
+                           bool flat, double residual, double camera_speed, bool hard_step) {
   if (flat) return Reset();
+  if (hard_step && !recent_.empty()) {
+    // The frames before a hard step are one side of it: what is open is judged up to the
+    // frame before, and nothing later looks back across it.
+    if (open_ && *open_ + 1 < recent_.size()) EvaluateOpen(*open_, recent_.size() - 1, too_long_);
+    Reset();
+  }
   recent_.push_back({index, Thumbnail(gray), histogram, residual, camera_speed});
   const size_t last = recent_.size() - 1;
   const bool changed =

@@ -63,9 +63,12 @@ class TransitionFinder {
   // The next analysed frame in order: its source index, 8-bit gray, its histogram (motion's),
   // whether it is flat (a flat frame ends any candidate: fades are decided elsewhere), and
   // the residual of the flow from the frame before (motion's PairMotion::residual; 0 for the
-  // first).
+  // first), and whether the step from the frame before is as large as a hard cut's (motion's
+  // cut test on the pair): a candidate open across it ends before it, and no later one reaches
+  // back over it (a cut a few frames after a dissolve made one candidate of both, whose sides
+  // fitted neither).
   void Add(int64_t index, const cv::Mat& gray, const cv::Mat& histogram, bool flat,
-           double residual, double camera_speed = 0);
+           double residual, double camera_speed = 0, bool hard_step = false);
   // Every transition found, in order, once the last frame has been added.
   std::vector<GradualTransition> Finish();
 

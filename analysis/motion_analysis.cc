@@ -51,6 +51,7 @@ struct Similarity {
   cv::Matx23d m = cv::Matx23d(1, 0, 0, 0, 1, 0);
   std::vector<cv::Point2f> inlier_flow;
   double inliers = 0;
+  double median_length = 0;  // of every sample's flow, analysis px
 };
 
 Similarity FitCamera(const cv::Mat& flow) {
@@ -66,6 +67,9 @@ Similarity FitCamera(const cv::Mat& flow) {
       to.emplace_back(float(x) + f.x, float(y) + f.y);
     }
   Similarity s;
+  std::vector<double> lengths;
+  for (size_t i = 0; i < from.size(); ++i) lengths.push_back(cv::norm(to[i] - from[i]));
+  s.median_length = Median(std::move(lengths));
   if (from.size() < 8) return s;
   std::vector<uchar> mask;
   cv::Mat m = cv::estimateAffinePartial2D(from, to, mask, cv::RANSAC, 0.75, 2000, 0.995, 10);
@@ -314,17 +318,47 @@ Result<PairMotion> MotionAnalyser::Compare(const Frame& a, const Frame& b, doubl
     p.camera.rotation_deg = std::atan2(s.m(1, 0), s.m(0, 0)) * 180 / kPi / double(p.gap);
   }
   p.camera.inliers = s.inliers;
+  p.camera.flow_speed = s.median_length * to_source;
   p.subject = Residual(flow, p.camera.valid ? s.m : cv::Matx23d(1, 0, 0, 0, 1, 0), to_source,
                        options_.moving_px);
   return p;
 }
 
+cv::Mat MotionAnalyser::Thumbnail(const cv::Mat& gray) const {
+  constexpr int kWidth = 64;
+  cv::Mat small;
+  const int h = std::max(1, gray.rows * kWidth / std::max(1, gray.cols));
+  cv::resize(gray, small, cv::Size(kWidth, h), 0, 0, cv::INTER_AREA);
+  return small;
+}
+
+// The change a cut is placed by: the mean absolute difference of two consecutive source
+// frames' gray thumbnails. At a cut it is the new picture against the old; within a shot, a
+// frame's motion, smaller the higher the source's rate.
+void MotionAnalyser::Step(int64_t index, cv::Mat thumb) {
+  if (!last_thumb_.empty() && last_thumb_.size() == thumb.size()) {
+    const double change = cv::norm(last_thumb_, thumb, cv::NORM_L1) / double(thumb.total());
+    if (change > sharpest_change_) sharpest_ = index, sharpest_change_ = change;
+  }
+  last_thumb_ = std::move(thumb);
+}
+
+void MotionAnalyser::Skipped(int64_t index, const cv::Mat& bgr) {
+  cv::Mat gray;
+  cv::cvtColor(bgr, gray, cv::COLOR_BGR2GRAY);
+  Step(index, Thumbnail(gray));
+}
+
 Status MotionAnalyser::Add(int64_t index, double time_s, const cv::Mat& bgr) {
   Frame f = Prepare(index, bgr);
+  Step(index, Thumbnail(f.gray));
+  const int64_t sharpest = sharpest_ >= 0 ? sharpest_ : index;
+  sharpest_ = -1, sharpest_change_ = -1;
   if (frames_++ == 0) first_luma_ = f.luma;
   if (previous_.index >= 0) {
     auto pair = Compare(previous_, f, time_s);
     if (!pair.ok()) return pair.status();
+    pair->sharpest = std::clamp(sharpest, previous_.index + 1, index);
     pairs_.push_back(std::move(pair).value());
     skip_change_.push_back(1.0);  // until the next frame arrives
     across_flat_.emplace_back();
@@ -338,10 +372,17 @@ Status MotionAnalyser::Add(int64_t index, double time_s, const cv::Mat& bgr) {
     }
   }
   const bool paired = !pairs_.empty() && pairs_.back().frame == f.index;
+  // The camera's speed for the transition finder's gate; where no camera model fits two
+  // pictures (a fast pan's blur), the flow's own median speed: not 0, which let pans through.
   double speed = 0;
-  if (paired && pairs_.back().camera.valid)
-    speed = std::hypot(pairs_.back().camera.dx, pairs_.back().camera.dy) / std::max(1, source_.width);
-  finder_.Add(f.index, f.gray, f.histogram, f.flat, paired ? pairs_.back().residual : 0, speed);
+  if (paired) {
+    const CameraMotion& c = pairs_.back().camera;
+    if (c.valid) speed = std::hypot(c.dx, c.dy) / std::max(1, source_.width);
+    else if (!pairs_.back().flat && !pairs_.back().from_flat) speed = c.flow_speed / std::max(1, source_.width);
+  }
+  const bool hard_step = paired && pairs_.back().histogram_change > options_.cut_histogram &&
+                         pairs_.back().residual > options_.cut_residual;
+  finder_.Add(f.index, f.gray, f.histogram, f.flat, paired ? pairs_.back().residual : 0, speed, hard_step);
   if (!f.flat) last_solid_ = f;
   before_previous_ = std::move(previous_);
   previous_ = std::move(f);
@@ -411,27 +452,66 @@ bool MotionAnalyser::IsIsolatedCut(size_t i) const {
              options_.isolated_histogram * std::max(before.histogram_change, after.histogram_change);
 }
 
+// Pair p touches a frame of [first, last]: it spans source frames frame - gap to frame.
+static bool Touches(const PairMotion& p, const GradualTransition& t) {
+  return p.frame >= t.first && p.frame - p.gap <= t.last;
+}
+
+bool MotionAnalyser::IsHardCutInSpan(size_t i) const {
+  // A dissolve's steps change every pair about alike; a hard cut a few frames before or after
+  // one changes its pair alone: isolated_cut times its neighbours' residual, as a cut within
+  // one fixed camera (the same measure, chosen on the labelled set).
+  const PairMotion& p = pairs_[i];
+  const double before = i > 0 ? pairs_[i - 1].residual : 0;
+  const double after = i + 1 < pairs_.size() ? pairs_[i + 1].residual : 0;
+  return p.histogram_change > options_.cut_histogram && p.residual > options_.cut_residual &&
+         p.residual >= options_.isolated_cut * std::max(before, after);
+}
+
+GradualTransition MotionAnalyser::OverSkipped(GradualTransition t) const {
+  for (const PairMotion& p : pairs_) {
+    if (p.frame == t.first) t.first = p.cut ? std::max(p.frame - p.gap + 1, p.sharpest) : p.frame - p.gap + 1;
+    if (p.frame > t.last) {  // the first analysed frame after the span
+      t.last = std::max(t.last, (p.cut ? std::min(p.frame, p.sharpest) : p.frame) - 1);
+      break;
+    }
+  }
+  return t;
+}
+
 void MotionAnalyser::Place(MotionSummary* out, const std::vector<GradualTransition>& dissolves) {
-  out->transitions = fades_;
+  std::vector<GradualTransition> spans = fades_;
   for (const GradualTransition& t : dissolves) {
     // A fade through black already spans what its fade in looks like: a mix of dark and light.
     const bool in_fade = std::any_of(fades_.begin(), fades_.end(), [&](const GradualTransition& f) {
       return t.first <= f.last && t.last >= f.first;
     });
     if (in_fade) continue;
-    for (PairMotion& p : pairs_)
-      if (p.frame >= t.first && p.frame <= t.last + 1) p.cut = p.frame == t.cut;
-    out->transitions.push_back(t);
+    GradualTransition span = t;
+    for (size_t i = 0; i < pairs_.size(); ++i) {
+      PairMotion& p = pairs_[i];
+      if (!Touches(p, t)) continue;
+      if (p.frame == t.cut) {
+        p.cut = true;
+      } else if (p.cut && IsHardCutInSpan(i)) {  // kept: the span stops short of it
+        if (p.frame > t.cut) span.last = std::min(span.last, p.frame - p.gap);
+        else span.first = std::max(span.first, p.frame);
+      } else {
+        p.cut = false;
+      }
+    }
+    spans.push_back(span);
   }
+  for (const GradualTransition& t : spans) out->transitions.push_back(OverSkipped(t));
   std::sort(out->transitions.begin(), out->transitions.end(),
             [](const GradualTransition& a, const GradualTransition& b) { return a.first < b.first; });
   for (const PairMotion& p : pairs_)
-    if (p.cut) out->cuts.push_back(p.frame);
+    if (p.cut) out->cuts.push_back(p.sharpest);
 }
 
-bool MotionAnalyser::InTransition(int64_t frame, const MotionSummary& s) const {
+bool MotionAnalyser::InTransition(const PairMotion& p, const MotionSummary& s) const {
   for (const GradualTransition& t : s.transitions)
-    if (frame >= t.first && frame <= t.last + 1) return true;  // the pair touches a mixed frame
+    if (Touches(p, t)) return true;  // the pair touches a mixed frame
   return false;
 }
 
@@ -451,11 +531,11 @@ MotionSummary MotionAnalyser::Finish(int64_t frames_total) {
   };
   for (const PairMotion& p : pairs_) {
     if (p.cut) {
-      close(p.frame);
-      start = p.frame;
+      close(p.sharpest);
+      start = p.sharpest;
       continue;
     }
-    if (InTransition(p.frame, out)) continue;
+    if (InTransition(p, out)) continue;
     shot.push_back(&p);
     all.push_back(&p);
   }

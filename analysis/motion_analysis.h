@@ -53,6 +53,9 @@ struct CameraMotion {
   double zoom = 1;        // scale per frame
   double rotation_deg = 0;
   double inliers = 0;     // fraction of flow samples the model explains
+  // The median flow's length over every sample, source px per frame: how fast the picture
+  // moves when no camera model fits (a fast pan's blur, a whip pan), where dx, dy are 0.
+  double flow_speed = 0;
 };
 
 // The residual flow, source px per frame. Over a shot: the mean of the pairs' values.
@@ -73,7 +76,12 @@ struct PairMotion {
   double luma = 0;              // the later frame's mean luma (0-255)
   bool flat = false;            // the later frame is flat: no cut is decided from it alone
   bool from_flat = false;       // the earlier frame is flat
-  bool cut = false;             // a new shot starts at `frame`
+  bool cut = false;             // a new shot starts at `frame`...
+  // ...or, when the pair spans skipped frames (gap > 1: analysis below the source's rate),
+  // at this one: the later frame of the consecutive pair, among every source frame from the
+  // earlier analysed frame to `frame`, whose thumbnails differ most (Skipped). `frame` when
+  // gap is 1 or the frames between were not shown.
+  int64_t sharpest = 0;
 };
 
 struct ShotMotion {
@@ -107,6 +115,10 @@ class MotionAnalyser {
   // The next analysed frame (8-bit BGR at the analysis size), in order. Fails only when
   // the flow does (a device error other than running out of memory).
   Status Add(int64_t index, double time_s, const cv::Mat& bgr);
+  // A source frame between two analysed ones (analysis below the source's rate), in order
+  // with them: only its thumbnail is kept, to place a cut on the exact source frame where the
+  // new shot starts, and transitions' ends on the skipped frames beside them.
+  void Skipped(int64_t index, const cv::Mat& bgr);
   // Decides the cuts (a flash is looked at from both sides), then the shots.
   MotionSummary Finish(int64_t frames_total);
 
@@ -135,10 +147,19 @@ class MotionAnalyser {
   // the first frame of the fade out to the last of the fade in, the cut at `cut`; none when
   // the light fades on neither side of the run.
   std::optional<GradualTransition> FadeAround(size_t last, size_t cut) const;
-  // Marks each dissolve's cut on pairs_ (a cut found inside its span is its cut), then lists
-  // the cuts and every transition in order.
+  // Marks each dissolve's cut on pairs_ (a cut found inside its span is its cut, unless it is
+  // a hard cut of its own: then the span ends before it), then lists the cuts, each at its
+  // exact source frame, and every transition in order, its ends widened over skipped frames.
   void Place(MotionSummary* out, const std::vector<GradualTransition>& dissolves);
-  bool InTransition(int64_t frame, const MotionSummary& s) const;
+  // A hard cut of its own: pair i alone changes, as a cut would, inside a transition's span.
+  bool IsHardCutInSpan(size_t i) const;
+  // Widens [first, last] over the skipped frames next to its ends (any may be mixed).
+  GradualTransition OverSkipped(GradualTransition t) const;
+  bool InTransition(const PairMotion& p, const MotionSummary& s) const;
+  // The thumbnail a cut is placed by (Skipped), and what the pairs since the last analysed
+  // frame changed most.
+  cv::Mat Thumbnail(const cv::Mat& gray) const;
+  void Step(int64_t index, cv::Mat thumb);
 
   MotionAnalysisOptions options_;
   cv::Size source_;
@@ -154,6 +175,9 @@ class MotionAnalyser {
   // run, the comparison with the last frame before the run (a fade between two shots).
   std::vector<double> skip_change_;
   std::vector<std::optional<PairMotion>> across_flat_;
+  cv::Mat last_thumb_;           // the last source frame's seen (analysed or skipped)
+  int64_t sharpest_ = -1;        // since the last analysed frame: the frame that changed most...
+  double sharpest_change_ = -1;  // ...and by how much
   int64_t frames_ = 0;
   double first_luma_ = 0;
 };

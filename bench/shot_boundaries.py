@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Shot boundaries and clips on the labelled set (bench/shot_set.py): framemill against ffmpeg.
+"""Shot boundaries and clips on the labelled set (bench/shot_set.py): framemill against ffmpeg's
+scene filter and PySceneDetect's two detectors as video2dataset uses them (bench/scenedetect_peer.py).
 
     bench/shot_boundaries.py [--framemill build/framemill] [--set DIR] [--work DIR]
 
@@ -24,6 +25,9 @@ import subprocess
 import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import scenedetect_peer  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FPS = 25
@@ -154,6 +158,7 @@ def main():
                                            for n, t in truth.items()))
     results = framemill_results(os.path.abspath(args.framemill), args.set, args.work)
     scores = {n: scene_scores(os.path.join(args.set, n)) for n in truth}
+    content = {n: scenedetect_peer.content_scores(os.path.join(args.set, n)) for n in truth}
 
     def total(found_of, names=None):
         acc = [0, 0, 0, 0, 0, []]
@@ -183,6 +188,13 @@ def main():
     for thr in (0.1, 0.2, 0.3, 0.4):
         print(table_row(f"ffmpeg scene > {thr}",
                         total(lambda n: [f for f, s in scores[n].items() if s > thr]))[0])
+    # PySceneDetect's detectors as video2dataset runs them (bench/scenedetect_peer.py), on
+    # the held-out videos alone too.
+    for name, cuts_of in (("PySceneDetect-style content (27)", lambda n: scenedetect_peer.content_cuts(content[n])),
+                          ("PySceneDetect-style adaptive (3.0)", lambda n: scenedetect_peer.adaptive_cuts(content[n]))):
+        print(table_row(name, total(cuts_of))[0])
+        if held:
+            print(table_row(f"{name}, held out", total(cuts_of, held))[0])
     for n, t in truth.items():
         m = results[n]["motion"]
         print(f"  {n}: cuts {m['cuts']}\n    truth {t['cuts']}\n    transitions {m.get('transitions')}"

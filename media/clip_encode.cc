@@ -279,12 +279,14 @@ class AudioCutter {
       const int room = swr_get_out_samples(swr_, in);
       if (room <= 0) continue;
       FramePtr buf(av_frame_alloc());
+      if (!buf) return Status::OutOfMemory("audio buffer");
       buf->format = AV_SAMPLE_FMT_FLTP;
       buf->nb_samples = room;
       if (av_channel_layout_copy(&buf->ch_layout, &layout_) < 0 || av_frame_get_buffer(buf.get(), 0) < 0)
         return Status::OutOfMemory("audio buffer");
       const int got = swr_convert(swr_, buf->extended_data, room,
                                   *more ? const_cast<const uint8_t**>(f->extended_data) : nullptr, in);
+      if (got < 0) return Status::Corruption("cannot resample the audio: " + AvError(got));
       if (got > 0 && av_audio_fifo_write(fifo_, reinterpret_cast<void**>(buf->extended_data), got) < got)
         return Status::OutOfMemory("audio queue");
     }
@@ -294,6 +296,7 @@ class AudioCutter {
 
   Status Emit(int n) {
     FramePtr f(av_frame_alloc());
+    if (!f) return Status::OutOfMemory("audio frame");
     f->format = AV_SAMPLE_FMT_FLTP;
     f->sample_rate = rate_;
     f->nb_samples = n;

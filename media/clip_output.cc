@@ -92,6 +92,7 @@ Result<int64_t> ClipOutput::Finish() {
   if ((rc = avio_closep(&oc_->pb)) < 0) return Status::IOError("cannot close " + temp_ + ": " + AvError(rc));
   std::error_code ec;
   const auto bytes = static_cast<int64_t>(fs::file_size(temp_, ec));
+  if (ec) return Status::IOError("cannot read the size of " + temp_ + ": " + ec.message());
   FM_RETURN_IF_ERROR(RenameIntoPlace(temp_, path_));
   renamed_ = true;
   return bytes;

@@ -146,9 +146,11 @@ Result<bool> VideoReader::Next(VideoFrame* out) {
     const int64_t index = m.av.decoded() - 1;
     const double time_s = m.FrameTime();
     m.last_time_s = time_s;
-    if (!m.Keep(time_s)) continue;
+    const bool kept = m.Keep(time_s);
+    if (!kept && !m.options.also_skipped) continue;
     out->index = index;
     out->time_s = time_s;
+    out->kept = kept;
     m.Convert(&out->image);
     return true;
   }

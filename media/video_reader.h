@@ -23,6 +23,10 @@ struct VideoReaderOptions {
   int64_t max_kept = 0;  // >0: a lower rate where needed, so that about this many frames are
                          // kept over the declared length (of its first limits.max_frames)
   bool gray = false;    // 8-bit gray instead of 8-bit BGR
+  // Next() also returns the frames max_fps leaves out, converted as the kept ones, with
+  // VideoFrame::kept false: a stage that analyses a lower rate but places what it finds at
+  // the source's own frames (motion's cuts above motion.max_fps).
+  bool also_skipped = false;
   int threads = 1;      // decoder threads (a worker already has its share of the cores)
   VideoLimits limits;   // max_pixels refused from the header; max_frames decoded at most
 };
@@ -31,6 +35,7 @@ struct VideoFrame {
   int64_t index = 0;    // source frame number, in presentation order from 0
   double time_s = 0;    // presentation time, from the stream's pts, relative to its start
   cv::Mat image;        // 8-bit, BGR or gray as asked, at the reader's output size
+  bool kept = true;     // false: a frame max_fps leaves out (only with also_skipped)
 };
 
 class VideoReader {
@@ -46,7 +51,7 @@ class VideoReader {
   const VideoInfo& info() const;
   cv::Size output_size() const;  // size of every frame Next() returns
 
-  // The next kept frame: true with *frame filled, false at the end of the stream (or
+  // The next kept frame (or skipped one, with also_skipped): true with *frame filled, false at the end of the stream (or
   // after limits.max_frames). Corruption when the file breaks before any frame decoded;
   // damage later ends the stream early, counted in damaged_packets().
   Result<bool> Next(VideoFrame* frame);

@@ -37,6 +37,7 @@ Outcome MotionStage::RunOne(const ClaimedJob& job, const StageContext& ctx) {
   VideoReaderOptions ro;
   ro.max_width = options_.analysis_width;
   ro.max_fps = options_.max_fps;
+  ro.also_skipped = true;  // each cut on its exact source frame above max_fps
   ro.limits = options_.video_limits;
   auto reader = VideoReader::Open(job.source, ro);
   if (!reader.ok()) return Outcome::Failed(reader.status());
@@ -54,6 +55,10 @@ Outcome MotionStage::RunOne(const ClaimedJob& job, const StageContext& ctx) {
     auto more = r.Next(&frame);
     if (!more.ok()) return Outcome::Failed(more.status());
     if (!*more) break;
+    if (!frame.kept) {
+      analyser.Skipped(frame.index, frame.image);
+      continue;
+    }
     if (Status s = analyser.Add(frame.index, frame.time_s, frame.image); !s.ok())
       return Outcome::Failed(s);
   }

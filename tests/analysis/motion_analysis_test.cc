@@ -253,3 +253,110 @@ TEST(MotionAnalysisTest, AFastPanIsNeitherACutNorATransition) {
 
 }  // namespace
 }  // namespace framemill
+
+namespace framemill {
+namespace {
+
+// Feeds `views` (at kView) as a source of `rate` frames/s analysed at `analysed` frames/s:
+// every (rate/analysed)-th frame analysed, the others shown as skipped, as the motion stage
+// does above motion.max_fps.
+MotionSummary FilmViewsAt(const std::vector<cv::Mat>& views, int every, MotionAnalyser* a) {
+  for (size_t k = 0; k < views.size(); ++k) {
+    cv::Mat small;
+    cv::resize(views[k], small, kAnalysis, 0, 0, cv::INTER_AREA);
+    if (k % every == 0) EXPECT_TRUE(a->Add(int64_t(k), k / 50.0, small).ok());
+    else a->Skipped(int64_t(k), small);
+  }
+  return a->Finish(int64_t(views.size()));
+}
+
+std::vector<cv::Mat> PanThenCut(int cut, int frames) {
+  const auto a = testing::FilmPhoto(cv::imread(SampleData("aloeL.jpg")), {{2, 0}}, kView, cut);
+  const auto b = testing::FilmPhoto(cv::imread(SampleData("baboon.jpg")), {{0, 1}}, kView, frames - cut);
+  std::vector<cv::Mat> views(a);
+  views.insert(views.end(), b.begin(), b.end());
+  return views;
+}
+
+// 50 frames/s analysed at 25 (motion.max_fps 30): a cut between two analysed frames is
+// placed on its own frame, not on the analysed frame after it, and so is the shot it starts.
+TEST(MotionAnalysisTest, ACutBetweenAnalysedFramesIsPlacedOnItsExactSourceFrame) {
+  for (int cut : {41, 44}) {
+    MotionAnalyser a({}, kView, kAnalysis, 25);
+    const MotionSummary m = FilmViewsAt(PanThenCut(cut, 80), 2, &a);
+    EXPECT_EQ(m.cuts, std::vector<int64_t>({cut}));
+    ASSERT_EQ(m.shots.size(), 2u);
+    EXPECT_EQ(m.shots[0].end, cut);
+    EXPECT_EQ(m.shots[1].start, cut);
+    EXPECT_EQ(a.pairs()[cut / 2].gap, 2);
+  }
+  // Every frame analysed: the same frame.
+  MotionAnalyser every({}, kView, kAnalysis, 50);
+  EXPECT_EQ(FilmViewsAt(PanThenCut(41, 80), 1, &every).cuts, std::vector<int64_t>({41}));
+}
+
+// The cross-fade of ACrossFadeBetweenTwoPans... (mixed frames 40-51) at 50 frames/s analysed
+// at 25: its span still holds every mixed frame, the skipped ones at its ends included.
+TEST(MotionAnalysisTest, ATransitionAnalysedAtHalfRateSpansItsSkippedMixedFrames) {
+  const auto a = testing::FilmPhoto(cv::imread(SampleData("aloeL.jpg")), {{1.5, 0}}, kView, 52);
+  const auto b = testing::FilmPhoto(cv::imread(SampleData("baboon.jpg")), {{0, 1}}, kView, 62);
+  std::vector<cv::Mat> views;
+  for (int k = 0; k < 102; ++k) {
+    if (k < 41) views.push_back(a[k]);
+    else if (k >= 52) views.push_back(b[k - 40]);
+    else {
+      cv::Mat mix;
+      const double w = (k - 40) / 12.0;  // 41-51 mixed
+      cv::addWeighted(a[k], 1 - w, b[k - 40], w, 0, mix);
+      views.push_back(mix);
+    }
+  }
+  MotionAnalyser an({}, kView, kAnalysis, 25);
+  const MotionSummary m = FilmViewsAt(views, 2, &an);
+  ASSERT_EQ(m.transitions.size(), 1u) << ::testing::PrintToString(m.cuts);
+  EXPECT_LE(m.transitions[0].first, 41);
+  EXPECT_GE(m.transitions[0].last, 51);
+  EXPECT_GE(m.transitions[0].first, 31) << m.transitions[0].first;
+  EXPECT_LE(m.transitions[0].last, 61) << m.transitions[0].last;
+  ASSERT_EQ(m.cuts.size(), 1u) << ::testing::PrintToString(m.cuts);
+}
+
+// A hard cut 6 frames after a cross-fade ends, inside the span the finder fits around the
+// fade: it stays a cut, and the span ends before it (it used to be erased, and the clip after
+// the fade held two shots).
+TEST(MotionAnalysisTest, AHardCutJustAfterACrossFadeIsKeptAndEndsItsSpan) {
+  const auto a = testing::FilmPhoto(cv::imread(SampleData("aloeL.jpg")), {{3, 0}}, kView, 52);
+  const auto b = testing::FilmPhoto(cv::imread(SampleData("baboon.jpg")), {{0, 2}}, kView, 52);
+  const auto c = testing::FilmPhoto(cv::imread(SampleData("fruits.jpg")), {{-2, 0}}, kView, 40);
+  std::vector<cv::Mat> views;  // 0-39 a, 40-51 mixed, 52-57 b, 58- c
+  for (int k = 0; k < 98; ++k) {
+    if (k < 40) views.push_back(a[k]);
+    else if (k >= 58) views.push_back(c[k - 58]);
+    else if (k >= 52) views.push_back(b[k - 40]);
+    else {
+      cv::Mat mix;
+      const double w = (k - 39) / 13.0;
+      cv::addWeighted(a[k], 1 - w, b[k - 40], w, 0, mix);
+      views.push_back(mix);
+    }
+  }
+  const MotionSummary m = FilmViews(views);
+  std::string spans;
+  for (const auto& t : m.transitions) spans += std::to_string(t.first) + "-" + std::to_string(t.last) + " ";
+  ASSERT_EQ(m.transitions.size(), 1u) << ::testing::PrintToString(m.cuts) << " " << spans;
+  EXPECT_LE(m.transitions[0].first, 40) << spans;
+  EXPECT_GE(m.transitions[0].last, 51) << spans;
+  EXPECT_LT(m.transitions[0].last, 58) << spans;
+  ASSERT_EQ(m.cuts.size(), 2u) << ::testing::PrintToString(m.cuts);
+  EXPECT_EQ(m.cuts[1], 58);
+}
+
+// A pair the camera model cannot fit still has a speed: the median flow's length.
+TEST(MotionAnalysisTest, EveryPairHasTheFlowsOwnSpeed) {
+  MotionAnalyser a({}, kView, kAnalysis, 25);
+  Film({.velocity = {6, 0}}, 10, &a);
+  for (const PairMotion& p : a.pairs()) EXPECT_NEAR(p.camera.flow_speed, 6.0, 0.5) << p.frame;
+}
+
+}  // namespace
+}  // namespace framemill

@@ -452,5 +452,43 @@ TEST(ClipsBinaryTest, BadVideosEachEndWithTheReasonAndARotationIsKept) {
   EXPECT_TRUE(rotated);
 }
 
+// Above motion.max_fps (30) the stage analyses 30 frames a second of the source's 50 or 60;
+// a cut on a frame it does not analyse is still placed on that frame, so the clip before it
+// holds none of the next shot (it used to end one frame into it). vtest's street (101 frames)
+// then cockatoo.mp4 (140), each source frame one output frame: the cut is frame 101, skipped
+// at 60 frames/s (every other frame analysed).
+TEST(ClipsBinaryTest, AtFiftyAndSixtyFramesASecondACutIsOnItsExactFrame) {
+  TempDir dir;
+  const std::string media = dir / "media";
+  fs::create_directories(media);
+  constexpr int64_t kCut = 101, kFrames = 241;
+  for (const std::string fps : {"50", "60"}) {
+    const std::string graph =
+        "[0:v]trim=start_frame=100:end_frame=201,setpts=PTS-STARTPTS,scale=640:360,setsar=1,fps=10[a];"
+        "[1:v]trim=end_frame=140,scale=640:360,setsar=1[b];[a]settb=1/" + fps + ",setpts=N[a2];[b]settb=1/" +
+        fps + ",setpts=N[b2];[a2][b2]concat=n=2:v=1:a=0,format=yuv420p";
+    Ffmpeg(media, "cut-" + fps + ".mp4",
+           {"-i", SampleData("vtest.avi"), "-i", ImageioData("cockatoo.mp4"), "-filter_complex", graph,
+            "-fps_mode", "passthrough", "-r", fps, "-c:v", "libx264", "-preset", "veryfast", "-crf", "18"});
+  }
+  // 101 frames at 60 frames/s are 1.68 s: clips.min_s (2 s) would drop the first shot's clip.
+  auto env = RunOver(dir, media, "fps", "clips", {{"FRAMEMILL_CLIPS_MIN_S", "1"}});
+  const auto motion = ResultsByFile(env, dir.path(), "motion");
+  const auto clips = ResultsByFile(env, dir.path(), "clips");
+  for (const std::string name : {"cut-50.mp4", "cut-60.mp4"}) {
+    ASSERT_EQ(motion.count(name), 1u) << name;
+    const nlohmann::json& m = motion.at(name);
+    EXPECT_EQ(m["frames"].get<int64_t>(), kFrames) << name;
+    EXPECT_LE(m["frames_analysed"].get<int64_t>(), kFrames * 30 / 50 + 1) << name;  // max_fps 30
+    EXPECT_EQ(m["cuts"], nlohmann::json::array({kCut})) << name << ": " << m["cuts"].dump();
+    ASSERT_EQ(clips.count(name), 1u) << name;
+    const auto spans = Spans(clips.at(name)["clips"]);
+    ASSERT_EQ(spans.size(), 2u) << clips.at(name).dump();
+    EXPECT_EQ(spans[0], std::make_pair(int64_t(0), kCut)) << name;
+    EXPECT_EQ(spans[1].first, kCut) << name;
+    EXPECT_EQ(DecodedFrames(clips.at(name)["clips"][0]["artifact"].get<std::string>()), kCut) << name;
+  }
+}
+
 }  // namespace
 }  // namespace framemill::testing

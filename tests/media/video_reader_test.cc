@@ -79,6 +79,28 @@ TEST(VideoReaderTest, ScalesDownKeepsAspectAndThinsByStreamTime) {
   }
 }
 
+// With also_skipped, the frames max_fps leaves out come too, marked, each the same image a
+// reader keeping every frame gives.
+TEST(VideoReaderTest, SkippedFramesComeMarkedWhenAsked) {
+  VideoReaderOptions all;
+  all.max_width = 320;
+  all.limits.max_frames = 40;
+  VideoReaderOptions thinned = all;
+  thinned.max_fps = 5;  // vtest is 10 fps
+  thinned.also_skipped = true;
+  int64_t decoded = 0;
+  const auto every = ReadAll(SampleData("vtest.avi"), all, &decoded);
+  const auto marked = ReadAll(SampleData("vtest.avi"), thinned, &decoded);
+  ASSERT_EQ(every.size(), 40u);
+  ASSERT_EQ(marked.size(), 40u);
+  for (size_t i = 0; i < marked.size(); ++i) {
+    EXPECT_EQ(marked[i].index, int64_t(i));
+    EXPECT_EQ(marked[i].kept, i % 2 == 0) << i;
+    EXPECT_TRUE(every[i].kept);
+    EXPECT_EQ(cv::norm(marked[i].image, every[i].image, cv::NORM_INF), 0) << i;
+  }
+}
+
 TEST(VideoReaderTest, AFrameBudgetThinsEvenlyOverTheConsideredLength) {
   VideoReaderOptions o;
   o.max_fps = 5;
