@@ -12,8 +12,8 @@
 #include <mutex>
 
 #include "gpu/device_ledger.h"
+#include "jobs/stage_names.h"
 #include "scheduler/worker.h"
-#include "jobs/clip_totals.h"
 
 namespace framemill {
 
@@ -201,8 +201,20 @@ void MetricsServer::Refresh(JobStore* store, int64_t run_id, int live_workers) {
   refreshed_ms_ = now;
   Snapshot s;
   s.workers = live_workers;
-  if (auto jobs = store->Counts(0); jobs.ok()) s.jobs = std::move(jobs).value();
-  if (auto clips = CountClips(*store); clips.ok()) s.clips = *clips;
+  // The job counts are read after the clips results: the counter compares the two.
+  bool counted = false;
+  auto clips = clips_.Update(*store, [&]() -> Result<int64_t> {
+    auto jobs = store->Counts(0);
+    if (!jobs.ok()) return jobs.status();
+    s.jobs = std::move(jobs).value();
+    counted = true;
+    for (const StageCounts& c : s.jobs)
+      if (c.stage == stage_names::kClips) return c.done;
+    return int64_t{0};
+  });
+  if (clips.ok()) s.clips = *clips;
+  if (!counted)
+    if (auto jobs = store->Counts(0); jobs.ok()) s.jobs = std::move(jobs).value();
   auto runs = store->Runs(64);  // other machines' runs may have begun since
   const RunRecord* run = nullptr;
   if (runs.ok())

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "jobs/clip_totals.h"
 #include "scheduler/run_counters.h"
 #include "storage/job_store.h"
 
@@ -65,6 +66,7 @@ class MetricsServer {
   std::shared_ptr<Collector> collector_;
   std::string ledger_dir_;
   int64_t refreshed_ms_ = -1;
+  ClipCounter clips_;  // parses each clips result once, as its job finishes
 };
 
 }  // namespace framemill

@@ -102,6 +102,10 @@ class JobStoreWrapper : public JobStore {
                        const std::function<Status(const ExportRow&)>& fn) override {
     return target_->ForEachResult(stage, fn);
   }
+  Status ForEachResultFinishedSince(const std::string& stage, int64_t since_ms,
+                                    const std::function<Status(const ExportRow&)>& fn) override {
+    return target_->ForEachResultFinishedSince(stage, since_ms, fn);
+  }
   Result<std::optional<ExportRow>> ResultOf(int64_t item_id, const std::string& stage) override {
     return target_->ResultOf(item_id, stage);
   }

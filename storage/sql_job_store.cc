@@ -220,6 +220,11 @@ Status SqlJobStore<Db>::ForEachResult(const std::string& stage,
   return queries_->ForEachResult(stage, fn);
 }
 template <class Db>
+Status SqlJobStore<Db>::ForEachResultFinishedSince(const std::string& stage, int64_t since_ms,
+                                                   const std::function<Status(const ExportRow&)>& fn) {
+  return queries_->ForEachResultFinishedSince(stage, since_ms, fn);
+}
+template <class Db>
 Result<std::optional<ExportRow>> SqlJobStore<Db>::ResultOf(int64_t item_id,
                                                            const std::string& stage) {
   return queries_->ResultOf(item_id, stage);

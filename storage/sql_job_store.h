@@ -70,6 +70,8 @@ class SqlJobStore : public JobStore {
   Result<std::vector<JobTime>> RecentJobTimes(int64_t limit) override;
   Status ForEachResult(const std::string& stage,
                        const std::function<Status(const ExportRow&)>& fn) override;
+  Status ForEachResultFinishedSince(const std::string& stage, int64_t since_ms,
+                                    const std::function<Status(const ExportRow&)>& fn) override;
   Result<std::optional<ExportRow>> ResultOf(int64_t item_id, const std::string& stage) override;
 
   Db& db() { return *db_; }

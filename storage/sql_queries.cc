@@ -330,11 +330,25 @@ Result<std::vector<JobTime>> SqlQueries<Db>::RecentJobTimes(int64_t limit) {
 template <class Db>
 Status SqlQueries<Db>::ForEachResult(const std::string& stage,
                                      const std::function<Status(const ExportRow&)>& fn) {
+  return WalkResults(stage, -1, fn);
+}
+
+template <class Db>
+Status SqlQueries<Db>::ForEachResultFinishedSince(const std::string& stage, int64_t since_ms,
+                                                  const std::function<Status(const ExportRow&)>& fn) {
+  if (stage.empty()) return Status::InvalidArgument("results finished since: no stage named");
+  return WalkResults(stage, std::max<int64_t>(0, since_ms), fn);
+}
+
+template <class Db>
+Status SqlQueries<Db>::WalkResults(const std::string& stage, int64_t since_ms,
+                                   const std::function<Status(const ExportRow&)>& fn) {
+  // Since a time: read by jobs_stage_finished (stage, state, finished_at), not the whole stage.
   const std::string sql =
       "SELECT i.source, j.stage, r.device, r.result, r.artifacts, j.attempts, j.finished_at, j.id"
       " FROM results r JOIN jobs j ON j.id = r.job_id JOIN items i ON i.id = j.item_id"
       " WHERE j.state = ?1 AND j.id > ?2" + std::string(stage.empty() ? "" : " AND j.stage = ?4") +
-      " ORDER BY j.id LIMIT ?3";
+      std::string(since_ms >= 0 ? " AND j.finished_at >= ?5" : "") + " ORDER BY j.id LIMIT ?3";
   const int64_t page_rows = std::max(1, options_.export_page_rows);
   int64_t after = 0, last = 0;
   for (;;) {
@@ -344,10 +358,11 @@ Status SqlQueries<Db>::ForEachResult(const std::string& stage,
       FM_PREPARE(q, sql);
       q.Bind(1, static_cast<int64_t>(kDone)).Bind(2, after).Bind(3, page_rows);
       if (!stage.empty()) q.Bind(4, stage);
+      if (since_ms >= 0) q.Bind(5, since_ms);
       for (;;) {
         FM_STEP(row, q.Step());
         if (!row) break;
-        rows.push_back({q.Text(0), q.Text(1), q.Text(2), q.Text(3), q.Text(4), q.Int(5), q.Int(6)});
+        rows.push_back({q.Text(0), q.Text(1), q.Text(2), q.Text(3), q.Text(4), q.Int(5), q.Int(6), q.Int(7)});
         last = q.Int(7);  // `after` moves only once the page is read: a retry reads it again
       }
       return rows;

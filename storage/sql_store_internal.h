@@ -464,6 +464,10 @@ class SqlQueries : public SqlContext<Db> {
   Result<std::vector<ErrorRecord>> ErrorHistory(int64_t limit);
   Result<std::vector<JobTime>> RecentJobTimes(int64_t limit);
   Status ForEachResult(const std::string& stage, const std::function<Status(const ExportRow&)>& fn);
+  Status ForEachResultFinishedSince(const std::string& stage, int64_t since_ms,
+                                    const std::function<Status(const ExportRow&)>& fn);
+  // ForEachResult's walk; since_ms >= 0: only jobs of `stage` finished at or after it.
+  Status WalkResults(const std::string& stage, int64_t since_ms, const std::function<Status(const ExportRow&)>& fn);
   Result<std::optional<ExportRow>> ResultOf(int64_t item_id, const std::string& stage);
 
  private:

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "base/clock.h"
+#include "jobs/clip_totals.h"
 #include "jobs/retry_policy.h"
 #include "jobs/stage_graph.h"
 #include "storage/migrations.h"
@@ -1482,6 +1483,65 @@ TEST_P(JobStoreTest, ForEachResultExportsDoneJobsWithTheirResults) {
   }));
   EXPECT_EQ(all, 4);
   EXPECT_EQ(b, 2);
+}
+
+// /metrics' clip count (jobs/clip_totals.h): each clips result is parsed once, as its job
+// finishes; the store hands over only those finished since the counter last looked (less its
+// slack), and a count that no longer matches the store's is made again from every result.
+TEST_P(JobStoreTest, AClipCounterParsesEachClipsResultOnceAsItsJobFinishes) {
+  AddStage(Stage("clips"));
+  Open();
+  Enqueue(Images(3), {"clips"});
+  auto jobs = Claim("w", {"clips"});
+  ASSERT_EQ(jobs.size(), 3u);
+  int64_t shown_done = -1;  // < 0: the store's own count
+  auto done_now = [&]() -> Result<int64_t> {
+    if (shown_done >= 0) return shown_done;
+    auto counts = store_->Counts(0);
+    if (!counts.ok()) return counts.status();
+    for (const StageCounts& c : *counts)
+      if (c.stage == "clips") return c.done;
+    return int64_t{0};
+  };
+  Complete({Done(jobs[0], R"({"clips":[{"start_s":0,"end_s":2}]})"),
+            Done(jobs[1], R"({"clips":[{"start_s":0,"end_s":1},{"start_s":1,"end_s":4}]})")});
+  ClipCounter counter;
+  auto t = counter.Update(*store_, done_now);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->clips, 3);
+  EXPECT_DOUBLE_EQ(t->seconds, 6.0);
+  EXPECT_EQ(counter.parsed(), 2);
+  t = counter.Update(*store_, done_now);  // nothing new: nothing parsed
+  EXPECT_EQ(t->clips, 3);
+  EXPECT_EQ(counter.parsed(), 2);
+
+  clock_.Advance(60'000);  // the first two are far behind the slack: not read again
+  std::vector<int64_t> seen;
+  FM_ASSERT_OK(store_->ForEachResultFinishedSince("clips", clock_.NowMs(), [&](const ExportRow& r) {
+    seen.push_back(r.job_id);
+    return Status::OK();
+  }));
+  EXPECT_TRUE(seen.empty());
+  Complete({Done(jobs[2], R"({"clips":[{"start_s":3,"end_s":8}]})")});
+  FM_ASSERT_OK(store_->ForEachResultFinishedSince("clips", clock_.NowMs(), [&](const ExportRow& r) {
+    seen.push_back(r.job_id);
+    return Status::OK();
+  }));
+  EXPECT_EQ(seen, std::vector<int64_t>({jobs[2].id}));
+  t = counter.Update(*store_, done_now);
+  EXPECT_EQ(t->clips, 4);
+  EXPECT_DOUBLE_EQ(t->seconds, 11.0);
+  EXPECT_EQ(counter.parsed(), 3);
+
+  shown_done = 2;  // the store says fewer are done than the counter holds: all again
+  t = counter.Update(*store_, done_now);
+  EXPECT_EQ(t->clips, 4);
+  EXPECT_EQ(counter.parsed(), 6);
+  shown_done = 4;  // more than it can find: a few times in a row, then all again
+  for (int k = 1; k < ClipCounter::kMissesBeforeRecount; ++k) counter.Update(*store_, done_now);
+  EXPECT_EQ(counter.parsed(), 6);
+  counter.Update(*store_, done_now);
+  EXPECT_EQ(counter.parsed(), 9);
 }
 
 // Longest first: every job of a video is claimed before any photo's, stage by stage within
