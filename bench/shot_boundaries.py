@@ -2,7 +2,11 @@
 """Shot boundaries and clips on the labelled set (bench/shot_set.py): framemill against ffmpeg's
 scene filter and PySceneDetect's two detectors as video2dataset uses them (bench/scenedetect_peer.py).
 
-    bench/shot_boundaries.py [--framemill build/framemill] [--set DIR] [--work DIR]
+    bench/shot_boundaries.py [--framemill build/framemill] [--set DIR] [--work DIR] [--fps 50]
+
+--fps N re-times every video of the set to N frames/s (each frame one output frame, so the
+truth's frame numbers hold; x264 crf 12 into the work dir) before anything runs: above
+motion.max_fps (30) framemill analyses a lower rate and must still place each cut on its frame.
 
 Runs `framemill` (motion, clips) on every video of the set, and ffmpeg's scene filter
 (`select='gte(scene,0)'`, every frame's score) on the same files, then prints:
@@ -21,6 +25,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 
@@ -50,6 +55,20 @@ def framemill_results(binary, set_dir, work):
         r = json.loads(line)
         by_file.setdefault(os.path.basename(r["item"]), {})[r["stage"]] = r["result"]
     return by_file
+
+
+def retimed(set_dir, work, fps):
+    """The set's videos re-timed to `fps` (frame n at n / fps s, audio dropped), in work/set-<fps>."""
+    out = os.path.join(work, f"set-{fps}")
+    os.makedirs(out, exist_ok=True)
+    for name in sorted(os.listdir(set_dir)):
+        if not name.endswith(".mp4") or os.path.exists(os.path.join(out, name)):
+            continue
+        subprocess.run(["ffmpeg", "-v", "error", "-y", "-i", os.path.join(set_dir, name), "-an", "-vf",
+                        f"settb=1/{fps},setpts=N", "-fps_mode", "passthrough", "-r", str(fps),
+                        "-c:v", "libx264", "-preset", "veryfast", "-crf", "12", os.path.join(out, name)], check=True)
+    shutil.copy(os.path.join(set_dir, "truth.json"), os.path.join(out, "truth.json"))
+    return out
 
 
 def scene_scores(path):
@@ -148,10 +167,15 @@ def main():
     ap.add_argument("--framemill", default=os.path.join(HERE, "..", "build", "framemill"))
     ap.add_argument("--set", default="/tmp/framemill-shot-set")
     ap.add_argument("--work", default="/tmp/framemill-shot-work")
+    ap.add_argument("--fps", type=int, default=0, help="re-time the set to this rate first")
     args = ap.parse_args()
+    global FPS
     if not os.path.exists(os.path.join(args.set, "truth.json")):
         subprocess.run([sys.executable, os.path.join(HERE, "shot_set.py"), args.set], check=True)
     os.makedirs(args.work, exist_ok=True)
+    if args.fps:
+        args.set, FPS = retimed(args.set, args.work, args.fps), args.fps
+        print(f"re-timed to {FPS} frames/s: {args.set}")
     truth = json.load(open(os.path.join(args.set, "truth.json")))
     print(f"set: {args.set}: " + ", ".join(f"{n} ({t['frames']} frames, {len(t['cuts'])} cuts, "
                                            f"{len(t['transitions'])} transitions, {len(t['events'])} events)"
