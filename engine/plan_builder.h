@@ -299,6 +299,8 @@ class PlanBuilder {
   // One binary step (or fold) of `n`'s op on values a and b into value `out`; `fuse`: a
   // following activation may join it.
   Status BinaryStep(const Node& n, const std::string& a, const std::string& b, const std::string& out, bool fuse);
+  // Both constant: the op computed now, as the kernels would (in float, or on integers).
+  Status FoldBinary(const Node& n, const Val& a, const Val& b, const Shape& out, const std::string& out_name);
   Status LowerUnary(size_t i);
   // Relu(x) + k * Clip(x, max 0) (a PReLU as TF.js converters write it: facemesh's 23) as one
   // kPRelu step from the Relu at node i; false when the nodes after it are not that.
@@ -312,11 +314,16 @@ class PlanBuilder {
   Status LowerReduce(size_t i);
   // plan_shape.cc
   Status LowerResize(size_t i);
+  Result<Shape> ResizeOutput(const Node& n, const Val& x, bool v10, ResizeParams* p, std::vector<float>* scales);
+  Status ResizeModes(const Node& n, bool v10, ResizeParams* p);
   Status LowerPad(size_t i);
   Status LowerConcat(size_t i);
   Status LowerTranspose(size_t i);
   Status LowerSlice(size_t i);
   Status LowerGather(size_t i);
+  Status GatherBySlices(const Node& n, const Val& x, const std::vector<int64_t>& idx, int64_t axis, const Shape& out);
+  // One concat of values `parts` along `axis` into n's first output, of shape `out`.
+  void ConcatStep(const Node& n, const std::vector<std::string>& parts, int64_t axis, const Shape& out);
   Status LowerSplit(size_t i);
   // Reshape, Flatten, (Un)squeeze, Identity, Dropout, Cast, Shape: a new view of the same
   // buffer, or a folded constant.

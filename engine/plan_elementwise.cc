@@ -107,25 +107,7 @@ Status PlanBuilder::BinaryStep(const Node& n, const std::string& an, const std::
   if (g_.opset < broadcasts_from && a.shape != b.shape)
     return Unsup(n, "shapes " + ShapeStr(a.shape) + " and " + ShapeStr(b.shape) + " at opset " +
                         std::to_string(g_.opset) + ", before numpy broadcasting");
-  if (a.is_const && b.is_const) {
-    HostTensor t;
-    t.is_int = a.c.is_int && b.c.is_int;
-    if (t.is_int && n.op == "Pow") return Unsup(n, "folding Pow of integers");
-    t.shape = *out_shape;
-    Shape sa = BroadcastStrides(a.shape, t.shape), sb = BroadcastStrides(b.shape, t.shape);
-    ForEachIndex(t.shape, [&](int64_t, const Shape& idx) {
-      int64_t ia = 0, ib = 0;
-      for (size_t d = 0; d < idx.size(); ++d) { ia += idx[d] * sa[d]; ib += idx[d] * sb[d]; }
-      if (t.is_int) {
-        t.i.push_back(ApplyIntBinary(n.op, a.c.i[ia], b.c.i[ib]));
-      } else {
-        // As the kernels compute it: in float.
-        t.f.push_back(ApplyBinary(n.op, static_cast<float>(a.c.At(ia)), static_cast<float>(b.c.At(ib))));
-      }
-    });
-    SetConst(out_name, std::move(t));
-    return Status::OK();
-  }
+  if (a.is_const && b.is_const) return FoldBinary(n, a, b, *out_shape, out_name);
   if (n.op == "Pow" && b.is_const && b.c.size() == 1 && out_shape->size() == a.shape.size()) {
     UnaryParams u;
     u.count = Prod(a.shape);
@@ -159,6 +141,26 @@ Status PlanBuilder::BinaryStep(const Node& n, const std::string& an, const std::
   return Emit(StepKind::kBinary, {ab, bb}, n, *out_shape, p, out);
 }
 
+Status PlanBuilder::FoldBinary(const Node& n, const Val& a, const Val& b, const Shape& out,
+                               const std::string& out_name) {
+  HostTensor t;
+  t.is_int = a.c.is_int && b.c.is_int;
+  if (t.is_int && n.op == "Pow") return Unsup(n, "folding Pow of integers");
+  t.shape = out;
+  Shape sa = BroadcastStrides(a.shape, t.shape), sb = BroadcastStrides(b.shape, t.shape);
+  ForEachIndex(t.shape, [&](int64_t, const Shape& idx) {
+    int64_t ia = 0, ib = 0;
+    for (size_t d = 0; d < idx.size(); ++d) { ia += idx[d] * sa[d]; ib += idx[d] * sb[d]; }
+    if (t.is_int) {
+      t.i.push_back(ApplyIntBinary(n.op, a.c.i[ia], b.c.i[ib]));
+    } else {
+      // As the kernels compute it: in float.
+      t.f.push_back(ApplyBinary(n.op, static_cast<float>(a.c.At(ia)), static_cast<float>(b.c.At(ib))));
+    }
+  });
+  SetConst(out_name, std::move(t));
+  return Status::OK();
+}
 
 // x's negative part beside the Relu at node relu_i, as TF.js converters write a PReLU:
 //   Clip(x, max 0)   (facemesh): the slope is k;

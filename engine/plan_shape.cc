@@ -13,15 +13,32 @@
 
 namespace framemill::engine::plan_detail {
 
+namespace {
 
-Status PlanBuilder::LowerResize(size_t i) {
-  const Node& n = g_.nodes[i];
-  const Val& x = V(n.inputs[0]);
-  if (x.is_const || x.shape.size() != 4) return Unsup(n, "only 4-D non-constant input");
-  std::vector<float> scales;
+// Positions [first, last] of the runs of `idx` that step evenly (a run of one included).
+std::vector<std::pair<size_t, size_t>> ArithmeticRuns(const std::vector<int64_t>& idx) {
+  std::vector<std::pair<size_t, size_t>> runs;
+  for (size_t k = 0; k < idx.size();) {
+    size_t e = k + 1;
+    if (e < idx.size() && idx[e] != idx[k]) {
+      const int64_t step = idx[e] - idx[k];
+      while (e + 1 < idx.size() && idx[e + 1] - idx[e] == step) ++e;
+      ++e;
+    }
+    runs.emplace_back(k, e - 1);
+    k = e;
+  }
+  return runs;
+}
+
+}  // namespace
+
+
+// Resize's output shape from its constant sizes or scales (opset 10: (X, scales); from 11:
+// (X, roi, scales, sizes)), with p's spatial scales; *scales: the scales, when they gave it.
+Result<Shape> PlanBuilder::ResizeOutput(const Node& n, const Val& x, bool v10, ResizeParams* p,
+                                        std::vector<float>* scales) {
   std::vector<int64_t> sizes;
-  // Opset 10: (X, scales); from 11: (X, roi, scales, sizes).
-  const bool v10 = g_.opset < 11;
   const size_t scale_in = v10 ? 1 : 2;
   if (!v10 && Has(n, 3)) {
     auto s = ConstInts(n, 3);
@@ -31,26 +48,30 @@ Status PlanBuilder::LowerResize(size_t i) {
   if (sizes.empty() && Has(n, scale_in)) {
     auto s = ConstFloats(n, scale_in);
     if (!s.ok()) return s.status();
-    scales = *s;
+    *scales = *s;
   }
-  if (sizes.empty() && scales.empty()) return Bad(n, "neither scales nor sizes");
-  ResizeParams p;
+  if (sizes.empty() && scales->empty()) return Bad(n, "neither scales nor sizes");
   Shape out = x.shape;
   if (sizes.size() == 4) {
+    scales->clear();
     out = sizes;
-    p.scale_h = static_cast<float>(out[2]) / x.shape[2];
-    p.scale_w = static_cast<float>(out[3]) / x.shape[3];
-  } else if (scales.size() == 4) {
-    for (int d = 0; d < 4; ++d) out[d] = static_cast<int64_t>(std::floor(x.shape[d] * scales[d]));
-    p.scale_h = scales[2];
-    p.scale_w = scales[3];
+    p->scale_h = static_cast<float>(out[2]) / x.shape[2];
+    p->scale_w = static_cast<float>(out[3]) / x.shape[3];
+  } else if (scales->size() == 4) {
+    for (int d = 0; d < 4; ++d) out[d] = static_cast<int64_t>(std::floor(x.shape[d] * (*scales)[d]));
+    p->scale_h = (*scales)[2];
+    p->scale_w = (*scales)[3];
   } else {
     return Unsup(n, "needs constant 4-entry scales or sizes");
   }
-  if (out[0] != x.shape[0] || out[1] != x.shape[1]) return Unsup(n, "only spatial resizing");
+  return out;
+}
+
+// Resize's mode, coordinate transformation and nearest rounding, by its opset's defaults.
+Status PlanBuilder::ResizeModes(const Node& n, bool v10, ResizeParams* p) {
   std::string mode = n.AttrString("mode", "nearest");
-  if (mode == "linear" || mode == "bilinear") p.mode = ResizeMode::kLinear;
-  else if (mode == "nearest") p.mode = ResizeMode::kNearest;
+  if (mode == "linear" || mode == "bilinear") p->mode = ResizeMode::kLinear;
+  else if (mode == "nearest") p->mode = ResizeMode::kNearest;
   else return Unsup(n, "mode " + mode);
   // Opset 10's Resize is Upsample's: asymmetric coordinates, the nearest pixel by floor.
   std::string ct = n.AttrString("coordinate_transformation_mode", v10 ? "asymmetric" : "half_pixel");
@@ -59,25 +80,39 @@ Status PlanBuilder::LowerResize(size_t i) {
       {"align_corners", ResizeCoord::kAlignCorners}, {"asymmetric", ResizeCoord::kAsymmetric},
       {"tf_half_pixel_for_nn", ResizeCoord::kTfHalfPixelForNn}};
   if (!kCt.count(ct)) return Unsup(n, "coordinate_transformation_mode " + ct);
-  p.coord = kCt.at(ct);
-  // align_corners divides by the output's length less one: where scales give a fractional
-  // length (4 x 0.6 = 2.4), ONNX's spec takes the length of the output (2) and ONNX 1.12's
-  // reference implementation and test data the product (2.4). Neither is computed.
-  if (p.coord == ResizeCoord::kAlignCorners && sizes.empty())
-    for (int d : {2, 3})
-      if (std::fabs(x.shape[d] * scales[d] - std::round(x.shape[d] * scales[d])) > 1e-4)
-        return Unsup(n, "align_corners with a scale that gives a fractional output length (ONNX's spec and its "
-                        "reference disagree)");
+  p->coord = kCt.at(ct);
   std::string nm = n.AttrString("nearest_mode", v10 ? "floor" : "round_prefer_floor");
   static const std::map<std::string, ResizeNearest> kNm = {
       {"round_prefer_floor", ResizeNearest::kRoundPreferFloor},
       {"round_prefer_ceil", ResizeNearest::kRoundPreferCeil}, {"floor", ResizeNearest::kFloor},
       {"ceil", ResizeNearest::kCeil}};
   if (!kNm.count(nm)) return Unsup(n, "nearest_mode " + nm);
-  p.nearest = kNm.at(nm);
+  p->nearest = kNm.at(nm);
+  return Status::OK();
+}
+
+Status PlanBuilder::LowerResize(size_t i) {
+  const Node& n = g_.nodes[i];
+  const Val& x = V(n.inputs[0]);
+  if (x.is_const || x.shape.size() != 4) return Unsup(n, "only 4-D non-constant input");
+  const bool v10 = g_.opset < 11;
+  ResizeParams p;
+  std::vector<float> scales;
+  auto out = ResizeOutput(n, x, v10, &p, &scales);
+  if (!out.ok()) return out.status();
+  if ((*out)[0] != x.shape[0] || (*out)[1] != x.shape[1]) return Unsup(n, "only spatial resizing");
+  FM_RETURN_IF_ERROR(ResizeModes(n, v10, &p));
+  // align_corners divides by the output's length less one: where scales give a fractional
+  // length (4 x 0.6 = 2.4), ONNX's spec takes the length of the output (2) and ONNX 1.12's
+  // reference implementation and test data the product (2.4). Neither is computed.
+  if (p.coord == ResizeCoord::kAlignCorners && !scales.empty())
+    for (int d : {2, 3})
+      if (std::fabs(x.shape[d] * scales[d] - std::round(x.shape[d] * scales[d])) > 1e-4)
+        return Unsup(n, "align_corners with a scale that gives a fractional output length (ONNX's spec and its "
+                        "reference disagree)");
   p.planes = x.shape[0] * x.shape[1];
-  p.h_in = x.shape[2]; p.w_in = x.shape[3]; p.h_out = out[2]; p.w_out = out[3];
-  return Emit(StepKind::kResize, {x.buf}, n, out, p);
+  p.h_in = x.shape[2]; p.w_in = x.shape[3]; p.h_out = (*out)[2]; p.w_out = (*out)[3];
+  return Emit(StepKind::kResize, {x.buf}, n, *out, p);
 }
 
 
@@ -177,21 +212,27 @@ Status PlanBuilder::LowerConcat(size_t i) {
     SetConst(n.outputs[0], std::move(t));
     return Status::OK();
   }
+  std::vector<std::string> parts;
+  for (const auto& name : n.inputs)
+    if (!name.empty()) parts.push_back(name);
+  ConcatStep(n, parts, axis, out);
+  return Status::OK();
+}
+
+void PlanBuilder::ConcatStep(const Node& n, const std::vector<std::string>& parts, int64_t axis, const Shape& out) {
   Step s;
   s.kind = StepKind::kConcat;
-  for (const auto& name : n.inputs) {
-    if (name.empty()) continue;
+  for (const std::string& name : parts) {
     s.inputs.push_back(DeviceOf(name));
     s.concat_sizes.push_back(V(name).shape[axis]);
   }
   ConcatParams p;
   p.count = static_cast<int32_t>(s.inputs.size());
-  p.outer = outer;
-  p.inner = inner;
+  p.outer = Prod(out, 0, axis);
+  p.inner = Prod(out, axis + 1);
   s.output = NewBuffer(n.outputs[0], out);
   s.params = p;
   AddStep(std::move(s), n);
-  return Status::OK();
 }
 
 
@@ -324,33 +365,24 @@ Status PlanBuilder::LowerGather(size_t i) {
   for (int64_t d = 0; d < axis; ++d) out.push_back(x.shape[d]);
   for (int64_t d : ind.shape) out.push_back(d);
   for (int64_t d = axis + 1; d < r; ++d) out.push_back(x.shape[d]);
-  if (x.is_const) {
-    Shape xs = Strides(x.shape);
-    int64_t outer = Prod(x.shape, 0, axis), inner = Prod(x.shape, axis + 1);
-    std::vector<int64_t> src;
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t v : idx)
-        for (int64_t in = 0; in < inner; ++in) src.push_back((o * x.shape[axis] + v) * inner + in);
-    SetConst(n.outputs[0], Take(x.c, src, out));
-    return Status::OK();
-  }
-  // On the device: each arithmetic run of indices a Slice, the runs concatenated along the
-  // axis (the indices' own dimensions follow in their order: the same bytes as the output).
+  if (!x.is_const) return GatherBySlices(n, x, idx, axis, out);
+  int64_t outer = Prod(x.shape, 0, axis), inner = Prod(x.shape, axis + 1);
+  std::vector<int64_t> src;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t v : idx)
+      for (int64_t in = 0; in < inner; ++in) src.push_back((o * x.shape[axis] + v) * inner + in);
+  SetConst(n.outputs[0], Take(x.c, src, out));
+  return Status::OK();
+}
+
+// On the device: each arithmetic run of indices a Slice, the runs concatenated along the axis
+// (the indices' own dimensions follow in their order: the same bytes as the output).
+Status PlanBuilder::GatherBySlices(const Node& n, const Val& x, const std::vector<int64_t>& idx, int64_t axis,
+                                   const Shape& out) {
   if (idx.empty()) return Unsup(n, "empty indices");
-  std::vector<std::pair<size_t, size_t>> runs;  // [first, last] index positions
-  for (size_t k = 0; k < idx.size();) {
-    size_t e = k + 1;
-    if (e < idx.size() && idx[e] != idx[k]) {
-      const int64_t step = idx[e] - idx[k];
-      while (e + 1 < idx.size() && idx[e + 1] - idx[e] == step) ++e;
-      ++e;
-    }
-    runs.emplace_back(k, e - 1);
-    k = e;
-  }
   std::vector<std::string> parts;
-  for (const auto& [first, last] : runs) {
-    Shape starts(r, 0), steps(r, 1), sliced = x.shape;
+  for (const auto& [first, last] : ArithmeticRuns(idx)) {
+    Shape starts(x.shape.size(), 0), steps(x.shape.size(), 1), sliced = x.shape;
     starts[axis] = idx[first];
     steps[axis] = last > first ? idx[first + 1] - idx[first] : 1;
     sliced[axis] = static_cast<int64_t>(last - first + 1);
@@ -363,19 +395,7 @@ Status PlanBuilder::LowerGather(size_t i) {
   }
   Shape joined = x.shape;
   joined[axis] = static_cast<int64_t>(idx.size());
-  Step s;
-  s.kind = StepKind::kConcat;
-  for (const std::string& p : parts) {
-    s.inputs.push_back(V(p).buf);
-    s.concat_sizes.push_back(V(p).shape[axis]);
-  }
-  ConcatParams cp;
-  cp.count = static_cast<int32_t>(s.inputs.size());
-  cp.outer = Prod(joined, 0, axis);
-  cp.inner = Prod(joined, axis + 1);
-  s.output = NewBuffer(n.outputs[0], joined);
-  s.params = cp;
-  AddStep(std::move(s), n);
+  ConcatStep(n, parts, axis, joined);
   Alias(n.outputs[0], V(n.outputs[0]).buf, out);
   return Status::OK();
 }
