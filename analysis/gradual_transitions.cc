@@ -9,17 +9,6 @@ namespace framemill {
 
 namespace {
 
-constexpr int kThumbWidth = 64;
-
-cv::Mat Thumbnail(const cv::Mat& gray) {
-  const int h = std::max(1, gray.rows * kThumbWidth / std::max(1, gray.cols));
-  cv::Mat small, f;
-  cv::resize(gray, small, cv::Size(kThumbWidth, h), 0, 0, cv::INTER_AREA);
-  small.convertTo(f, CV_32F);
-  cv::GaussianBlur(f, f, cv::Size(3, 3), 0);
-  return f;
-}
-
 // A frame `m` fitted as before + a * (after - before): a, and the fit's error against the
 // error of the nearer side alone (both RMS).
 struct MixFit {
@@ -47,6 +36,16 @@ double AtFraction(std::vector<double> v, double fraction) {
 
 }  // namespace
 
+cv::Mat TransitionThumbnail(const cv::Mat& gray) {
+  constexpr int kThumbWidth = 64;
+  const int h = std::max(1, gray.rows * kThumbWidth / std::max(1, gray.cols));
+  cv::Mat small, f;
+  cv::resize(gray, small, cv::Size(kThumbWidth, h), 0, 0, cv::INTER_AREA);
+  small.convertTo(f, CV_32F);
+  cv::GaussianBlur(f, f, cv::Size(3, 3), 0);
+  return f;
+}
+
 TransitionFinder::TransitionFinder(TransitionFinderOptions options, double analysed_fps)
     : options_(options) {
   const double fps = analysed_fps > 0 ? analysed_fps : 25;
@@ -60,7 +59,7 @@ void TransitionFinder::Reset() {
   too_long_ = false;
 }
 
-void TransitionFinder::Add(int64_t index, const cv::Mat& gray, const cv::Mat& histogram,
+void TransitionFinder::Add(int64_t index, const cv::Mat& thumbnail, const cv::Mat& histogram,
                            bool flat, double residual, double camera_speed, bool hard_step) {
   if (flat) return Reset();
   if (hard_step && !recent_.empty()) {
@@ -69,7 +68,7 @@ void TransitionFinder::Add(int64_t index, const cv::Mat& gray, const cv::Mat& hi
     if (open_ && *open_ + 1 < recent_.size()) EvaluateOpen(*open_, recent_.size() - 1, too_long_);
     Reset();
   }
-  recent_.push_back({index, Thumbnail(gray), histogram, residual, camera_speed});
+  recent_.push_back({index, thumbnail, histogram, residual, camera_speed});
   const size_t last = recent_.size() - 1;
   const bool changed =
       last >= lag_ && cv::compareHist(recent_[last - lag_].histogram, histogram,

@@ -49,6 +49,10 @@ struct TransitionFinderOptions {
   bool operator==(const TransitionFinderOptions&) const = default;
 };
 
+// A frame as the finder compares frames: 8-bit gray made CV_32F, about 64 px wide, blurred
+// 3x3. Motion also places cuts between analysed frames by it (MotionAnalyser::Skipped).
+cv::Mat TransitionThumbnail(const cv::Mat& gray);
+
 struct GradualTransition {
   int64_t first = 0, last = 0;  // source frames, inclusive: every mixed frame
   int64_t cut = 0;              // where the new shot starts (the first frame more after than before)
@@ -60,14 +64,14 @@ class TransitionFinder {
   // `analysed_fps`: analysed frames per second of video.
   TransitionFinder(TransitionFinderOptions options, double analysed_fps);
 
-  // The next analysed frame in order: its source index, 8-bit gray, its histogram (motion's),
+  // The next analysed frame in order: its source index, its TransitionThumbnail, its histogram (motion's),
   // whether it is flat (a flat frame ends any candidate: fades are decided elsewhere), and
   // the residual of the flow from the frame before (motion's PairMotion::residual; 0 for the
   // first), and whether the step from the frame before is as large as a hard cut's (motion's
   // cut test on the pair): a candidate open across it ends before it, and no later one reaches
   // back over it (a cut a few frames after a dissolve made one candidate of both, whose sides
   // fitted neither).
-  void Add(int64_t index, const cv::Mat& gray, const cv::Mat& histogram, bool flat,
+  void Add(int64_t index, const cv::Mat& thumbnail, const cv::Mat& histogram, bool flat,
            double residual, double camera_speed = 0, bool hard_step = false);
   // Every transition found, in order, once the last frame has been added.
   std::vector<GradualTransition> Finish();

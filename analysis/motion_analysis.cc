@@ -324,34 +324,27 @@ Result<PairMotion> MotionAnalyser::Compare(const Frame& a, const Frame& b, doubl
   return p;
 }
 
-cv::Mat MotionAnalyser::Thumbnail(const cv::Mat& gray) const {
-  constexpr int kWidth = 64;
-  cv::Mat small;
-  const int h = std::max(1, gray.rows * kWidth / std::max(1, gray.cols));
-  cv::resize(gray, small, cv::Size(kWidth, h), 0, 0, cv::INTER_AREA);
-  return small;
-}
-
 // The change a cut is placed by: the mean absolute difference of two consecutive source
-// frames' gray thumbnails. At a cut it is the new picture against the old; within a shot, a
-// frame's motion, smaller the higher the source's rate.
-void MotionAnalyser::Step(int64_t index, cv::Mat thumb) {
+// frames' thumbnails (the transition finder's). At a cut it is the new picture against the
+// old; within a shot, a frame's motion, smaller the higher the source's rate.
+void MotionAnalyser::Step(int64_t index, const cv::Mat& thumb) {
   if (!last_thumb_.empty() && last_thumb_.size() == thumb.size()) {
     const double change = cv::norm(last_thumb_, thumb, cv::NORM_L1) / double(thumb.total());
     if (change > sharpest_change_) sharpest_ = index, sharpest_change_ = change;
   }
-  last_thumb_ = std::move(thumb);
+  last_thumb_ = thumb;
 }
 
 void MotionAnalyser::Skipped(int64_t index, const cv::Mat& bgr) {
   cv::Mat gray;
   cv::cvtColor(bgr, gray, cv::COLOR_BGR2GRAY);
-  Step(index, Thumbnail(gray));
+  Step(index, TransitionThumbnail(gray));
 }
 
 Status MotionAnalyser::Add(int64_t index, double time_s, const cv::Mat& bgr) {
   Frame f = Prepare(index, bgr);
-  Step(index, Thumbnail(f.gray));
+  const cv::Mat thumb = TransitionThumbnail(f.gray);  // the finder's too
+  Step(index, thumb);
   const int64_t sharpest = sharpest_ >= 0 ? sharpest_ : index;
   sharpest_ = -1, sharpest_change_ = -1;
   if (frames_++ == 0) first_luma_ = f.luma;
@@ -382,7 +375,7 @@ Status MotionAnalyser::Add(int64_t index, double time_s, const cv::Mat& bgr) {
   }
   const bool hard_step = paired && pairs_.back().histogram_change > options_.cut_histogram &&
                          pairs_.back().residual > options_.cut_residual;
-  finder_.Add(f.index, f.gray, f.histogram, f.flat, paired ? pairs_.back().residual : 0, speed, hard_step);
+  finder_.Add(f.index, thumb, f.histogram, f.flat, paired ? pairs_.back().residual : 0, speed, hard_step);
   if (!f.flat) last_solid_ = f;
   before_previous_ = std::move(previous_);
   previous_ = std::move(f);

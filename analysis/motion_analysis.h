@@ -79,7 +79,7 @@ struct PairMotion {
   bool cut = false;             // a new shot starts at `frame`...
   // ...or, when the pair spans skipped frames (gap > 1: analysis below the source's rate),
   // at this one: the later frame of the consecutive pair, among every source frame from the
-  // earlier analysed frame to `frame`, whose thumbnails differ most (Skipped). `frame` when
+  // earlier analysed frame to `frame`, whose TransitionThumbnails differ most (Skipped). `frame` when
   // gap is 1 or the frames between were not shown.
   int64_t sharpest = 0;
 };
@@ -156,10 +156,9 @@ class MotionAnalyser {
   // Widens [first, last] over the skipped frames next to its ends (any may be mixed).
   GradualTransition OverSkipped(GradualTransition t) const;
   bool InTransition(const PairMotion& p, const MotionSummary& s) const;
-  // The thumbnail a cut is placed by (Skipped), and what the pairs since the last analysed
-  // frame changed most.
-  cv::Mat Thumbnail(const cv::Mat& gray) const;
-  void Step(int64_t index, cv::Mat thumb);
+  // The next source frame's TransitionThumbnail, seen (analysed or skipped): what the pairs
+  // since the last analysed frame changed most.
+  void Step(int64_t index, const cv::Mat& thumb);
 
   MotionAnalysisOptions options_;
   cv::Size source_;

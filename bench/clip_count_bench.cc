@@ -103,9 +103,7 @@ int Main() {
   auto done_now = [&]() -> Result<int64_t> {
     auto counts = (*store)->Counts(0);
     if (!counts.ok()) return counts.status();
-    for (const StageCounts& c : *counts)
-      if (c.stage == "clips") return c.done;
-    return int64_t{0};
+    return DoneOf(*counts, "clips");
   };
   auto t = std::chrono::steady_clock::now();
   auto all = CountClips(**store);

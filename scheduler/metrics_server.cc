@@ -208,9 +208,7 @@ void MetricsServer::Refresh(JobStore* store, int64_t run_id, int live_workers) {
     if (!jobs.ok()) return jobs.status();
     s.jobs = std::move(jobs).value();
     counted = true;
-    for (const StageCounts& c : s.jobs)
-      if (c.stage == stage_names::kClips) return c.done;
-    return int64_t{0};
+    return DoneOf(s.jobs, stage_names::kClips);
   });
   if (clips.ok()) s.clips = *clips;
   if (!counted)

@@ -83,6 +83,13 @@ struct StageCounts {
   double window_s = 0;       // length of that window actually covered, seconds
 };
 
+// The done jobs of `stage` in `counts` (0 when it has none).
+inline int64_t DoneOf(const std::vector<StageCounts>& counts, const std::string& stage) {
+  for (const StageCounts& c : counts)
+    if (c.stage == stage) return c.done;
+  return 0;
+}
+
 struct ErrorClassCount {
   std::string stage, error_class, example;
   int64_t count = 0;

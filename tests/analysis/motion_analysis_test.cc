@@ -195,21 +195,29 @@ MotionSummary FilmViews(const std::vector<cv::Mat>& views) {
   return a.Finish(int64_t(views.size()));
 }
 
-TEST(MotionAnalysisTest, ACrossFadeBetweenTwoPansIsATransitionWithOneCutInside) {
-  const auto a = testing::FilmPhoto(cv::imread(SampleData("aloeL.jpg")), {{3, 0}}, kView, 52);
-  const auto b = testing::FilmPhoto(cv::imread(SampleData("baboon.jpg")), {{0, 2}}, kView, 52);
-  std::vector<cv::Mat> views;  // 0-39 the first pan, 40-51 both (1/13 to 12/13), then the second
-  for (int k = 0; k < 92; ++k) {
-    if (k < 40) views.push_back(a[k]);
-    else if (k >= 52) views.push_back(b[k - 40]);
+// `frames` views: a's up to `from`, then `mixed` frames of both (b's weight (k - from + 1) /
+// (mixed + 1) at frame k), then b's; under frame k lies b's frame k - 40.
+std::vector<cv::Mat> CrossFade(const std::vector<cv::Mat>& a, const std::vector<cv::Mat>& b, int from, int mixed,
+                               int frames) {
+  std::vector<cv::Mat> views;
+  for (int k = 0; k < frames; ++k) {
+    if (k < from) views.push_back(a[k]);
+    else if (k >= from + mixed) views.push_back(b[k - 40]);
     else {
       cv::Mat mix;
-      const double w = (k - 39) / 13.0;
+      const double w = (k - from + 1) / double(mixed + 1);
       cv::addWeighted(a[k], 1 - w, b[k - 40], w, 0, mix);
       views.push_back(mix);
     }
   }
-  const MotionSummary m = FilmViews(views);
+  return views;
+}
+
+TEST(MotionAnalysisTest, ACrossFadeBetweenTwoPansIsATransitionWithOneCutInside) {
+  const auto a = testing::FilmPhoto(cv::imread(SampleData("aloeL.jpg")), {{3, 0}}, kView, 52);
+  const auto b = testing::FilmPhoto(cv::imread(SampleData("baboon.jpg")), {{0, 2}}, kView, 52);
+  // 0-39 the first pan, 40-51 both (1/13 to 12/13), then the second
+  const MotionSummary m = FilmViews(CrossFade(a, b, 40, 12, 92));
   ASSERT_EQ(m.transitions.size(), 1u) << ::testing::PrintToString(m.cuts);
   // Every mixed frame (40-51) inside the span, and at most 5 more either side (the pans move
   // the shots under the mix, so the ramp is fitted a little wider: 36-52 here).
@@ -228,15 +236,10 @@ TEST(MotionAnalysisTest, ACrossFadeBetweenTwoPansIsATransitionWithOneCutInside) 
 TEST(MotionAnalysisTest, AFlashAfterACrossFadeLeavesItATransition) {
   const auto a = testing::FilmPhoto(cv::imread(SampleData("aloeL.jpg")), {{3, 0}}, kView, 52);
   const auto b = testing::FilmPhoto(cv::imread(SampleData("baboon.jpg")), {{0, 2}}, kView, 52);
-  std::vector<cv::Mat> views;  // as above, and frame 56 washed out toward white
-  for (int k = 0; k < 92; ++k) {
-    cv::Mat view;
-    if (k < 40) view = a[k].clone();
-    else if (k >= 52) view = b[k - 40].clone();
-    else cv::addWeighted(a[k], 1 - (k - 39) / 13.0, b[k - 40], (k - 39) / 13.0, 0, view);
-    if (k == 56) view.convertTo(view, -1, 0.35, 165);
-    views.push_back(view);
-  }
+  std::vector<cv::Mat> views = CrossFade(a, b, 40, 12, 92);  // as above...
+  cv::Mat washed;  // ...and frame 56 washed out toward white
+  views[56].convertTo(washed, -1, 0.35, 165);
+  views[56] = washed;
   const MotionSummary m = FilmViews(views);
   ASSERT_EQ(m.transitions.size(), 1u) << ::testing::PrintToString(m.cuts);
   EXPECT_LE(m.transitions[0].first, 40);
@@ -300,19 +303,8 @@ TEST(MotionAnalysisTest, ACutBetweenAnalysedFramesIsPlacedOnItsExactSourceFrame)
 TEST(MotionAnalysisTest, ATransitionAnalysedAtHalfRateSpansItsSkippedMixedFrames) {
   const auto a = testing::FilmPhoto(cv::imread(SampleData("aloeL.jpg")), {{1.5, 0}}, kView, 52);
   const auto b = testing::FilmPhoto(cv::imread(SampleData("baboon.jpg")), {{0, 1}}, kView, 62);
-  std::vector<cv::Mat> views;
-  for (int k = 0; k < 102; ++k) {
-    if (k < 41) views.push_back(a[k]);
-    else if (k >= 52) views.push_back(b[k - 40]);
-    else {
-      cv::Mat mix;
-      const double w = (k - 40) / 12.0;  // 41-51 mixed
-      cv::addWeighted(a[k], 1 - w, b[k - 40], w, 0, mix);
-      views.push_back(mix);
-    }
-  }
   MotionAnalyser an({}, kView, kAnalysis, 25);
-  const MotionSummary m = FilmViewsAt(views, 2, &an);
+  const MotionSummary m = FilmViewsAt(CrossFade(a, b, 41, 11, 102), 2, &an);  // 41-51 mixed
   ASSERT_EQ(m.transitions.size(), 1u) << ::testing::PrintToString(m.cuts);
   EXPECT_LE(m.transitions[0].first, 41);
   EXPECT_GE(m.transitions[0].last, 51);
@@ -328,18 +320,8 @@ TEST(MotionAnalysisTest, AHardCutJustAfterACrossFadeIsKeptAndEndsItsSpan) {
   const auto a = testing::FilmPhoto(cv::imread(SampleData("aloeL.jpg")), {{3, 0}}, kView, 52);
   const auto b = testing::FilmPhoto(cv::imread(SampleData("baboon.jpg")), {{0, 2}}, kView, 52);
   const auto c = testing::FilmPhoto(cv::imread(SampleData("fruits.jpg")), {{-2, 0}}, kView, 40);
-  std::vector<cv::Mat> views;  // 0-39 a, 40-51 mixed, 52-57 b, 58- c
-  for (int k = 0; k < 98; ++k) {
-    if (k < 40) views.push_back(a[k]);
-    else if (k >= 58) views.push_back(c[k - 58]);
-    else if (k >= 52) views.push_back(b[k - 40]);
-    else {
-      cv::Mat mix;
-      const double w = (k - 39) / 13.0;
-      cv::addWeighted(a[k], 1 - w, b[k - 40], w, 0, mix);
-      views.push_back(mix);
-    }
-  }
+  std::vector<cv::Mat> views = CrossFade(a, b, 40, 12, 58);  // 0-39 a, 40-51 mixed, 52-57 b, 58- c
+  views.insert(views.end(), c.begin(), c.end());
   const MotionSummary m = FilmViews(views);
   std::string spans;
   for (const auto& t : m.transitions) spans += std::to_string(t.first) + "-" + std::to_string(t.last) + " ";

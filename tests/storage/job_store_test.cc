@@ -1499,9 +1499,7 @@ TEST_P(JobStoreTest, AClipCounterParsesEachClipsResultOnceAsItsJobFinishes) {
     if (shown_done >= 0) return shown_done;
     auto counts = store_->Counts(0);
     if (!counts.ok()) return counts.status();
-    for (const StageCounts& c : *counts)
-      if (c.stage == "clips") return c.done;
-    return int64_t{0};
+    return DoneOf(*counts, "clips");
   };
   Complete({Done(jobs[0], R"({"clips":[{"start_s":0,"end_s":2}]})"),
             Done(jobs[1], R"({"clips":[{"start_s":0,"end_s":1},{"start_s":1,"end_s":4}]})")});
