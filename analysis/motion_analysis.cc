@@ -373,8 +373,7 @@ Status MotionAnalyser::Add(int64_t index, double time_s, const cv::Mat& bgr) {
     if (c.valid) speed = std::hypot(c.dx, c.dy) / std::max(1, source_.width);
     else if (!pairs_.back().flat && !pairs_.back().from_flat) speed = c.flow_speed / std::max(1, source_.width);
   }
-  const bool hard_step = paired && pairs_.back().histogram_change > options_.cut_histogram &&
-                         pairs_.back().residual > options_.cut_residual;
+  const bool hard_step = paired && IsCutStep(pairs_.back());
   finder_.Add(f.index, thumb, f.histogram, f.flat, paired ? pairs_.back().residual : 0, speed, hard_step);
   if (!f.flat) last_solid_ = f;
   before_previous_ = std::move(previous_);
@@ -413,15 +412,12 @@ std::optional<GradualTransition> MotionAnalyser::FadeAround(size_t last, size_t 
 }
 
 void MotionAnalyser::DecideCuts() {
-  auto is_cut = [&](const PairMotion& p) {
-    return p.histogram_change > options_.cut_histogram && p.residual > options_.cut_residual;
-  };
   for (size_t i = 0; i < pairs_.size(); ++i) {
     PairMotion& p = pairs_[i];
     if (across_flat_[i]) {
       // A flat run (black, a fade): a new shot only if what comes out of it is not what
       // went in; it starts at or before this pair.
-      if (is_cut(*across_flat_[i])) {
+      if (IsCutStep(*across_flat_[i])) {
         const size_t cut = CutAfterFlatRun(i);
         pairs_[cut].cut = true;
         if (auto fade = FadeAround(i, cut)) fades_.push_back(*fade);
@@ -430,7 +426,7 @@ void MotionAnalyser::DecideCuts() {
       // A flash is one frame unlike both neighbours, which agree with each other.
       const bool flash_here = skip_change_[i] < options_.cut_histogram / 2;
       const bool flash_before = i > 0 && skip_change_[i - 1] < options_.cut_histogram / 2;
-      p.cut = (is_cut(p) && !flash_here && !flash_before) || IsIsolatedCut(i);
+      p.cut = (IsCutStep(p) && !flash_here && !flash_before) || IsIsolatedCut(i);
     }
   }
 }
@@ -445,6 +441,10 @@ bool MotionAnalyser::IsIsolatedCut(size_t i) const {
              options_.isolated_histogram * std::max(before.histogram_change, after.histogram_change);
 }
 
+bool MotionAnalyser::IsCutStep(const PairMotion& p) const {
+  return p.histogram_change > options_.cut_histogram && p.residual > options_.cut_residual;
+}
+
 // Pair p touches a frame of [first, last]: it spans source frames frame - gap to frame.
 static bool Touches(const PairMotion& p, const GradualTransition& t) {
   return p.frame >= t.first && p.frame - p.gap <= t.last;
@@ -457,8 +457,7 @@ bool MotionAnalyser::IsHardCutInSpan(size_t i) const {
   const PairMotion& p = pairs_[i];
   const double before = i > 0 ? pairs_[i - 1].residual : 0;
   const double after = i + 1 < pairs_.size() ? pairs_[i + 1].residual : 0;
-  return p.histogram_change > options_.cut_histogram && p.residual > options_.cut_residual &&
-         p.residual >= options_.isolated_cut * std::max(before, after);
+  return IsCutStep(p) && p.residual >= options_.isolated_cut * std::max(before, after);
 }
 
 GradualTransition MotionAnalyser::OverSkipped(GradualTransition t) const {

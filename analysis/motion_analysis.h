@@ -142,6 +142,9 @@ class MotionAnalyser {
   size_t CutAfterFlatRun(size_t last) const;
   Result<PairMotion> Compare(const Frame& a, const Frame& b, double time_s);
   void DecideCuts();
+  // The pair changes as a cut does: its histogram (cut_histogram) and what the flow cannot
+  // explain (cut_residual), before flashes and fades are looked at.
+  bool IsCutStep(const PairMotion& p) const;
   bool IsIsolatedCut(size_t i) const;  // pair i alone changes: a cut within one fixed camera
   // A fade through black between two shots, around the flat run that pair `last` ends: from
   // the first frame of the fade out to the last of the fade in, the cut at `cut`; none when

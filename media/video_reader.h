@@ -51,8 +51,8 @@ class VideoReader {
   const VideoInfo& info() const;
   cv::Size output_size() const;  // size of every frame Next() returns
 
-  // The next kept frame (or skipped one, with also_skipped): true with *frame filled, false at the end of the stream (or
-  // after limits.max_frames). Corruption when the file breaks before any frame decoded;
+  // The next kept frame (or skipped one, with also_skipped): true with *frame filled, false
+  // at the end of the stream (or after limits.max_frames). Corruption when the file breaks before any frame decoded;
   // damage later ends the stream early, counted in damaged_packets().
   Result<bool> Next(VideoFrame* frame);
 
