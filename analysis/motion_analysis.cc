@@ -235,6 +235,29 @@ std::string CameraLabel(const CameraMotion& c, double jitter, int width) {
   return jitter > noticeable ? "handheld shake" : "static";
 }
 
+std::vector<DecisionParameter> DecisionParameters(MotionAnalysisOptions* o) {
+  TransitionFinderOptions* t = &o->transitions;
+  return {{"cut_histogram", &o->cut_histogram},
+          {"cut_residual", &o->cut_residual},
+          {"isolated_cut", &o->isolated_cut},
+          {"isolated_histogram", &o->isolated_histogram},
+          {"isolated_residual", &o->isolated_residual},
+          {"flat_std", &o->flat_std},
+          {"flat_luma", &o->flat_luma},
+          {"transitions.lag_s", &t->lag_s},
+          {"transitions.max_s", &t->max_s},
+          {"transitions.change", &t->change},
+          {"transitions.mixed_lo", &t->mixed_lo},
+          {"transitions.min_mixed", nullptr, &t->min_mixed},
+          {"transitions.max_fit_ratio", &t->max_fit_ratio},
+          {"transitions.max_step", &t->max_step},
+          {"transitions.residual_rise", &t->residual_rise},
+          {"transitions.min_residual", &t->min_residual},
+          {"transitions.edge", &t->edge},
+          {"transitions.max_camera", &t->max_camera},
+          {"transitions.bump_min_mixed", nullptr, &t->bump_min_mixed}};
+}
+
 MotionAnalyser::MotionAnalyser(MotionAnalysisOptions options, cv::Size source_size,
                                cv::Size analysis_size, double analysed_fps, FlowFn flow)
     : options_(options),

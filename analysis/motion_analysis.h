@@ -42,6 +42,16 @@ struct MotionAnalysisOptions {
   bool operator==(const MotionAnalysisOptions&) const = default;
 };
 
+// The boundary decision's named thresholds, each by the name bench/shot_search.py varies it
+// under: motion's (cut_histogram, ...) and the transition finder's (transitions.change, ...).
+// Exactly one of `real` and `whole` is set.
+struct DecisionParameter {
+  std::string name;
+  double* real = nullptr;
+  int* whole = nullptr;
+};
+std::vector<DecisionParameter> DecisionParameters(MotionAnalysisOptions* options);
+
 // DIS optical flow's presets by the names motion.flow_preset takes, and a preset's name.
 const std::vector<std::pair<std::string, int>>& FlowPresets();
 std::string FlowPresetName(int preset);

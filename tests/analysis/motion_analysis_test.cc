@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <functional>
+#include <set>
+#include <string>
 
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
@@ -176,6 +178,29 @@ TEST(MotionAnalysisTest, AFlashAndAFadeThroughBlackAreNotCuts) {
     if (i >= 75 && i < 85) img->convertTo(*img, -1, (i - 74) / 10.0);      // fade in
   }, &series);
   EXPECT_TRUE(m.cuts.empty()) << ::testing::PrintToString(m.cuts) << "\n" << series;
+}
+
+TEST(MotionAnalysisTest, EachDecisionParameterNamesItsOwnThreshold) {
+  // bench/shot_search.py sets thresholds by these names: each must reach one field, and no
+  // two the same one.
+  const MotionAnalysisOptions defaults;
+  MotionAnalysisOptions all;
+  std::set<std::string> names;
+  for (const DecisionParameter& p : DecisionParameters(&all)) {
+    EXPECT_TRUE(names.insert(p.name).second) << p.name;
+    ASSERT_NE(p.real == nullptr, p.whole == nullptr) << p.name;
+    MotionAnalysisOptions one;
+    for (const DecisionParameter& q : DecisionParameters(&one)) {
+      if (q.name != p.name) continue;
+      if (q.real != nullptr) *q.real += 1;
+      if (q.whole != nullptr) *q.whole += 1;
+    }
+    EXPECT_NE(one, defaults) << p.name << " reaches no field";
+  }
+  EXPECT_EQ(names.size(), 19u);
+  std::set<const void*> fields;  // no two names on one field
+  for (const DecisionParameter& p : DecisionParameters(&all))
+    EXPECT_TRUE(fields.insert(p.real != nullptr ? static_cast<const void*>(p.real) : p.whole).second) << p.name;
 }
 
 }  // namespace

@@ -1,0 +1,114 @@
+#!/usr/bin/python3
+"""Chooses the motion decision's thresholds on the labelled set's training videos alone, by a
+coordinate search (issue 74), and prints how each was chosen.
+
+    bench/shot_search.py --set DIR [--replay build/shot_replay] [--sweeps 1] [--out FILE]
+
+The set is bench/shot_set.py's; only the videos whose truth says "split": "train" are read.
+The held-out videos are never opened here.
+
+The search: every named threshold (DecisionParameters in analysis/motion_analysis.h, 19) in
+turn, starting from the defaults in code, is tried at its value times 0.6, 0.8, 1.25 and 1.6
+(an integer at its value -1 and +1), the others held. A setting's cost is the training
+videos' errors: hard cuts missed (no boundary within +-1 frame), transitions missed (no
+boundary inside [first, last + 1]), false boundaries, and transitions reported where none is
+(each loses its frames from the clips), all as bench/shot_boundaries.py counts them. The
+value kept is the middle one of those tied at the lowest cost (in the order tried, smallest to
+largest): the widest margin the grid shows on either side. Each trial replays the decision
+through bench/shot_replay.cc, which decodes each video and computes each flow once.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import shot_boundaries  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+# analysis/motion_analysis.h and gradual_transitions.h: the defaults the search starts from.
+START = {
+    "cut_histogram": 0.15, "cut_residual": 0.45, "isolated_cut": 3.0, "isolated_histogram": 1.5,
+    "isolated_residual": 0.1, "flat_std": 10.0, "flat_luma": 60.0, "transitions.lag_s": 0.5,
+    "transitions.max_s": 3.0, "transitions.change": 0.15, "transitions.mixed_lo": 0.15,
+    "transitions.min_mixed": 2, "transitions.max_fit_ratio": 0.75, "transitions.max_step": 0.3,
+    "transitions.residual_rise": 2.5, "transitions.min_residual": 0.06, "transitions.edge": 0.04,
+    "transitions.max_camera": 0.015, "transitions.bump_min_mixed": 5,
+}
+FACTORS = (0.6, 0.8, 1.0, 1.25, 1.6)
+
+
+class Replay:
+    def __init__(self, binary, set_dir, names):
+        self.p = subprocess.Popen([binary, set_dir, *names], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+
+    def __call__(self, params):
+        self.p.stdin.write(json.dumps(params) + "\n")
+        self.p.stdin.flush()
+        return json.loads(self.p.stdout.readline())
+
+
+def cost(truth, found):
+    """(errors, the counts behind them) over the training videos."""
+    missed_cuts = missed_tr = false = spurious = 0
+    for name, t in truth.items():
+        r = found[name]
+        ch, cn, th, tn, fp, _ = shot_boundaries.score(t, r["cuts"])
+        missed_cuts += cn - ch
+        missed_tr += tn - th
+        false += fp
+        spurious += len(shot_boundaries.false_transitions(t, r["transitions"]))
+    return missed_cuts + missed_tr + false + spurious, (missed_cuts, missed_tr, false, spurious)
+
+
+def candidates(name, value):
+    if isinstance(START[name], int):
+        return [v for v in (value - 1, value, value + 1) if v >= 1]
+    return [round(value * f, 6) for f in FACTORS]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--set", required=True)
+    ap.add_argument("--replay", default=os.path.join(HERE, "..", "build", "shot_replay"))
+    ap.add_argument("--sweeps", type=int, default=1)
+    ap.add_argument("--out", help="write the chosen thresholds here (JSON)")
+    args = ap.parse_args()
+    truth = {n: t for n, t in json.load(open(os.path.join(args.set, "truth.json"))).items()
+             if t.get("split") == "train"}
+    print(f"training videos: {len(truth)}: {', '.join(sorted(truth))}", flush=True)
+    replay = Replay(args.replay, args.set, sorted(truth))
+    current = dict(START)
+    best, counts = cost(truth, replay(current))
+    print(f"start (the defaults in code): cost {best} (cuts missed, transitions missed, false "
+          f"boundaries, false transitions) = {counts}", flush=True)
+    for sweep in range(args.sweeps):
+        changed = False
+        for name in START:
+            tried = []
+            for v in candidates(name, current[name]):
+                if v == current[name]:
+                    tried.append((v, best, counts))
+                    continue
+                c, k = cost(truth, replay(dict(current, **{name: v})))
+                tried.append((v, c, k))
+            low = min(c for _, c, _ in tried)
+            tied = [t for t in tried if t[1] == low]
+            v, c, k = tied[(len(tied) - 1) // 2]
+            print(f"sweep {sweep + 1} {name}: " + ", ".join(f"{tv:g}: {tc}" for tv, tc, _ in tried)
+                  + f" -> {v:g} (cost {c} = {k})", flush=True)
+            if v != current[name]:
+                changed = True
+            current[name], best, counts = v, c, k
+        if not changed:
+            break
+    print(f"chosen: cost {best} = {counts}\n{json.dumps(current, indent=1)}")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(current, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
