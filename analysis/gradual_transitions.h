@@ -26,19 +26,19 @@
 
 namespace framemill {
 
-// The thresholds were chosen on the labelled set, each with its margins: bench/README.md,
-// "Shot boundaries and clips on a labelled set".
+// The thresholds were chosen by bench/shot_search.py on the labelled set's training videos:
+// bench/README.md, "Shot boundaries on video nobody tuned on" (issue 74).
 struct TransitionFinderOptions {
   double lag_s = 0.5;          // the frame a candidate is compared with is this much earlier
-  double max_s = 3.0;          // longer changes (a slow pan into new content) are not looked at
+  double max_s = 2.1;          // longer changes (a slow pan into new content) are not looked at
   double change = 0.15;        // histogram change (Bhattacharyya) that opens a candidate
-  double mixed_lo = 0.15;      // a frame with `a` in [mixed_lo, 1 - mixed_lo] is a mix...
+  double mixed_lo = 0.105;     // a frame with `a` in [mixed_lo, 1 - mixed_lo] is a mix...
   int min_mixed = 2;           // ...and a transition has at least this many
   double max_fit_ratio = 0.75;  // the mix's error over the nearer side's, at most (best frame)
   double max_step = 0.3;        // a frame's `a` above the frame before's, at most (else a cut)
   double residual_rise = 2.5;   // the mixed frames' flow residual over the sides', at least...
   double min_residual = 0.06;   // ...and at least this (motion's residual, luma std)
-  double edge = 0.04;           // `a` within this of 0 or 1: one side only (the sides' residual)
+  double edge = 0.0196;         // `a` within this of 0 or 1: one side only (the sides' residual)
   // A run of high flow residual places the sides only with the camera slower than this (of
   // the width per frame; transitions' runs at most 0.6%, fast pans' and the shake's 3-7.5%),
   // and is a transition only with this many mixed frames (the three found so 7-12; the one

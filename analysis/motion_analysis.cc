@@ -377,10 +377,14 @@ Status MotionAnalyser::Add(int64_t index, double time_s, const cv::Mat& bgr) {
     pair->sharpest = std::clamp(sharpest, previous_.index + 1, index);
     pairs_.push_back(std::move(pair).value());
     skip_change_.push_back(1.0);  // until the next frame arrives
+    wide_change_.push_back(1.0);  // until the frame after the next
     across_flat_.emplace_back();
     if (before_previous_.index >= 0)  // the pair before this one ended at previous_
       skip_change_[skip_change_.size() - 2] =
           cv::compareHist(before_previous_.histogram, f.histogram, cv::HISTCMP_BHATTACHARYYA);
+    if (wide_change_.size() >= 3 && !third_last_histogram_.empty())
+      wide_change_[wide_change_.size() - 3] =
+          cv::compareHist(third_last_histogram_, f.histogram, cv::HISTCMP_BHATTACHARYYA);
     if (previous_.flat && !f.flat && last_solid_.index >= 0) {
       auto across = Compare(last_solid_, f, time_s);
       if (!across.ok()) return across.status();
@@ -399,6 +403,7 @@ Status MotionAnalyser::Add(int64_t index, double time_s, const cv::Mat& bgr) {
   const bool hard_step = paired && IsCutStep(pairs_.back());
   finder_.Add(f.index, thumb, f.histogram, f.flat, paired ? pairs_.back().residual : 0, speed, hard_step);
   if (!f.flat) last_solid_ = f;
+  third_last_histogram_ = before_previous_.histogram;
   before_previous_ = std::move(previous_);
   previous_ = std::move(f);
   return Status::OK();
@@ -446,10 +451,17 @@ void MotionAnalyser::DecideCuts() {
         if (auto fade = FadeAround(i, cut)) fades_.push_back(*fade);
       }
     } else if (!p.flat && !p.from_flat) {
-      // A flash is one frame unlike both neighbours, which agree with each other.
-      const bool flash_here = skip_change_[i] < options_.cut_histogram / 2;
-      const bool flash_before = i > 0 && skip_change_[i - 1] < options_.cut_histogram / 2;
-      p.cut = (IsCutStep(p) && !flash_here && !flash_before) || IsIsolatedCut(i);
+      // A flash is one frame, or two, unlike the frames on either side, which agree with
+      // each other: the pair into it or the pair out of it. (Two-frame flashes were 6 of the
+      // 7 false boundaries left on the training videos, bench/README.md, issue 74.)
+      const double agree = options_.cut_histogram / 2;
+      const bool flash_here = skip_change_[i] < agree || wide_change_[i] < agree;
+      const bool flash_before = (i > 0 && skip_change_[i - 1] < agree) || (i > 1 && wide_change_[i - 2] < agree);
+      // A change of histogram as large as a cut's that the frames either side undo is a flash,
+      // even where this pair alone changes (a two-frame flash's pairs in and out each do, and
+      // its residual is a lone one); a cut within one fixed camera changes the histogram less.
+      const bool flash = p.histogram_change >= options_.cut_histogram && (flash_here || flash_before);
+      p.cut = !flash && (IsCutStep(p) || IsIsolatedCut(i));
     }
   }
 }

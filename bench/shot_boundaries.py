@@ -16,7 +16,7 @@ motion.max_fps (30) framemill analyses a lower rate and must still place each cu
 
 Runs `framemill` (motion, clips) on every video of the set, and ffmpeg's scene filter
 (`select='gte(scene,0)'`, every frame's score) on the same files, then prints:
-1. the boundary table: recall on hard cuts (a found boundary within +-1 frame) and on gradual
+1. the boundary table (each rate with its 95% Wilson interval): recall on hard cuts (a found boundary within +-1 frame) and on gradual
    transitions (one inside [first, last + 1]: the new shot may start at the first unmixed
    frame), false boundaries (anything else; several found inside one transition count once),
    precision, and which events (flashes, fast pans, the shake, the fade inside a shot) were
@@ -120,13 +120,22 @@ def false_transitions(truth, spans):
             if not any(s[0] <= t["last"] and s[1] >= t["first"] for t in truth["transitions"])]
 
 
+def wilson(k, n, z=1.96):
+    """The 95% Wilson interval of the proportion k/n, as "lo-hi"."""
+    if n == 0:
+        return "-"
+    p = k / n
+    mid, half = p + z * z / (2 * n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return f"{(mid - half) / (1 + z * z / n):.2f}-{(mid + half) / (1 + z * z / n):.2f}"
+
+
 def table_row(name, totals):
     ch, cn, th, tn, fp, events = totals
     found_true = ch + th
     precision = found_true / (found_true + fp) if found_true + fp else 1
     cr, tr = ch / max(1, cn), th / max(1, tn)
-    return (f"| {name} | {ch}/{cn} ({cr:.2f}) | {th}/{tn} ({tr:.2f}) | {fp} | "
-            f"{precision:.2f} | {', '.join(sorted(set(events))) or '-'} |"), precision, cr, tr
+    return (f"| {name} | {ch}/{cn} ({cr:.2f}, {wilson(ch, cn)}) | {th}/{tn} ({tr:.2f}, {wilson(th, tn)}) | {fp} | "
+            f"{precision:.2f} ({wilson(found_true, found_true + fp)}) | {', '.join(sorted(set(events))) or '-'} |"), precision, cr, tr
 
 
 def frames_at(path, indices):

@@ -142,6 +142,49 @@ def join(work, step, a, la, b, lb, how):
     return out, (first, last)
 
 
+# What happens inside the sample footage itself, in its frames from 0 (each frame's mean
+# difference from the one before over 25 gray levels, each looked at): where a new shot
+# starts, and single damaged frames (a block of white, black or green) that are no boundary.
+# Megamind.avi is a trailer; Megamind_bugy.avi is the same with three frames damaged. A drawn
+# part holding one has a true cut there, or an event.
+SOURCE_CUTS = {"Megamind.avi": [1, 98, 154, 200], "Megamind_bugy.avi": [1, 98, 154, 200]}
+SOURCE_GLITCHES = {"Megamind_bugy.avi": [40, 75, 100]}
+
+
+def inner_cuts(part, table=SOURCE_CUTS):
+    """The part's frames (from 0) where a cut of its source footage falls (SOURCE_CUTS)."""
+    inputs, chain, frames = part
+    cuts = table.get(os.path.basename(inputs[-1]), [])
+    if not cuts or not chain.startswith("select='between(n,"):
+        return []
+    start = int(chain[len("select='between(n,"):].split(",")[0])
+    return [c - start for c in cuts if start < c < start + frames]
+
+
+def starts_of(parts, joins):
+    """Each part's first frame in the joined video (a transition's mixed frames are both parts')."""
+    starts, length = [0], parts[0][2]
+    for i, how in enumerate(joins):
+        d = 0 if isinstance(how, str) else how[1]
+        starts.append(length - d)
+        length += parts[i + 1][2] - d
+    return starts
+
+
+def add_source_cuts(truth, parts, joins):
+    """The footage's own cuts (inner_cuts) as true cuts, where no transition mixes them."""
+    starts = starts_of(parts, joins)
+    for i, part in enumerate(parts):
+        for j in inner_cuts(part):
+            f = starts[i] + j
+            if not any(t["first"] - 1 <= f <= t["last"] + 1 for t in truth["transitions"]):
+                truth["cuts"] = sorted(set(truth["cuts"]) | {f})
+        for j in inner_cuts(part, SOURCE_GLITCHES):
+            e = {"kind": "damaged frame", "frame": starts[i] + j}
+            if e not in truth["events"]:
+                truth["events"].append(e)
+
+
 def build(out, name, parts, joins, events=()):
     """Joins `parts` in order; joins[i] between parts i and i+1: 'cut', 'join' (no boundary)
     or (xfade kind, D frames)."""
@@ -168,6 +211,7 @@ def build(out, name, parts, joins, events=()):
     assert count(current) == length, (current, length)
     shutil.rmtree(work)
     truth["frames"] = length
+    add_source_cuts(truth, parts, joins)
     for e in truth["events"]:  # an event placed in a part: its frames in the video
         if "part" in e:
             e["frames"] = [starts[e["part"]] + f for f in e.pop("frames")]
@@ -491,6 +535,15 @@ def sets_v2():
 
 
 def main():
+    if sys.argv[1] == "--recut":  # the truth of a set built before SOURCE_CUTS: add them
+        listing = os.path.join(sys.argv[2], "truth.json")
+        truth = json.load(open(listing))
+        for name, parts, joins, events, meta in sets_v2():
+            if name in truth:
+                add_source_cuts(truth[name], parts, joins)
+        with open(listing, "w") as f:
+            json.dump(truth, f, indent=1)
+        return
     out, only = sys.argv[1], sys.argv[2:]  # names after OUT_DIR: build those, keep the rest
     os.makedirs(out, exist_ok=True)
     listing = os.path.join(out, "truth.json")
