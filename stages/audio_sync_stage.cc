@@ -25,6 +25,22 @@ namespace {
 constexpr const char* kAudioSyncOperation = "AUDIO_SYNC";  // AUDIO_SYNC_GPU: faces and mouths
 constexpr int kMotionWidth = 160;    // whole-frame motion is measured this wide
 constexpr int kCutWidth = 160;       // cuts only: the motion analyser at half its default size
+
+// The shot split audio_sync's per-shot estimates were measured with: motion's thresholds as
+// they were before issue 74's search chose motion's own (bench/README.md). That search ran at
+// motion's 320 px and on motion's goals; at 160 px its values changed audio_sync's answer on
+// mux.js's test-segment.ts (confidence 0.383 where it was low), so they wait for a search of
+// their own.
+MotionAnalysisOptions AudioSyncCutOptions() {
+  MotionAnalysisOptions o;
+  o.cut_histogram = 0.15;
+  o.isolated_histogram = 1.5;
+  o.isolated_residual = 0.1;
+  o.transitions.max_s = 3.0;
+  o.transitions.mixed_lo = 0.15;
+  o.transitions.edge = 0.04;
+  return o;
+}
 constexpr size_t kChunk = 16;        // frames held for one face-detection run
 constexpr double kSilentPeak = 1e-4;  // audio whose peak is below this is digital silence
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -76,7 +92,7 @@ class VisualReader {
     const cv::Size out = r.output_size();
     const cv::Size cut_size(std::min(kCutWidth, out.width),
                             std::max(1, out.height * std::min(kCutWidth, out.width) / out.width));
-    MotionAnalyser cuts(MotionAnalysisOptions{}, cv::Size(r.info().width, r.info().height), cut_size,
+    MotionAnalyser cuts(AudioSyncCutOptions(), cv::Size(r.info().width, r.info().height), cut_size,
                         r.info().fps);
     std::vector<VideoFrame> chunk;
     VideoFrame f;
