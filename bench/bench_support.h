@@ -8,16 +8,25 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
+#include "base/status.h"
 #include "jobs/job.h"
 #include "jobs/outcome.h"
 
 namespace framemill::bench {
+
+// Ends the benchmark with "<what>: <status>" unless `s` is OK.
+inline void Die(const Status& s, const char* what) {
+  if (s.ok()) return;
+  std::fprintf(stderr, "%s: %s\n", what, s.ToString().c_str());
+  std::exit(1);
+}
 
 // A job of `stage` on the image at `path`, as a worker would hand it to the stage.
 inline ClaimedJob ImageJob(const std::string& stage, const std::string& path) {

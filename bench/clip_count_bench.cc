@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/clock.h"
+#include "bench/bench_support.h"
 #include "jobs/clip_totals.h"
 #include "jobs/stage_graph.h"
 #include "storage/job_store.h"
@@ -39,11 +40,7 @@ double Ms(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-void Die(const Status& s, const char* what) {
-  if (s.ok()) return;
-  std::fprintf(stderr, "%s: %s\n", what, s.ToString().c_str());
-  std::exit(1);
-}
+using bench::Die;
 
 json ClipsResult(int n) {
   json clips = json::array();

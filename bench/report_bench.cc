@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/clock.h"
+#include "bench/bench_support.h"
 #include "jobs/stage_graph.h"
 #include "outputs/report.h"
 #include "outputs/webdataset.h"
@@ -62,11 +63,7 @@ std::string Hash(const std::string& path) {
   return hex;
 }
 
-void Die(const Status& s, const char* what) {
-  if (s.ok()) return;
-  std::fprintf(stderr, "%s: %s\n", what, s.ToString().c_str());
-  std::exit(1);
-}
+using bench::Die;
 
 std::unique_ptr<JobStore> MakeStore(const StageGraph* graph) {
   const std::string db = FLAGS.dir + "/fm.db";

@@ -1,6 +1,6 @@
 // The motion stage's shot boundaries on a labelled set, again and again with other thresholds:
 // what bench/shot_search.py searches with. Decodes each video once (as the motion stage reads
-// it: motion.analysis_width 320, motion.max_fps 30, the skipped frames too) and keeps its
+// it, MotionReaderOptions: 320 wide, 30 frames a second, the skipped frames too) and keeps its
 // frames; each optical flow is computed once and kept, by the bytes of the frames it joins, so
 // a replay costs the decision and the features around the flow, not the decoding or the flow.
 //
@@ -25,7 +25,7 @@
 
 #include "analysis/motion_analysis.h"
 #include "media/video_reader.h"
-#include "stages/stage_options.h"
+#include "stages/motion_stage.h"
 
 namespace framemill {
 namespace {
@@ -40,11 +40,7 @@ struct Video {
 };
 
 Result<Video> Decode(const std::string& dir, const std::string& name, const MotionOptions& m) {
-  VideoReaderOptions ro;
-  ro.max_width = m.analysis_width;
-  ro.max_fps = m.max_fps;
-  ro.also_skipped = true;
-  auto reader = VideoReader::Open(dir + "/" + name, ro);
+  auto reader = VideoReader::Open(dir + "/" + name, MotionReaderOptions(m));
   if (!reader.ok()) return reader.status();
   VideoReader& r = **reader;
   Video v;
@@ -52,7 +48,7 @@ Result<Video> Decode(const std::string& dir, const std::string& name, const Moti
   v.source = cv::Size(r.info().width, r.info().height);
   v.analysed = r.output_size();
   v.fps = r.info().fps;
-  v.analysed_fps = m.max_fps > 0 ? std::min(v.fps, m.max_fps) : v.fps;
+  v.analysed_fps = AnalysedFps(m, v.fps);
   for (VideoFrame f;;) {
     auto more = r.Next(&f);
     if (!more.ok()) return more.status();

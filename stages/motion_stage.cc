@@ -28,18 +28,26 @@ FlowFn DeviceFlow(gpu::OomLadder& ladder, std::string* device) {
 
 }  // namespace
 
+VideoReaderOptions MotionReaderOptions(const MotionOptions& options) {
+  VideoReaderOptions ro;
+  ro.max_width = options.analysis_width;
+  ro.max_fps = options.max_fps;
+  ro.also_skipped = true;  // each cut on its exact source frame above max_fps
+  ro.limits = options.video_limits;
+  return ro;
+}
+
+double AnalysedFps(const MotionOptions& options, double fps) {
+  return options.max_fps > 0 ? std::min(fps, options.max_fps) : fps;
+}
+
 // A still image has no motion: its job is skipped with the reason.
 MotionStage::MotionStage(MotionOptions options, const std::string& out_dir)
     : PerJobStage(MakeSpec(stage_names::kMotion, Takes::kVideos), out_dir),
       options_(std::move(options)) {}
 
 Outcome MotionStage::RunOne(const ClaimedJob& job, const StageContext& ctx) {
-  VideoReaderOptions ro;
-  ro.max_width = options_.analysis_width;
-  ro.max_fps = options_.max_fps;
-  ro.also_skipped = true;  // each cut on its exact source frame above max_fps
-  ro.limits = options_.video_limits;
-  auto reader = VideoReader::Open(job.source, ro);
+  auto reader = VideoReader::Open(job.source, MotionReaderOptions(options_));
   if (!reader.ok()) return Outcome::Failed(reader.status());
   VideoReader& r = **reader;
   std::string device = "cpu";
@@ -47,9 +55,8 @@ Outcome MotionStage::RunOne(const ClaimedJob& job, const StageContext& ctx) {
   if (ctx.ladder != nullptr && ctx.ladder->OnDevice(kMotionOperation)) flow = DeviceFlow(*ctx.ladder, &device);
   const std::string method =
       flow ? "lk-pyramid" : "dis-" + FlowPresetName(options_.analysis.preset);
-  const double fps = r.info().fps, analysed_fps = options_.max_fps > 0 ? std::min(fps, options_.max_fps) : fps;
   MotionAnalyser analyser(options_.analysis, cv::Size(r.info().width, r.info().height), r.output_size(),
-                          analysed_fps, flow);
+                          AnalysedFps(options_, r.info().fps), flow);
   VideoFrame frame;
   for (;;) {
     auto more = r.Next(&frame);

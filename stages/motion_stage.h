@@ -7,10 +7,18 @@
 
 #include <string>
 
+#include "media/video_reader.h"
 #include "stages/per_job_stage.h"
 #include "stages/stage_options.h"
 
 namespace framemill {
+
+// How the motion stage reads a video: frames at most options.analysis_width wide and
+// options.max_fps a second, handing over the frames it leaves out too (each cut on its exact
+// source frame); and the rate it analyses a video of `fps` frames a second at.
+// bench/shot_replay reads the labelled set the same way.
+VideoReaderOptions MotionReaderOptions(const MotionOptions& options);
+double AnalysedFps(const MotionOptions& options, double fps);
 
 class MotionStage : public PerJobStage {
  public:
