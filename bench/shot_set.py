@@ -199,9 +199,8 @@ def build(out, name, parts, joins, events=()):
                *LOSSLESS, files[-1])
         assert count(files[-1]) == frames, files[-1]
     truth = {"cuts": [], "transitions": [], "events": list(events)}
-    current, length, starts = files[0], parts[0][2], [0]
+    current, length = files[0], parts[0][2]
     for i, how in enumerate(joins):
-        starts.append(length - (0 if isinstance(how, str) else how[1]))
         current, mixed = join(work, i, current, length, files[i + 1], parts[i + 1][2], how)
         if how == "cut":
             truth["cuts"].append(length)
@@ -215,6 +214,7 @@ def build(out, name, parts, joins, events=()):
     shutil.rmtree(work)
     truth["frames"] = length
     add_source_cuts(truth, parts, joins)
+    starts = starts_of(parts, joins)
     for e in truth["events"]:  # an event placed in a part: its frames in the video
         if "part" in e:
             e["frames"] = [starts[e["part"]] + f for f in e.pop("frames")]
