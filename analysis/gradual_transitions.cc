@@ -34,6 +34,25 @@ double AtFraction(std::vector<double> v, double fraction) {
   return *k;
 }
 
+// The Pearson correlation of x and y (0 when either is constant).
+double Correlation(const std::vector<double>& x, const std::vector<double>& y) {
+  const double n = double(x.size());
+  double sx = 0, sy = 0, sxx = 0, syy = 0, sxy = 0;
+  for (size_t i = 0; i < x.size(); ++i)
+    sx += x[i], sy += y[i], sxx += x[i] * x[i], syy += y[i] * y[i], sxy += x[i] * y[i];
+  const double vx = n * sxx - sx * sx, vy = n * syy - sy * sy;
+  return vx > 0 && vy > 0 ? (n * sxy - sx * sy) / std::sqrt(vx * vy) : 0;
+}
+
+// The thumbnail in cells (kCellsX x kCellsY): each cell's mean absolute difference from
+// `side`, in row-major order.
+constexpr int kCellsX = 8, kCellsY = 6;
+std::vector<double> CellErrors(const cv::Mat& m, const cv::Mat& side) {
+  cv::Mat diff = cv::abs(m - side), cells;
+  cv::resize(diff, cells, cv::Size(kCellsX, kCellsY), 0, 0, cv::INTER_AREA);
+  return std::vector<double>(cells.begin<float>(), cells.end<float>());
+}
+
 }  // namespace
 
 cv::Mat TransitionThumbnail(const cv::Mat& gray) {
@@ -125,6 +144,47 @@ TransitionFinder::Profile TransitionFinder::Measure(size_t a, size_t b) const {
   return p;
 }
 
+TransitionFinder::Profile TransitionFinder::MeasureWipe(size_t a, size_t b, double* sweep) const {
+  Profile p;
+  const cv::Mat& before = recent_[a].small;
+  const cv::Mat& after = recent_[b].small;
+  const std::vector<double> apart = CellErrors(before, after);  // how far the sides differ, per cell
+  const double typical = AtFraction(apart, 0.5);
+  std::vector<int> frames_after(apart.size(), 0);
+  for (size_t i = 0; a + i <= b; ++i) {
+    const std::vector<double> eb = CellErrors(recent_[a + i].small, before);
+    const std::vector<double> ea = CellErrors(recent_[a + i].small, after);
+    double fit = 0, to_before = 0, to_after = 0, counted = 0, on_after = 0;
+    for (size_t c = 0; c < apart.size(); ++c) {
+      fit += std::min(eb[c], ea[c]), to_before += eb[c], to_after += ea[c];
+      if (apart[c] < 0.5 * typical) continue;  // the sides alike here: no evidence
+      counted += 1;
+      if (ea[c] < eb[c]) on_after += 1, ++frames_after[c];
+    }
+    const double nearer = std::min(to_before, to_after);
+    p.best_ratio = std::min(p.best_ratio, nearer > 0 ? fit / nearer : 1);
+    const double mix = counted > 0 ? on_after / counted : 0;
+    if (i > 0) p.max_step = std::max(p.max_step, mix - p.mix.back());
+    p.mix.push_back(mix);
+    if (mix >= options_.mixed_lo && mix <= 1 - options_.mixed_lo) ++p.mixed;
+  }
+  // The frame each cell went over (frames seen on the after side, counted back from the end)
+  // against the cell's column and row: a wipe's order.
+  std::vector<double> when, column, row;
+  for (size_t c = 0; c < apart.size(); ++c) {
+    if (apart[c] < 0.5 * typical) continue;
+    when.push_back(double(p.mix.size()) - frames_after[c]);
+    column.push_back(double(c % kCellsX)), row.push_back(double(c / kCellsX));
+  }
+  *sweep = std::max(std::abs(Correlation(when, column)), std::abs(Correlation(when, row)));
+  return p;
+}
+
+bool TransitionFinder::IsWipe(const Profile& p, double sweep) const {
+  return p.mixed >= options_.min_mixed && p.best_ratio <= options_.wipe_fit_ratio &&
+         p.max_step <= options_.max_step && sweep >= options_.wipe_sweep;
+}
+
 bool TransitionFinder::IsTransition(const Profile& p) const {
   return p.mixed >= options_.min_mixed && p.best_ratio <= options_.max_fit_ratio &&
          p.max_step <= options_.max_step && p.residual_in >= options_.min_residual &&
@@ -198,7 +258,12 @@ void TransitionFinder::Evaluate(size_t a, size_t b, const Bump* bump) {
     return;  // the two sides are alike: no new shot
   Profile p = Measure(a, b);
   if (bump) p.residual_out = bump->sides;  // placed by the residual: the sides are outside
-  if (!IsTransition(p)) return;
+  if (!IsTransition(p)) {
+    double sweep = 0;
+    const Profile wipe = MeasureWipe(a, b, &sweep);
+    if (!bump && IsWipe(wipe, sweep)) AddSpan(wipe, a, "wipe");
+    return;
+  }
   if (bump && p.mixed < options_.bump_min_mixed) return;
   // Sides placed by the residual are inside the faint ends of the mix: the span is fitted
   // again with sides a lag further out.
@@ -209,7 +274,7 @@ void TransitionFinder::Evaluate(size_t a, size_t b, const Bump* bump) {
 // The span: the mix's ramp, a line fitted to the frames between a quarter and three quarters
 // of the way, run out to 0 and 1 (the faint ends of a mix are hard to tell from the shots' own
 // motion, so their frames are placed by the ramp, not judged one by one).
-bool TransitionFinder::AddSpan(const Profile& p, size_t a) {
+bool TransitionFinder::AddSpan(const Profile& p, size_t a, const char* kind) {
   double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
   for (size_t i = 0; i < p.mix.size(); ++i) {
     if (p.mix[i] < 0.25 || p.mix[i] > 0.75) continue;
@@ -219,11 +284,11 @@ bool TransitionFinder::AddSpan(const Profile& p, size_t a) {
   const double slope = n >= 2 ? (n * sxy - sx * sy) / (n * sxx - sx * sx) : 0;
   if (!(slope > 0)) return false;
   const double half = (0.5 - (sy - slope * sx) / n) / slope;  // where the line crosses 0.5
-  const double reach = 0.5 / slope;
+  const double reach = 0.5 / slope * (1 + options_.span_margin);
   auto at = [&](double x) { return a + size_t(std::clamp(x, 1.0, double(p.mix.size() - 2))); };
   const size_t first = at(std::floor(half - reach)), last = at(std::ceil(half + reach));
   const size_t cut = at(std::ceil(half));
-  found_.push_back({recent_[first].index, recent_[last].index, recent_[cut].index, "dissolve"});
+  found_.push_back({recent_[first].index, recent_[last].index, recent_[cut].index, kind});
   return true;
 }
 

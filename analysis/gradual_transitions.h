@@ -30,21 +30,32 @@ namespace framemill {
 // bench/README.md, "Shot boundaries on video nobody tuned on" (issue 74).
 struct TransitionFinderOptions {
   double lag_s = 0.5;          // the frame a candidate is compared with is this much earlier
-  double max_s = 2.1;          // longer changes (a slow pan into new content) are not looked at
-  double change = 0.15;        // histogram change (Bhattacharyya) that opens a candidate
-  double mixed_lo = 0.105;     // a frame with `a` in [mixed_lo, 1 - mixed_lo] is a mix...
-  int min_mixed = 2;           // ...and a transition has at least this many
+  double max_s = 2.94;         // longer changes (a slow pan into new content) are not looked at
+  double change = 0.105;       // histogram change (Bhattacharyya) that opens a candidate
+  double mixed_lo = 0.05145;    // a frame with `a` in [mixed_lo, 1 - mixed_lo] is a mix...
+  int min_mixed = 1;           // ...and a transition has at least this many
   double max_fit_ratio = 0.75;  // the mix's error over the nearer side's, at most (best frame)
-  double max_step = 0.3;        // a frame's `a` above the frame before's, at most (else a cut)
+  double max_step = 0.588;       // a frame's `a` above the frame before's, at most (else a cut)
   double residual_rise = 2.5;   // the mixed frames' flow residual over the sides', at least...
   double min_residual = 0.06;   // ...and at least this (motion's residual, luma std)
-  double edge = 0.0196;         // `a` within this of 0 or 1: one side only (the sides' residual)
+  double edge = 0.01372;        // `a` within this of 0 or 1: one side only (the sides' residual)
   // A run of high flow residual places the sides only with the camera slower than this (of
   // the width per frame; transitions' runs at most 0.6%, fast pans' and the shake's 3-7.5%),
   // and is a transition only with this many mixed frames (the three found so 7-12; the one
   // false candidate it gave and cockatoo.mp4's wing beats 1-3).
-  double max_camera = 0.015;
-  int bump_min_mixed = 5;
+  double max_camera = 0.0294;
+  int bump_min_mixed = 4;
+  // The span reaches this fraction of its half-length past the ramp's ends at 0 and 1: the
+  // faint ends of a mix that is not linear (a shaking shot's, a wipe's) go to no clip.
+  double span_margin = 0.28;
+  // A wipe: each part of the picture is one side or the other, never a mix, and the parts
+  // change side in order across the picture. Cells of the thumbnail (8 x 6) are fitted to the
+  // nearer side: a frame whose cells fit at most `wipe_fit_ratio` of the nearer side's error
+  // (over the whole frame), the share of cells on the after side rising as a mix's `a`, and
+  // the frame each cell changes side at correlated at least `wipe_sweep` with its position
+  // (left to right, or top to bottom).
+  double wipe_fit_ratio = 0.5;
+  double wipe_sweep = 0.8;
 
   bool operator==(const TransitionFinderOptions&) const = default;
 };
@@ -56,7 +67,7 @@ cv::Mat TransitionThumbnail(const cv::Mat& gray);
 struct GradualTransition {
   int64_t first = 0, last = 0;  // source frames, inclusive: every mixed frame
   int64_t cut = 0;              // where the new shot starts (the first frame more after than before)
-  std::string kind;             // "dissolve" or "fade" (through black)
+  std::string kind;             // "dissolve", "wipe" or "fade" (through black)
 };
 
 class TransitionFinder {
@@ -95,6 +106,10 @@ class TransitionFinder {
     double residual_out = 0;  // median flow residual of the frames that are one side only
   };
   Profile Measure(size_t a, size_t b) const;
+  // The frames from `a` to `b` as a wipe: Profile's mix is the share of cells on the after
+  // side, best_ratio the cells' fit; `sweep` how far the cells change side in order.
+  Profile MeasureWipe(size_t a, size_t b, double* sweep) const;
+  bool IsWipe(const Profile& p, double sweep) const;
   bool IsTransition(const Profile& p) const;
   // Sides placed where the flow residual rises: the residual around it, and wider sides for
   // the span.
@@ -103,7 +118,7 @@ class TransitionFinder {
     size_t wide_a = 0, wide_b = 0;
   };
   void Evaluate(size_t a, size_t b, const Bump* bump = nullptr);
-  bool AddSpan(const Profile& p, size_t a);
+  bool AddSpan(const Profile& p, size_t a, const char* kind = "dissolve");
   void EvaluateOpen(size_t open, size_t b, bool too_long);
   std::optional<std::pair<size_t, size_t>> ResidualBump(size_t lo, size_t hi, double* sides) const;
   void Reset();

@@ -45,6 +45,31 @@ cv::Rect Interior(cv::Size s) {
   return {bx, by, s.width - 2 * bx, s.height - 2 * by};
 }
 
+// The whole picture slid from `a` to `b` (zero-mean, unit-std luma, CV_32F): the shift that
+// best aligns them (phase correlation: b(x) ~ a(x - d)), of the width, and the mean absolute
+// difference where they overlap once aligned. A pan too fast for the flow leaves a small one;
+// two shots, whatever shift their correlation's peak gives, a large one.
+struct Slide {
+  double shift = 0, residual = -1;
+};
+Slide SlideBetween(const cv::Mat& a, const cv::Mat& b) {
+  cv::Mat window;
+  cv::createHanningWindow(window, a.size(), CV_32F);
+  // Copies: OpenCV 4.6's phaseCorrelate multiplies its inputs by the window in place when
+  // their size is already a DFT size (320x180 is), and these are the frames' own luma, which
+  // the cut tests read again (the across-black residual fell from 1.012 to 0.448 without them).
+  const cv::Point2d d = cv::phaseCorrelate(a.clone(), b.clone(), window);
+  const int dx = static_cast<int>(std::lround(d.x)), dy = static_cast<int>(std::lround(d.y));
+  const int w = a.cols - std::abs(dx), h = a.rows - std::abs(dy);
+  Slide s;
+  s.shift = std::hypot(d.x, d.y) / std::max(1, a.cols);
+  if (w < a.cols / 2 || h < a.rows / 2) return s;  // overlapping by less than half: no slide
+  const cv::Rect in_a(std::max(0, -dx), std::max(0, -dy), w, h), in_b(std::max(0, dx), std::max(0, dy), w, h);
+  const cv::Rect inner = Interior(in_a.size());
+  s.residual = cv::mean(cv::abs(a(in_a)(inner) - b(in_b)(inner)))[0];
+  return s;
+}
+
 // The robust camera model: a similarity transform (translation, rotation, uniform scale)
 // fitted by RANSAC to flow samples on a grid, refined on its inliers.
 struct Similarity {
@@ -242,6 +267,10 @@ std::vector<DecisionParameter> DecisionParameters(MotionAnalysisOptions* o) {
           {"isolated_cut", &o->isolated_cut},
           {"isolated_histogram", &o->isolated_histogram},
           {"isolated_residual", &o->isolated_residual},
+          {"slide_min_shift", &o->slide_min_shift},
+          {"slide_residual", &o->slide_residual},
+          {"ramp_ratio", &o->ramp_ratio},
+          {"ramp_max_s", &o->ramp_max_s},
           {"flat_std", &o->flat_std},
           {"flat_luma", &o->flat_luma},
           {"transitions.lag_s", &t->lag_s},
@@ -255,7 +284,10 @@ std::vector<DecisionParameter> DecisionParameters(MotionAnalysisOptions* o) {
           {"transitions.min_residual", &t->min_residual},
           {"transitions.edge", &t->edge},
           {"transitions.max_camera", &t->max_camera},
-          {"transitions.bump_min_mixed", nullptr, &t->bump_min_mixed}};
+          {"transitions.bump_min_mixed", nullptr, &t->bump_min_mixed},
+          {"transitions.span_margin", &t->span_margin},
+          {"transitions.wipe_fit_ratio", &t->wipe_fit_ratio},
+          {"transitions.wipe_sweep", &t->wipe_sweep}};
 }
 
 MotionAnalyser::MotionAnalyser(MotionAnalysisOptions options, cv::Size source_size,
@@ -264,7 +296,8 @@ MotionAnalyser::MotionAnalyser(MotionAnalysisOptions options, cv::Size source_si
       source_(source_size),
       scale_(source_size.width > 0 ? double(analysis_size.width) / source_size.width : 1),
       flow_(std::move(flow)),
-      finder_(options.transitions, analysed_fps) {
+      finder_(options.transitions, analysed_fps),
+      analysed_fps_(analysed_fps > 0 ? analysed_fps : 25) {
   if (!flow_) {
     cv::Ptr<cv::DISOpticalFlow> dis = cv::DISOpticalFlow::create(options.preset);
     flow_ = [dis](const cv::Mat& from, const cv::Mat& to) -> Result<cv::Mat> {
@@ -344,6 +377,10 @@ Result<PairMotion> MotionAnalyser::Compare(const Frame& a, const Frame& b, doubl
   p.camera.flow_speed = s.median_length * to_source;
   p.subject = Residual(flow, p.camera.valid ? s.m : cv::Matx23d(1, 0, 0, 0, 1, 0), to_source,
                        options_.moving_px);
+  if (IsCutStep(p)) {  // rare: the one pair of a cut, or a pan too fast for the flow
+    const Slide slide = SlideBetween(a.normalised, b.normalised);
+    p.slide_shift = slide.shift, p.slide_residual = slide.residual;
+  }
   return p;
 }
 
@@ -354,6 +391,7 @@ void MotionAnalyser::Step(int64_t index, const cv::Mat& thumb) {
   if (!last_thumb_.empty() && last_thumb_.size() == thumb.size()) {
     const double change = cv::norm(last_thumb_, thumb, cv::NORM_L1) / double(thumb.total());
     if (change > sharpest_change_) sharpest_ = index, sharpest_change_ = change;
+    changes_.emplace_back(index, change);
   }
   last_thumb_ = thumb;
 }
@@ -400,7 +438,7 @@ Status MotionAnalyser::Add(int64_t index, double time_s, const cv::Mat& bgr) {
     if (c.valid) speed = std::hypot(c.dx, c.dy) / std::max(1, source_.width);
     else if (!pairs_.back().flat && !pairs_.back().from_flat) speed = c.flow_speed / std::max(1, source_.width);
   }
-  const bool hard_step = paired && IsCutStep(pairs_.back());
+  const bool hard_step = paired && IsCutStep(pairs_.back()) && !IsSlide(pairs_.back());
   finder_.Add(f.index, thumb, f.histogram, f.flat, paired ? pairs_.back().residual : 0, speed, hard_step);
   if (!f.flat) last_solid_ = f;
   third_last_histogram_ = before_previous_.histogram;
@@ -461,7 +499,7 @@ void MotionAnalyser::DecideCuts() {
       // even where this pair alone changes (a two-frame flash's pairs in and out each do, and
       // its residual is a lone one); a cut within one fixed camera changes the histogram less.
       const bool flash = p.histogram_change >= options_.cut_histogram && (flash_here || flash_before);
-      p.cut = !flash && (IsCutStep(p) || IsIsolatedCut(i));
+      p.cut = !flash && ((IsCutStep(p) && !IsSlide(p)) || IsIsolatedCut(i));
     }
   }
 }
@@ -478,6 +516,11 @@ bool MotionAnalyser::IsIsolatedCut(size_t i) const {
 
 bool MotionAnalyser::IsCutStep(const PairMotion& p) const {
   return p.histogram_change > options_.cut_histogram && p.residual > options_.cut_residual;
+}
+
+bool MotionAnalyser::IsSlide(const PairMotion& p) const {
+  return p.slide_residual >= 0 && p.slide_shift >= options_.slide_min_shift &&
+         p.slide_residual <= options_.slide_residual;
 }
 
 // Pair p touches a frame of [first, last]: it spans source frames frame - gap to frame.
@@ -530,10 +573,38 @@ void MotionAnalyser::Place(MotionSummary* out, const std::vector<GradualTransiti
     spans.push_back(span);
   }
   for (const GradualTransition& t : spans) out->transitions.push_back(OverSkipped(t));
+  for (const PairMotion& p : pairs_) {
+    if (!p.cut) continue;
+    out->cuts.push_back(p.sharpest);
+    const bool spanned = std::any_of(out->transitions.begin(), out->transitions.end(), [&](const GradualTransition& t) {
+      return t.first <= p.sharpest && p.sharpest <= t.last + 1;
+    });
+    if (!spanned)
+      if (auto ramp = RampAround(p.sharpest)) out->transitions.push_back(*ramp);
+  }
   std::sort(out->transitions.begin(), out->transitions.end(),
             [](const GradualTransition& a, const GradualTransition& b) { return a.first < b.first; });
+}
+
+double MotionAnalyser::ChangeAt(int64_t index) const {
+  auto it = std::lower_bound(changes_.begin(), changes_.end(), std::make_pair(index, -1.0));
+  return it != changes_.end() && it->first == index ? it->second : 0;
+}
+
+std::optional<GradualTransition> MotionAnalyser::RampAround(int64_t cut) const {
+  // Frame k is mixed when it and the frame after it changed as the cut did: A A m m m B B.
+  const double floor = options_.ramp_ratio * ChangeAt(cut);
+  if (!(floor > 0)) return std::nullopt;
+  // The frames of ramp_max_s at the source's rate: analysed_fps_ times the pairs' gap there.
+  int64_t gap = 1;
   for (const PairMotion& p : pairs_)
-    if (p.cut) out->cuts.push_back(p.sharpest);
+    if (p.frame >= cut) { gap = p.gap; break; }
+  const auto reach = static_cast<int64_t>(std::ceil(options_.ramp_max_s * analysed_fps_ * double(gap)));
+  int64_t first = cut, last = cut;  // last: the last frame that changed as the cut did
+  while (cut - first < reach && ChangeAt(first - 1) >= floor) --first;
+  while (last - cut < reach && ChangeAt(last + 1) >= floor) ++last;
+  if (first == cut && last == cut) return std::nullopt;
+  return GradualTransition{first, last - 1, cut, "dissolve"};
 }
 
 bool MotionAnalyser::InTransition(const PairMotion& p, const MotionSummary& s) const {
@@ -581,15 +652,18 @@ MotionSummary MotionAnalyser::Finish(int64_t frames_total) {
 std::string MotionAnalyser::SeriesCsv() const {
   std::string csv =
       "frame,time_s,gap,camera_valid,dx,dy,zoom,rotation_deg,inliers,subject_mean,subject_p95,"
-      "moving_fraction,direction_deg,histogram_change,residual,luma,flat,cut\n";
+      "moving_fraction,direction_deg,histogram_change,residual,luma,flat,cut,slide_shift,"
+      "slide_residual\n";
   char line[512];
   for (const PairMotion& p : pairs_) {
     std::snprintf(line, sizeof line,
-                  "%lld,%.4f,%lld,%d,%.4f,%.4f,%.6f,%.5f,%.3f,%.4f,%.4f,%.4f,%.1f,%.4f,%.4f,%.1f,%d,%d\n",
+                  "%lld,%.4f,%lld,%d,%.4f,%.4f,%.6f,%.5f,%.3f,%.4f,%.4f,%.4f,%.1f,%.4f,%.4f,%.1f,%d,%d,"
+                  "%.4f,%.4f\n",
                   static_cast<long long>(p.frame), p.time_s, static_cast<long long>(p.gap),
                   p.camera.valid, p.camera.dx, p.camera.dy, p.camera.zoom, p.camera.rotation_deg,
                   p.camera.inliers, p.subject.mean, p.subject.p95, p.subject.moving_fraction,
-                  p.subject.direction_deg, p.histogram_change, p.residual, p.luma, p.flat, p.cut);
+                  p.subject.direction_deg, p.histogram_change, p.residual, p.luma, p.flat, p.cut,
+                  p.slide_shift, p.slide_residual);
     csv += line;
   }
   return csv;

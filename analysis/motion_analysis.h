@@ -28,7 +28,7 @@ struct MotionAnalysisOptions {
   int preset = cv::DISOpticalFlow::PRESET_FAST;  // motion.flow_preset
   double moving_px = 1.0;       // residual speed (source px per frame) above which a pixel moves
   double cut_histogram = 0.21;  // histogram change (Bhattacharyya distance) a cut needs...
-  double cut_residual = 0.45;   // ...together with this flow-compensated residual (in luma std)
+  double cut_residual = 0.63;   // ...together with this flow-compensated residual (in luma std)
   // A cut between two moments of one fixed camera changes little (people elsewhere on the same
   // street: histogram 0.03-0.14, residual 0.14-0.21) but changes it at one pair only: its
   // residual at least `isolated_cut` times the larger of the two neighbouring pairs', its
@@ -39,7 +39,19 @@ struct MotionAnalysisOptions {
   double isolated_cut = 3.0;
   double isolated_histogram = 1.05;
   double isolated_residual = 0.07;
-  double flat_std = 10.0;       // luma std (of 255) below which a dark frame is flat (black, faded)...
+  // A whip pan (the picture sliding faster than the flow can follow) changes a pair as a cut
+  // does, but one shift of the whole picture explains it: at least `slide_min_shift` of the
+  // width (phase correlation), leaving a residual at most `slide_residual` (luma std) where the
+  // two overlap. Chosen on the labelled set's training videos (bench/README.md, issue 74).
+  double slide_min_shift = 0.04;
+  double slide_residual = 0.3;
+  // A transition too short for the finder (a 5-frame fade through white, a fast wipe) is found
+  // as a cut; the frames around it that change, from the source frame before, at least
+  // `ramp_ratio` times as much as the cut's own frame does are its mixed frames, up to
+  // `ramp_max_s` on each side, and go to no clip. Chosen on the training videos with the rest.
+  double ramp_ratio = 0.7;
+  double ramp_max_s = 0.35;
+  double flat_std = 4.9;       // luma std (of 255) below which a dark frame is flat (black, faded)...
   double flat_luma = 60.0;      // ...when its mean luma is below this: a white wall is a picture
   TransitionFinderOptions transitions;  // cross-fades and dissolves
 
@@ -90,6 +102,11 @@ struct PairMotion {
   double luma = 0;              // the later frame's mean luma (0-255)
   bool flat = false;            // the later frame is flat: no cut is decided from it alone
   bool from_flat = false;       // the earlier frame is flat
+  // Measured only where the pair changes as a cut does (IsCutStep): the shift of the whole
+  // picture that best aligns the two frames, of the width, and the residual (luma std) of
+  // their overlap once aligned; -1 where not measured.
+  double slide_shift = 0;
+  double slide_residual = -1;
   bool cut = false;             // a new shot starts at `frame`...
   // ...or, when the pair spans skipped frames (gap > 1: analysis below the source's rate),
   // at this one: the later frame of the consecutive pair, among every source frame from the
@@ -159,6 +176,8 @@ class MotionAnalyser {
   // The pair changes as a cut does: its histogram (cut_histogram) and what the flow cannot
   // explain (cut_residual), before flashes and fades are looked at.
   bool IsCutStep(const PairMotion& p) const;
+  // The pair is a whip pan: the picture slid as a whole (slide_min_shift, slide_residual).
+  bool IsSlide(const PairMotion& p) const;
   bool IsIsolatedCut(size_t i) const;  // pair i alone changes: a cut within one fixed camera
   // A fade through black between two shots, around the flat run that pair `last` ends: from
   // the first frame of the fade out to the last of the fade in, the cut at `cut`; none when
@@ -173,6 +192,10 @@ class MotionAnalyser {
   // Widens [first, last] over the skipped frames next to its ends (any may be mixed).
   GradualTransition OverSkipped(GradualTransition t) const;
   bool InTransition(const PairMotion& p, const MotionSummary& s) const;
+  // The frames around the cut at source frame `cut` that change about as much as it does
+  // (ramp_ratio, ramp_max_s), as a transition; none when only the cut's frame changes.
+  std::optional<GradualTransition> RampAround(int64_t cut) const;
+  double ChangeAt(int64_t index) const;  // Step's change into source frame `index`; 0 unseen
   // The next source frame's TransitionThumbnail, seen (analysed or skipped): what the pairs
   // since the last analysed frame changed most.
   void Step(int64_t index, const cv::Mat& thumb);
@@ -196,6 +219,10 @@ class MotionAnalyser {
   cv::Mat third_last_histogram_;
   std::vector<std::optional<PairMotion>> across_flat_;
   cv::Mat last_thumb_;           // the last source frame's seen (analysed or skipped)
+  // Every source frame seen after the first: its index and its thumbnail's change from the
+  // frame seen before it, in order (8 + 8 bytes a frame).
+  std::vector<std::pair<int64_t, double>> changes_;
+  double analysed_fps_ = 25;
   int64_t sharpest_ = -1;        // since the last analysed frame: the frame that changed most...
   double sharpest_change_ = -1;  // ...and by how much
   int64_t frames_ = 0;

@@ -39,6 +39,19 @@ MotionAnalysisOptions AudioSyncCutOptions() {
   o.transitions.max_s = 3.0;
   o.transitions.mixed_lo = 0.15;
   o.transitions.edge = 0.04;
+  // ...and these as they were before it too: part 3's second search moved them, and its
+  // whip-pan, ramp, wipe and span-margin rules are off here.
+  o.cut_residual = 0.45;
+  o.flat_std = 10.0;
+  o.transitions.change = 0.15;
+  o.transitions.min_mixed = 2;
+  o.transitions.max_step = 0.3;
+  o.transitions.max_camera = 0.015;
+  o.transitions.bump_min_mixed = 5;
+  o.transitions.span_margin = 0;
+  o.transitions.wipe_sweep = 2;  // a correlation is at most 1: no wipe
+  o.slide_min_shift = 2;         // a shift is at most 0.5 of the width: no whip pan
+  o.ramp_ratio = 1e9;            // no frame changes that much more than a cut: no ramp
   return o;
 }
 constexpr size_t kChunk = 16;        // frames held for one face-detection run
