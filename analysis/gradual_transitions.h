@@ -33,18 +33,18 @@ struct TransitionFinderOptions {
   double max_s = 2.94;         // longer changes (a slow pan into new content) are not looked at
   double change = 0.105;       // histogram change (Bhattacharyya) that opens a candidate
   double mixed_lo = 0.05145;    // a frame with `a` in [mixed_lo, 1 - mixed_lo] is a mix...
-  int min_mixed = 1;           // ...and a transition has at least this many
+  int min_mixed = 2;           // ...and a transition has at least this many
   double max_fit_ratio = 0.75;  // the mix's error over the nearer side's, at most (best frame)
-  double max_step = 0.588;       // a frame's `a` above the frame before's, at most (else a cut)
+  double max_step = 0.42;       // a frame's `a` above the frame before's, at most (else a cut)
   double residual_rise = 2.5;   // the mixed frames' flow residual over the sides', at least...
   double min_residual = 0.06;   // ...and at least this (motion's residual, luma std)
-  double edge = 0.01372;        // `a` within this of 0 or 1: one side only (the sides' residual)
+  double edge = 0.009604;       // `a` within this of 0 or 1: one side only (the sides' residual)
   // A run of high flow residual places the sides only with the camera slower than this (of
   // the width per frame; transitions' runs at most 0.6%, fast pans' and the shake's 3-7.5%),
   // and is a transition only with this many mixed frames (the three found so 7-12; the one
   // false candidate it gave and cockatoo.mp4's wing beats 1-3).
   double max_camera = 0.0294;
-  int bump_min_mixed = 4;
+  int bump_min_mixed = 5;
   // The span reaches this fraction of its half-length past the ramp's ends at 0 and 1: the
   // faint ends of a mix that is not linear (a shaking shot's, a wipe's) go to no clip.
   double span_margin = 0.28;

