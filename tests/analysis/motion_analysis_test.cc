@@ -256,7 +256,7 @@ TEST(MotionAnalysisTest, ACrossFadeBetweenTwoPansIsATransitionWithOneCutInside) 
   ASSERT_EQ(m.transitions.size(), 1u) << ::testing::PrintToString(m.cuts);
   // Every mixed frame (40-51) inside the span, and at most 6 more either side (the pans move
   // the shots under the mix, so the ramp is fitted a little wider, and transitions.span_margin
-  // widens it by 0.28 of its half-length: it starts at 34 here).
+  // widens it by 0.28 of its half-length).
   EXPECT_LE(m.transitions[0].first, 40);
   EXPECT_GE(m.transitions[0].last, 51);
   EXPECT_GE(m.transitions[0].first, 34) << m.transitions[0].first;
