@@ -150,6 +150,8 @@ TransitionFinder::Profile TransitionFinder::MeasureWipe(size_t a, size_t b, doub
   const cv::Mat& after = recent_[b].small;
   const std::vector<double> apart = CellErrors(before, after);  // how far the sides differ, per cell
   const double typical = AtFraction(apart, 0.5);
+  std::vector<bool> evidence(apart.size());  // the sides differ here: the cell can tell them
+  for (size_t c = 0; c < apart.size(); ++c) evidence[c] = apart[c] >= 0.5 * typical;
   std::vector<int> frames_after(apart.size(), 0);
   for (size_t i = 0; a + i <= b; ++i) {
     const std::vector<double> eb = CellErrors(recent_[a + i].small, before);
@@ -157,7 +159,7 @@ TransitionFinder::Profile TransitionFinder::MeasureWipe(size_t a, size_t b, doub
     double fit = 0, to_before = 0, to_after = 0, counted = 0, on_after = 0;
     for (size_t c = 0; c < apart.size(); ++c) {
       fit += std::min(eb[c], ea[c]), to_before += eb[c], to_after += ea[c];
-      if (apart[c] < 0.5 * typical) continue;  // the sides alike here: no evidence
+      if (!evidence[c]) continue;
       counted += 1;
       if (ea[c] < eb[c]) on_after += 1, ++frames_after[c];
     }
@@ -172,7 +174,7 @@ TransitionFinder::Profile TransitionFinder::MeasureWipe(size_t a, size_t b, doub
   // against the cell's column and row: a wipe's order.
   std::vector<double> when, column, row;
   for (size_t c = 0; c < apart.size(); ++c) {
-    if (apart[c] < 0.5 * typical) continue;
+    if (!evidence[c]) continue;
     when.push_back(double(p.mix.size()) - frames_after[c]);
     column.push_back(double(c % kCellsX)), row.push_back(double(c / kCellsX));
   }
@@ -259,9 +261,10 @@ void TransitionFinder::Evaluate(size_t a, size_t b, const Bump* bump) {
   Profile p = Measure(a, b);
   if (bump) p.residual_out = bump->sides;  // placed by the residual: the sides are outside
   if (!IsTransition(p)) {
+    if (bump) return;  // sides placed by the residual are a mix's: no wipe is looked for
     double sweep = 0;
     const Profile wipe = MeasureWipe(a, b, &sweep);
-    if (!bump && IsWipe(wipe, sweep)) AddSpan(wipe, a, "wipe");
+    if (IsWipe(wipe, sweep)) AddSpan(wipe, a, "wipe");
     return;
   }
   if (bump && p.mixed < options_.bump_min_mixed) return;

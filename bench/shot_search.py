@@ -7,7 +7,7 @@ coordinate search (issue 74), and prints how each was chosen.
 The set is bench/shot_set.py's; only the videos whose truth says "split": "train" are read.
 The held-out videos are never opened here.
 
-The search: every named threshold (DecisionParameters in analysis/motion_analysis.h, 22) in
+The search: every named threshold (DecisionParameters in analysis/motion_analysis.h, 26) in
 turn, starting from START (round 2: round 1's choice), is tried at its value times 0.7 and 1.4
 (an integer at its value -1 and +1; a value of 0 at 0.1 and 0.2), the others held; where the
 lowest cost is at the grid's edge, it goes on that way (x0.7 or x1.4 again, or one more) while

@@ -1,10 +1,12 @@
 #!/usr/bin/python3
 """Builds the labelled shot-boundary set from Debian's media, with ffmpeg, and its truth.
 
-    bench/shot_set.py [--round2] OUT_DIR [NAME.mp4 ...]
+    bench/shot_set.py [--round2 | --round3] OUT_DIR [NAME.mp4 ...]
 
 --round2 builds issue 74's second round: round 1's videos, every one training, and 16 new
-held-out videos from sources round 1 never used (SOURCES_ROUND2_HELD_OUT).
+held-out videos from sources round 1 never used (SOURCES_ROUND2_HELD_OUT). --round3 builds the
+third: round 2's held-out videos become "validation", and 16 new held-out videos come from
+sources neither earlier round used (SOURCES_ROUND3_HELD_OUT).
 
 Writes OUT_DIR/<name>.mp4 (640x360, 25 fps, H.264 + AAC) and OUT_DIR/truth.json:
 {"<name>.mp4": {"frames": N, "cuts": [first frame of the new shot, ...],

@@ -39,8 +39,8 @@ MotionAnalysisOptions AudioSyncCutOptions() {
   o.transitions.max_s = 3.0;
   o.transitions.mixed_lo = 0.15;
   o.transitions.edge = 0.04;
-  // ...and these as they were before it too: part 3's second search moved them, and its
-  // whip-pan, ramp, wipe and span-margin rules are off here.
+  // ...and these as they were before it too: the later searches (issue 74, parts 3 and 4)
+  // moved them, and the whip-pan, ramp, wipe and span-margin rules are off here.
   o.cut_residual = 0.45;
   o.flat_std = 10.0;
   o.transitions.change = 0.15;
