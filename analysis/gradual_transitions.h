@@ -47,7 +47,10 @@ struct TransitionFinderOptions {
   int bump_min_mixed = 5;
   // The span reaches this fraction of its half-length past the ramp's ends at 0 and 1: the
   // faint ends of a mix that is not linear (a shaking shot's, a wipe's) go to no clip.
-  double span_margin = 0.28;
+  double span_margin = 0.392;
+  // Then each end goes on over the source frames that still change at least this many times as
+  // much as the shot beside it does (motion's MotionAnalyser::Widened); 0: not at all.
+  double widen_ratio = 2.0;
   // A wipe: each part of the picture is one side or the other, never a mix, and the parts
   // change side in order across the picture. Cells of the thumbnail (8 x 6) are fitted to the
   // nearer side: a frame whose cells fit at most `wipe_fit_ratio` of the nearer side's error

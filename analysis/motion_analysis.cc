@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <numeric>
 
 #include <opencv2/calib3d.hpp>
@@ -286,6 +287,7 @@ std::vector<DecisionParameter> DecisionParameters(MotionAnalysisOptions* o) {
           {"transitions.max_camera", &t->max_camera},
           {"transitions.bump_min_mixed", nullptr, &t->bump_min_mixed},
           {"transitions.span_margin", &t->span_margin},
+          {"transitions.widen_ratio", &t->widen_ratio},
           {"transitions.wipe_fit_ratio", &t->wipe_fit_ratio},
           {"transitions.wipe_sweep", &t->wipe_sweep}};
 }
@@ -549,6 +551,46 @@ GradualTransition MotionAnalyser::OverSkipped(GradualTransition t) const {
   return t;
 }
 
+// The lower quartile of the changes into source frames [from, to]; -1 with fewer than three.
+double MotionAnalyser::QuietChange(int64_t from, int64_t to) const {
+  std::vector<double> v;
+  if (!changes_.empty()) to = std::min(to, changes_.back().first);  // frames seen
+  for (int64_t i = from; i <= to; ++i) v.push_back(ChangeAt(i));
+  if (v.size() < 3) return -1;
+  std::nth_element(v.begin(), v.begin() + v.size() / 4, v.end());
+  return v[v.size() / 4];
+}
+
+GradualTransition MotionAnalyser::Widened(GradualTransition t, const std::vector<GradualTransition>& all,
+                                          const std::vector<int64_t>& cuts) const {
+  constexpr double kStep = 1.0;  // gray levels a frame of a fade changes by, at least (FadeAround)
+  int64_t lo = 0, hi = std::numeric_limits<int64_t>::max();  // the shots' first frames around it
+  for (int64_t c : cuts) {
+    if (c <= t.first) lo = std::max(lo, c);
+    if (c > t.last) hi = std::min(hi, c);
+  }
+  for (const GradualTransition& o : all) {  // nor into another transition
+    if (o.last < t.first) lo = std::max(lo, o.last + 1);
+    if (o.first > t.last) hi = std::min(hi, o.first);
+  }
+  const double ratio = options_.transitions.widen_ratio;
+  if (!(ratio > 0)) return t;
+  const int64_t reach = std::max<int64_t>(t.last - t.first + 1, 2);  // at most its length again
+  // Before: frame first - 1 is mixed when it changed from the frame before it as a mix does.
+  const double before = QuietChange(std::max(lo + 1, t.first - 1 - 2 * reach), t.first - 2);
+  const double floor_before = std::max(kStep, ratio * before);
+  for (const int64_t stop = t.first - reach; before >= 0 && t.first - 1 > lo && t.first > stop &&
+                                             ChangeAt(t.first - 1) >= floor_before;)
+    --t.first;
+  // After: frame last + 1 is mixed when the frame after it still changed as a mix does.
+  const double after = QuietChange(t.last + 3, std::min(hi - 1, t.last + 2 + 2 * reach));
+  const double floor_after = std::max(kStep, ratio * after);
+  for (const int64_t stop = t.last + reach; after >= 0 && t.last + 2 < hi && t.last < stop &&
+                                            ChangeAt(t.last + 2) >= floor_after;)
+    ++t.last;
+  return t;
+}
+
 void MotionAnalyser::Place(MotionSummary* out, const std::vector<GradualTransition>& dissolves) {
   std::vector<GradualTransition> spans = fades_;
   for (const GradualTransition& t : dissolves) {
@@ -582,6 +624,9 @@ void MotionAnalyser::Place(MotionSummary* out, const std::vector<GradualTransiti
     if (!spanned)
       if (auto ramp = RampAround(p.sharpest)) out->transitions.push_back(*ramp);
   }
+  std::vector<GradualTransition> widened;
+  for (const GradualTransition& t : out->transitions) widened.push_back(Widened(t, out->transitions, out->cuts));
+  out->transitions = std::move(widened);
   std::sort(out->transitions.begin(), out->transitions.end(),
             [](const GradualTransition& a, const GradualTransition& b) { return a.first < b.first; });
 }

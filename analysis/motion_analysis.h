@@ -190,6 +190,14 @@ class MotionAnalyser {
   bool IsHardCutInSpan(size_t i) const;
   // Widens [first, last] over the skipped frames next to its ends (any may be mixed).
   GradualTransition OverSkipped(GradualTransition t) const;
+  // Widens t out to where the picture stops changing more than the shot beside it does
+  // (transitions.widen_ratio times its lower quartile, and a fade's step at least), by at most
+  // its own length on each side, never past a cut (`cuts`: the new shots' first frames) nor into
+  // another of `all`. The ends a span's ramp fit leaves short (bench/README.md, issue 74 part 5).
+  GradualTransition Widened(GradualTransition t, const std::vector<GradualTransition>& all,
+                            const std::vector<int64_t>& cuts) const;
+  // The lower quartile of Step's changes into source frames [from, to]; -1 with fewer than 3.
+  double QuietChange(int64_t from, int64_t to) const;
   bool InTransition(const PairMotion& p, const MotionSummary& s) const;
   // The frames around the cut at source frame `cut` that change about as much as it does
   // (ramp_ratio, ramp_max_s), as a transition; none when only the cut's frame changes.

@@ -1,12 +1,14 @@
 #!/usr/bin/python3
 """Builds the labelled shot-boundary set from Debian's media, with ffmpeg, and its truth.
 
-    bench/shot_set.py [--round2 | --round3] OUT_DIR [NAME.mp4 ...]
+    bench/shot_set.py [--round2 | --round3 | --round4] OUT_DIR [NAME.mp4 ...]
 
 --round2 builds issue 74's second round: round 1's videos, every one training, and 16 new
 held-out videos from sources round 1 never used (SOURCES_ROUND2_HELD_OUT). --round3 builds the
 third: round 2's held-out videos become "validation", and 16 new held-out videos come from
-sources neither earlier round used (SOURCES_ROUND3_HELD_OUT).
+sources neither earlier round used (SOURCES_ROUND3_HELD_OUT). --round4 builds the fourth: round
+3's held-out videos join validation, and 16 new held-out videos come from gem-doc
+(SOURCES_ROUND4_HELD_OUT), a package no earlier round used.
 
 Writes OUT_DIR/<name>.mp4 (640x360, 25 fps, H.264 + AAC) and OUT_DIR/truth.json:
 {"<name>.mp4": {"frames": N, "cuts": [first frame of the new shot, ...],
@@ -438,6 +440,24 @@ SOURCES_ROUND3_HELD_OUT = {
         f"{VISP}/mbt-depth/castel/chateau.ppm", f"{VISP}/circle/circle.ppm",
         f"{VISP}/calibration/grid36-03.pgm"],
 }
+# Round 4 (issue 74, part 5): round 3's held-out side was scored once (c431195) and then looked
+# at, so it is spent and becomes validation too. A fourth held-out side is drawn from a Debian
+# package no earlier round used, gem-doc (Pd's GEM examples, `apt-get install gem-doc`): three
+# clips (alea.mpg's dice on black, anim-1.mov's rendered fly-through, homer.avi's cartoon) and
+# its photos and drawings (a city seen from four cameras, a flower, a tree, a painting, a
+# ducks pool, a fractal in two renderings, a dancer's silhouette, a car, a test grid). None is on
+# another side.
+GEM = os.environ.get("FRAMEMILL_GEM_DIR", "/usr/share/gem/examples")
+SOURCES_ROUND4_HELD_OUT = {
+    "footage": [("alea.mpg", f"{GEM}/data/alea.mpg", 0, 162, True),
+                ("anim-1.mov", f"{GEM}/data/anim-1.mov", 0, 91, False),
+                ("homer.avi", f"{GEM}/data/homer.avi", 0, 86, False)],
+    "sequences": [],
+    "photos": [f"{GEM}/10.glsl/{p}" for p in (
+        "cam1.jpg", "cam2.jpg", "cam3.jpg", "cam4.jpg", "img1.jpg", "img2.jpg", "img3.jpg")] + [
+        f"{GEM}/data/{p}" for p in ("ducks.png", "fractal.JPG", "fractalAlpha.TIF", "dancer.JPG",
+                                    "temp2.JPG")] + [f"{GEM}/12.multi_screen_projection/grid.jpg"],
+}
 # Each split's formats, one per video in order: every frame rate (24-60), sizes from 320x240
 # to 1920x1080, and H.264, MPEG-4 Part 2 and VP9.
 SIZES = [(320, 240), (640, 360), (854, 480), (640, 480), (1280, 720), (640, 360), (1920, 1080),
@@ -594,11 +614,21 @@ def sets_round3():
     yield from generated("held-out", 16, 7404, pool=SOURCES_ROUND3_HELD_OUT, prefix="fresh")
 
 
+def sets_round4():
+    """Round 3's videos (its held-out side now "validation" too) and 16 new held-out videos
+    ("novel-NN") drawn by seed 7405 from SOURCES_ROUND4_HELD_OUT."""
+    for name, parts, joins, events, meta in sets_round3():
+        yield name, parts, joins, events, dict(meta, split="train" if meta["split"] == "train" else "validation")
+    yield from generated("held-out", 16, 7405, pool=SOURCES_ROUND4_HELD_OUT, prefix="novel")
+
+
+ROUNDS = {"--round2": sets_round2, "--round3": sets_round3, "--round4": sets_round4}
+
+
 def main():
     videos = sets_v2
-    if sys.argv[1] in ("--round2", "--round3"):  # issue 74, parts 3 and 4: a new held-out side
-        videos = sets_round2 if sys.argv[1] == "--round2" else sets_round3
-        sys.argv.pop(1)
+    if sys.argv[1] in ROUNDS:  # issue 74, parts 3 to 5: a new held-out side
+        videos = ROUNDS[sys.argv.pop(1)]
     if sys.argv[1] == "--recut":  # the truth of a set built before SOURCE_CUTS: add them
         listing = os.path.join(sys.argv[2], "truth.json")
         truth = json.load(open(listing))

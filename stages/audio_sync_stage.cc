@@ -40,7 +40,7 @@ MotionAnalysisOptions AudioSyncCutOptions() {
   o.transitions.mixed_lo = 0.15;
   o.transitions.edge = 0.04;
   // ...and these as they were before it too: the later searches (issue 74, parts 3 and 4)
-  // moved them, and the whip-pan, ramp, wipe and span-margin rules are off here.
+  // moved them, and the whip-pan, ramp, wipe, span-margin and widening rules are off here.
   o.cut_residual = 0.45;
   o.flat_std = 10.0;
   o.transitions.change = 0.15;
@@ -49,6 +49,7 @@ MotionAnalysisOptions AudioSyncCutOptions() {
   o.transitions.max_camera = 0.015;
   o.transitions.bump_min_mixed = 5;
   o.transitions.span_margin = 0;
+  o.transitions.widen_ratio = 0;
   o.transitions.wipe_sweep = 2;  // a correlation is at most 1: no wipe
   o.slide_min_shift = 2;         // a shift is at most 0.5 of the width: no whip pan
   o.ramp_ratio = 1e9;            // no frame changes that much more than a cut: no ramp
