@@ -3,6 +3,7 @@
 coordinate search (issue 74), and prints how each was chosen.
 
     bench/shot_search.py --set DIR [--replay build/shot_replay] [--sweeps 1] [--out FILE]
+    bench/shot_search.py --set DIR --try '{"transitions.span_margin": 0.392}' ...
 
 The set is bench/shot_set.py's; only the videos whose truth says "split": "train" are read.
 The held-out videos are never opened here.
@@ -131,6 +132,9 @@ def main():
     ap.add_argument("--replay", default=os.path.join(HERE, "..", "build", "shot_replay"))
     ap.add_argument("--sweeps", type=int, default=1)
     ap.add_argument("--out", help="write the chosen thresholds here (JSON)")
+    ap.add_argument("--try", dest="settings", nargs="+", metavar="JSON",
+                    help="print the training cost of each setting (JSON: thresholds over the "
+                         "defaults in code) and stop: a sweep of a few parameters by hand")
     ap.add_argument("--start", help="start from these thresholds (JSON, as --out writes) instead "
                                     "of START: a further sweep from an earlier search's choice")
     args = ap.parse_args()
@@ -138,6 +142,10 @@ def main():
              if t.get("split") == "train"}
     print(f"training videos: {len(truth)}: {', '.join(sorted(truth))}", flush=True)
     replay = Replay(args.replay, args.set, sorted(truth))
+    if args.settings:
+        for setting in args.settings:
+            print(setting, *cost(truth, replay(json.loads(setting))), flush=True)
+        return
     current = dict(START)
     if args.start:
         current.update(json.load(open(args.start)))
