@@ -149,7 +149,7 @@ std::vector<Command> Commands() {
        ExportFlags},
       {"report", "A static HTML report: overview, item grid with overlays, clusters, failures",
        CmdReport, ReportFlags},
-      {"gc", "Remove old history: error records (each job keeps its latest), stopped workers, old runs",
+      {"gc", "Remove old history: error records (each job keeps its latest), stopped workers, old runs; and clip files no done job lists",
        CmdGc, GcFlags},
       {"config", "The effective configuration and where each value came from", CmdConfig, JsonFlag},
       {"gpu", "Devices, free/total VRAM, and for every operation: GPU or CPU, and why", CmdGpu,

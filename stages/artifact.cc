@@ -78,6 +78,24 @@ Status RemoveEarlierAttempts(const std::string& dir, const ClaimedJob& job, cons
   return Status::OK();
 }
 
+Result<int64_t> RemoveUnlistedArtifacts(const std::string& dir, int64_t item, const std::string& ext,
+                                        const std::set<std::string>& keep, bool dry_run) {
+  int64_t found = 0;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return found;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    // Any token is another's: "" is none's.
+    if (!EarlierAttempt(it->path().filename().string(), item, "", ext) || keep.count(it->path().string()))
+      continue;
+    ++found;
+    std::error_code rm;
+    if (!dry_run) fs::remove(it->path(), rm);
+    if (rm) return Status::IOError("cannot remove " + it->path().string() + ": " + rm.message());
+  }
+  if (ec) return Status::IOError("cannot list " + dir + ": " + ec.message());
+  return found;
+}
+
 Status WriteArtifact(const std::string& path, std::string_view bytes) {
   // Two workers (a stale one and its rescuer) may write the same name: each its own temporary.
   return WriteFileAtomically(path, bytes, std::to_string(getpid()));

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -29,6 +30,13 @@ std::string ArtifactPath(const std::string& dir, const ClaimedJob& job, int64_t 
 // that holds the lease calls it: an older holder's result is fenced out, so its files are
 // no one's.
 Status RemoveEarlierAttempts(const std::string& dir, const ClaimedJob& job, const std::string& ext);
+
+// The files of `item` with `ext` under `dir` (their temporaries too) that `keep` does not name:
+// what a stale attempt left when it was killed after writing them and before its completion
+// was refused. Only for an item whose job is done, `keep` being its result's artifacts (an
+// attempt may be writing otherwise). Returns how many there were: removed unless `dry_run`.
+Result<int64_t> RemoveUnlistedArtifacts(const std::string& dir, int64_t item, const std::string& ext,
+                                        const std::set<std::string>& keep, bool dry_run);
 
 // Writes `bytes` at `path` (creating its directory) through a temporary name.
 Status WriteArtifact(const std::string& path, std::string_view bytes);

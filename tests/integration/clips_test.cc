@@ -156,6 +156,51 @@ TEST(ClipsBinaryTest, AKillWhileAClipIsWrittenThenARerunMakesEachClipOnceAndTheS
   EXPECT_EQ(FilesUnder(out), artifacts) << "a half clip or another attempt's clip was left";
 }
 
+// A stale worker killed after renaming its clips, before its completion was refused, leaves
+// them to no one: gc removes the clip files no done clips job lists, and nothing else.
+TEST(ClipsBinaryTest, GcRemovesClipFilesNoDoneJobListsAndKeepsTheRest) {
+  TempDir dir;
+  const std::string media = dir / "media";
+  fs::create_directories(media);
+  fs::copy_file(ImageioData("cockatoo.mp4"), media + "/cockatoo.mp4");
+  const std::map<std::string, std::string> env = {
+      {"FRAMEMILL_DB", dir / "fm.db"}, {"FRAMEMILL_OUT", dir / "out"}, {"FRAMEMILL_STAGES", "clips"}};
+  ASSERT_EQ(RunProcess({FRAMEMILL_BIN, "enqueue", media}, env, dir.path()).exit_code, 0);
+  ASSERT_EQ(RunProcess({FRAMEMILL_BIN, "run", "--workers", "1"}, env, dir.path(), 300).exit_code, 0);
+  std::set<std::string> artifacts;
+  for (const auto& row : ExportRows(env, dir.path(), "clips"))
+    for (const auto& c : row["result"]["clips"]) artifacts.insert(c["artifact"].get<std::string>());
+  ASSERT_FALSE(artifacts.empty());
+  const fs::path item_dir = fs::path(*artifacts.begin()).parent_path();
+  const std::string item = item_dir.filename().string();
+  // A stale attempt's clip and its temporary; beside them what is not a clip of this item, and
+  // a clip of an item with no done clips job: these stay.
+  const std::set<std::string> stale = {item_dir / (item + "-f12-00000000deadbeef.mp4"),
+                                       item_dir / (item + "-f40-00000000deadbeef.mp4.tmp.77")};
+  const std::set<std::string> others = {item_dir / "notes.txt", item_dir / (item + "-f12-00000000deadbeef.json"),
+                                        dir / "out/clips/999/999-f0-00000000deadbeef.mp4"};
+  for (const std::string& f : stale) fs::copy_file(*artifacts.begin(), f);
+  for (const std::string& f : others) {
+    fs::create_directories(fs::path(f).parent_path());
+    fs::copy_file(*artifacts.begin(), f);
+  }
+  std::set<std::string> all = artifacts;
+  all.insert(stale.begin(), stale.end());
+  all.insert(others.begin(), others.end());
+
+  auto dry = RunProcess({FRAMEMILL_BIN, "gc", "--dry-run"}, env, dir.path());
+  ASSERT_EQ(dry.exit_code, 0) << dry.err;
+  EXPECT_NE(dry.out.find("would remove 2 clip file(s) that no done clips job lists (dry run)"), std::string::npos)
+      << dry.out;
+  EXPECT_EQ(FilesUnder(dir / "out/clips"), all);
+  auto gc = RunProcess({FRAMEMILL_BIN, "gc"}, env, dir.path());
+  ASSERT_EQ(gc.exit_code, 0) << gc.err;
+  EXPECT_NE(gc.out.find("removed 2 clip file(s) that no done clips job lists"), std::string::npos) << gc.out;
+  std::set<std::string> kept = artifacts;
+  kept.insert(others.begin(), others.end());
+  EXPECT_EQ(FilesUnder(dir / "out/clips"), kept);
+}
+
 // Each line of `text` parsed as JSON.
 std::vector<nlohmann::json> JsonLines(const std::string& text) {
   std::vector<nlohmann::json> out;
