@@ -27,13 +27,6 @@ MixFit FitMix(const cv::Mat& before, const cv::Mat& after, const cv::Mat& m) {
   return fit;
 }
 
-// The value at `fraction` of the way up `v` (0.5: the upper median of an even count).
-double AtFraction(std::vector<double> v, double fraction) {
-  const auto k = v.begin() + static_cast<ptrdiff_t>(double(v.size()) * fraction);
-  std::nth_element(v.begin(), k, v.end());
-  return *k;
-}
-
 // The Pearson correlation of x and y (0 when either is constant).
 double Correlation(const std::vector<double>& x, const std::vector<double>& y) {
   const double n = double(x.size());
@@ -54,6 +47,12 @@ std::vector<double> CellErrors(const cv::Mat& m, const cv::Mat& side) {
 }
 
 }  // namespace
+
+double AtFraction(std::vector<double> v, double fraction) {
+  const auto k = v.begin() + static_cast<ptrdiff_t>(double(v.size()) * fraction);
+  std::nth_element(v.begin(), k, v.end());
+  return *k;
+}
 
 cv::Mat TransitionThumbnail(const cv::Mat& gray) {
   constexpr int kThumbWidth = 64;

@@ -63,6 +63,10 @@ struct TransitionFinderOptions {
   bool operator==(const TransitionFinderOptions&) const = default;
 };
 
+// The value at `fraction` of the way up `v` (0.5: the upper median of an even count; 0.25: the
+// lower quartile). `v` must not be empty.
+double AtFraction(std::vector<double> v, double fraction);
+
 // A frame as the finder compares frames: 8-bit gray made CV_32F, about 64 px wide, blurred
 // 3x3. Motion also places cuts between analysed frames by it (MotionAnalyser::Skipped).
 cv::Mat TransitionThumbnail(const cv::Mat& gray);

@@ -556,14 +556,14 @@ double MotionAnalyser::QuietChange(int64_t from, int64_t to) const {
   std::vector<double> v;
   if (!changes_.empty()) to = std::min(to, changes_.back().first);  // frames seen
   for (int64_t i = from; i <= to; ++i) v.push_back(ChangeAt(i));
-  if (v.size() < 3) return -1;
-  std::nth_element(v.begin(), v.begin() + v.size() / 4, v.end());
-  return v[v.size() / 4];
+  return v.size() < 3 ? -1 : AtFraction(std::move(v), 0.25);
 }
 
 GradualTransition MotionAnalyser::Widened(GradualTransition t, const std::vector<GradualTransition>& all,
                                           const std::vector<int64_t>& cuts) const {
   constexpr double kStep = 1.0;  // gray levels a frame of a fade changes by, at least (FadeAround)
+  const double ratio = options_.transitions.widen_ratio;
+  if (!(ratio > 0)) return t;
   int64_t lo = 0, hi = std::numeric_limits<int64_t>::max();  // the shots' first frames around it
   for (int64_t c : cuts) {
     if (c <= t.first) lo = std::max(lo, c);
@@ -573,8 +573,6 @@ GradualTransition MotionAnalyser::Widened(GradualTransition t, const std::vector
     if (o.last < t.first) lo = std::max(lo, o.last + 1);
     if (o.first > t.last) hi = std::min(hi, o.first);
   }
-  const double ratio = options_.transitions.widen_ratio;
-  if (!(ratio > 0)) return t;
   const int64_t reach = std::max<int64_t>(t.last - t.first + 1, 2);  // at most its length again
   // Before: frame first - 1 is mixed when it changed from the frame before it as a mix does.
   const double before = QuietChange(std::max(lo + 1, t.first - 1 - 2 * reach), t.first - 2);

@@ -606,20 +606,22 @@ def sets_round2():
     yield from generated("held-out", 16, 7403, pool=SOURCES_ROUND2_HELD_OUT, prefix="unseen")
 
 
-def sets_round3():
-    """Round 2's videos (its held-out side now "validation") and 16 new held-out videos
-    ("fresh-NN") drawn by seed 7404 from SOURCES_ROUND3_HELD_OUT."""
-    for name, parts, joins, events, meta in sets_round2():
+def next_round(earlier, seed, pool, prefix):
+    """The earlier round's videos, its held-out side now "validation" (spent), and 16 new
+    held-out videos drawn by `seed` from `pool`."""
+    for name, parts, joins, events, meta in earlier():
         yield name, parts, joins, events, dict(meta, split="train" if meta["split"] == "train" else "validation")
-    yield from generated("held-out", 16, 7404, pool=SOURCES_ROUND3_HELD_OUT, prefix="fresh")
+    yield from generated("held-out", 16, seed, pool=pool, prefix=prefix)
+
+
+def sets_round3():
+    """Round 2's videos and 16 new held-out ("fresh-NN", seed 7404, SOURCES_ROUND3_HELD_OUT)."""
+    return next_round(sets_round2, 7404, SOURCES_ROUND3_HELD_OUT, "fresh")
 
 
 def sets_round4():
-    """Round 3's videos (its held-out side now "validation" too) and 16 new held-out videos
-    ("novel-NN") drawn by seed 7405 from SOURCES_ROUND4_HELD_OUT."""
-    for name, parts, joins, events, meta in sets_round3():
-        yield name, parts, joins, events, dict(meta, split="train" if meta["split"] == "train" else "validation")
-    yield from generated("held-out", 16, 7405, pool=SOURCES_ROUND4_HELD_OUT, prefix="novel")
+    """Round 3's videos and 16 new held-out ("novel-NN", seed 7405, SOURCES_ROUND4_HELD_OUT)."""
+    return next_round(sets_round3, 7405, SOURCES_ROUND4_HELD_OUT, "novel")
 
 
 ROUNDS = {"--round2": sets_round2, "--round3": sets_round3, "--round4": sets_round4}

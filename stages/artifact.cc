@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 
 #include "base/atomic_file.h"
 
@@ -63,30 +64,17 @@ bool EarlierAttempt(const std::string& name, int64_t item, const std::string& to
 
 }  // namespace
 
-Status RemoveEarlierAttempts(const std::string& dir, const ClaimedJob& job, const std::string& ext) {
-  const std::string token = TokenHex(job);
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return Status::OK();
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (!EarlierAttempt(name, job.item_id, token, ext)) continue;
-    std::error_code rm;
-    fs::remove(it->path(), rm);
-    if (rm) return Status::IOError("cannot remove " + it->path().string() + ": " + rm.message());
-  }
-  if (ec) return Status::IOError("cannot list " + dir + ": " + ec.message());
-  return Status::OK();
-}
+namespace {
 
-Result<int64_t> RemoveUnlistedArtifacts(const std::string& dir, int64_t item, const std::string& ext,
-                                        const std::set<std::string>& keep, bool dry_run) {
+// Removes (unless `dry_run`) each file directly under `dir` whose name `doomed` accepts;
+// returns how many there were.
+Result<int64_t> RemoveFiles(const std::string& dir, const std::function<bool(const fs::path&)>& doomed,
+                            bool dry_run) {
   int64_t found = 0;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return found;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    // Any token is another's: "" is none's.
-    if (!EarlierAttempt(it->path().filename().string(), item, "", ext) || keep.count(it->path().string()))
-      continue;
+    if (!doomed(it->path())) continue;
     ++found;
     std::error_code rm;
     if (!dry_run) fs::remove(it->path(), rm);
@@ -94,6 +82,22 @@ Result<int64_t> RemoveUnlistedArtifacts(const std::string& dir, int64_t item, co
   }
   if (ec) return Status::IOError("cannot list " + dir + ": " + ec.message());
   return found;
+}
+
+}  // namespace
+
+Status RemoveEarlierAttempts(const std::string& dir, const ClaimedJob& job, const std::string& ext) {
+  const std::string token = TokenHex(job);
+  return RemoveFiles(dir, [&](const fs::path& p) {
+    return EarlierAttempt(p.filename().string(), job.item_id, token, ext);
+  }, false).status();
+}
+
+Result<int64_t> RemoveUnlistedArtifacts(const std::string& dir, int64_t item, const std::string& ext,
+                                        const std::set<std::string>& keep, bool dry_run) {
+  return RemoveFiles(dir, [&](const fs::path& p) {  // any token is another's: "" is none's
+    return EarlierAttempt(p.filename().string(), item, "", ext) && !keep.count(p.string());
+  }, dry_run);
 }
 
 Status WriteArtifact(const std::string& path, std::string_view bytes) {
